@@ -1,0 +1,485 @@
+//! Model containers and the tensor-store abstraction they share.
+//!
+//! Every container reader (EMBD `.weights`, the legacy `cpp_embedder` layout, and
+//! the other seed formats) parses its file into one [`ModelFile`]: metadata as
+//! string key/values, an optional vocabulary, and a table of tensors whose bytes
+//! live in the memory-mapped file (zero-copy) or, where a format needs a
+//! transformation (a transposed legacy matrix), in owned memory.
+//!
+//! [`ModelFile::open`] detects the container by its magic and dispatches.
+
+pub mod bytes;
+pub mod embd;
+pub mod legacy;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::tokenizer::vocab::Vocab;
+
+/// Element type of a tensor. Codes are those of the EMBD format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DType {
+    /// IEEE 754 binary32.
+    F32 = 0,
+    /// IEEE 754 binary16.
+    F16 = 1,
+    /// bfloat16.
+    BF16 = 2,
+    /// Signed 32-bit integer.
+    I32 = 3,
+    /// Signed 16-bit integer.
+    I16 = 4,
+    /// Signed 8-bit integer.
+    I8 = 5,
+    /// Unsigned 32-bit integer.
+    U32 = 6,
+    /// Unsigned 16-bit integer.
+    U16 = 7,
+    /// Unsigned 8-bit integer.
+    U8 = 8,
+}
+
+impl DType {
+    /// All types, in code order.
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U32,
+        DType::U16,
+        DType::U8,
+    ];
+
+    /// The type for an EMBD dtype code.
+    pub fn from_code(code: u8) -> Option<DType> {
+        DType::ALL.get(usize::from(code)).copied()
+    }
+
+    /// The EMBD dtype code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I8 | DType::U8 => 1,
+        }
+    }
+
+    /// Lower-case name (`f32`, `f16`, `bf16`, `i32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I32 => "i32",
+            DType::I16 => "i16",
+            DType::I8 => "i8",
+            DType::U32 => "u32",
+            DType::U16 => "u16",
+            DType::U8 => "u8",
+        }
+    }
+
+    /// Parses a name as printed by [`DType::name`].
+    pub fn from_name(s: &str) -> Option<DType> {
+        DType::ALL.iter().copied().find(|d| d.name() == s)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which container a [`ModelFile`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatKind {
+    /// EMBD `.weights` as specified (64-byte header, footer CRCs).
+    Embd,
+    /// The layout the real `cpp_embedder` converter writes ("simplified format").
+    EmbdLegacy,
+}
+
+impl FormatKind {
+    /// A short name for messages and `embd inspect`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatKind::Embd => "embd",
+            FormatKind::EmbdLegacy => "embd-legacy",
+        }
+    }
+}
+
+/// The bytes a [`ModelFile`] reads from: a read-only memory map or owned memory.
+pub enum Backing {
+    /// A read-only memory map of the whole file.
+    Mmap(memmap2::Mmap),
+    /// Owned bytes (tests, in-memory conversions). Stored as `u64` words so the
+    /// start is 8-byte aligned like a page-aligned map.
+    Owned {
+        /// The bytes, packed into aligned words.
+        words: Vec<u64>,
+        /// Length in bytes.
+        len: usize,
+    },
+}
+
+impl Backing {
+    /// Maps `path` read-only.
+    pub fn map(path: &Path) -> Result<Backing> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path.display(), e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path.display(), e))?;
+        if !meta.is_file() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{}: not a regular file", path.display()),
+            ));
+        }
+        if meta.len() == 0 {
+            return Err(Error::format(path.display(), 0, "file is empty"));
+        }
+        // SAFETY: the map is read-only and private to this process. The file may be
+        // changed by another process while mapped; like every mmap-based loader we
+        // document that model files must not be modified while in use. All reads go
+        // through bounds-checked slices, so a shrinking file cannot make us read
+        // outside the mapping's length as recorded here.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path.display(), e))?;
+        Ok(Backing::Mmap(map))
+    }
+
+    /// Copies `bytes` into an aligned owned buffer.
+    pub fn from_bytes(bytes: &[u8]) -> Backing {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        let len = bytes.len();
+        {
+            let dst = words_as_bytes_mut(&mut words);
+            dst[..len].copy_from_slice(bytes);
+        }
+        Backing::Owned { words, len }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Owned { words, len } => &words_as_bytes(words)[..*len],
+        }
+    }
+}
+
+fn words_as_bytes(w: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding and every byte pattern is a valid u8; the length
+    // in bytes is exactly 8 * w.len() and the lifetime is tied to `w`.
+    unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 8) }
+}
+
+fn words_as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as in `words_as_bytes`; the exclusive borrow of `w` is carried over.
+    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u8>(), w.len() * 8) }
+}
+
+/// Where a tensor's bytes are.
+#[derive(Debug, Clone)]
+pub enum TensorData {
+    /// `backing[start..start + len]`.
+    Mapped {
+        /// Absolute start in the backing.
+        start: usize,
+        /// Length in bytes.
+        len: usize,
+    },
+    /// Owned bytes, stored as `u32` words so f32 views are aligned.
+    Owned {
+        /// The bytes, packed into aligned words.
+        words: Vec<u32>,
+        /// Length in bytes.
+        len: usize,
+    },
+}
+
+/// One tensor of a [`ModelFile`].
+#[derive(Debug, Clone)]
+pub struct TensorEntry {
+    /// Name (HF BERT naming for BERT models).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape, row-major.
+    pub shape: Vec<usize>,
+    /// Where the bytes are.
+    pub data: TensorData,
+    /// Offset of the data in the file, for `inspect` (absolute; 0 for owned data).
+    pub file_offset: u64,
+}
+
+impl TensorEntry {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Size of the data in bytes.
+    pub fn byte_len(&self) -> usize {
+        match &self.data {
+            TensorData::Mapped { len, .. } | TensorData::Owned { len, .. } => *len,
+        }
+    }
+
+    /// An owned tensor from f32 values (used by readers that must transform data).
+    pub fn owned_f32(name: impl Into<String>, shape: Vec<usize>, values: &[f32]) -> Self {
+        let words: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+        let len = words.len() * 4;
+        TensorEntry {
+            name: name.into(),
+            dtype: DType::F32,
+            shape,
+            data: TensorData::Owned { words, len },
+            file_offset: 0,
+        }
+    }
+}
+
+/// A parsed model container: metadata, vocabulary, tensors.
+///
+/// Cheap to share: wrap it in an [`Arc`]; tensors are read through
+/// [`ModelFile::tensor_bytes`] and friends without copying.
+pub struct ModelFile {
+    /// The container kind.
+    pub format: FormatKind,
+    backing: Arc<Backing>,
+    /// Metadata key/values (EMBD keys; other formats map theirs onto these).
+    pub metadata: BTreeMap<String, String>,
+    /// The vocabulary, if the file carries one.
+    pub vocab: Option<Vocab>,
+    /// Tensors in file order.
+    pub tensors: Vec<TensorEntry>,
+    index: HashMap<String, usize>,
+    /// Free-form facts for `embd inspect` (header fields, flags, checksum status).
+    pub details: Vec<(String, String)>,
+}
+
+impl fmt::Debug for ModelFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelFile")
+            .field("format", &self.format)
+            .field("metadata", &self.metadata)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+/// Options for reading a container.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions {
+    /// Verify data and whole-file CRCs when the file carries them (default true).
+    /// The EMBD header CRC is always verified.
+    pub verify_checksums: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            verify_checksums: true,
+        }
+    }
+}
+
+impl ModelFile {
+    /// Assembles a model file; fails on duplicate tensor names.
+    pub fn new(
+        format: FormatKind,
+        backing: Arc<Backing>,
+        metadata: BTreeMap<String, String>,
+        vocab: Option<Vocab>,
+        tensors: Vec<TensorEntry>,
+    ) -> Result<ModelFile> {
+        let mut index = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if let TensorData::Mapped { start, len } = t.data {
+                let end = start.checked_add(len);
+                if end.is_none_or(|e| e > backing.bytes().len()) {
+                    return Err(Error::format(
+                        format!("tensor '{}'", t.name),
+                        start as u64,
+                        "data outside the file",
+                    ));
+                }
+            }
+            if index.insert(t.name.clone(), i).is_some() {
+                return Err(Error::new(
+                    ErrorKind::Format,
+                    format!("duplicate tensor name '{}'", t.name),
+                ));
+            }
+        }
+        Ok(ModelFile {
+            format,
+            backing,
+            metadata,
+            vocab,
+            tensors,
+            index,
+            details: Vec::new(),
+        })
+    }
+
+    /// Opens `path`, detecting the container from its first bytes.
+    pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
+        let path = path.as_ref();
+        let backing = Arc::new(Backing::map(path)?);
+        Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
+    }
+
+    /// Parses bytes already in memory (copied into an aligned buffer).
+    pub fn from_bytes(bytes: &[u8], opts: ReadOptions) -> Result<ModelFile> {
+        Self::from_backing(Arc::new(Backing::from_bytes(bytes)), opts)
+    }
+
+    /// Parses a backing, detecting the container.
+    pub fn from_backing(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
+        let b = backing.bytes();
+        if b.starts_with(b"EMBD") {
+            if legacy::looks_legacy(b) {
+                return legacy::read(backing, opts);
+            }
+            return embd::read(backing, opts);
+        }
+        let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
+        Err(Error::new(
+            ErrorKind::UnknownFormat,
+            format!(
+                "unknown model container: first bytes {} match no supported format",
+                shown.join(" ")
+            ),
+        ))
+    }
+
+    /// The whole backing byte buffer.
+    pub fn backing(&self) -> &Arc<Backing> {
+        &self.backing
+    }
+
+    /// The tensor named `name`.
+    pub fn tensor(&self, name: &str) -> Option<&TensorEntry> {
+        self.index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The raw bytes of a tensor.
+    pub fn tensor_bytes<'a>(&'a self, t: &'a TensorEntry) -> &'a [u8] {
+        match &t.data {
+            // Bounds were checked in `ModelFile::new`.
+            TensorData::Mapped { start, len } => &self.backing.bytes()[*start..*start + *len],
+            TensorData::Owned { words, len } => {
+                // SAFETY: u32 words reinterpreted as bytes; no padding, any bit
+                // pattern is a valid u8; `len <= 4 * words.len()` by construction.
+                let all = unsafe {
+                    std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 4)
+                };
+                &all[..*len]
+            }
+        }
+    }
+
+    /// A FLOAT32 tensor viewed in place as `&[f32]`, when its bytes are 4-aligned
+    /// (always for EMBD files with TENSORS_ALIGNED). `None` for other dtypes or
+    /// misaligned data; use [`ModelFile::tensor_to_f32`] then.
+    pub fn tensor_f32<'a>(&'a self, t: &'a TensorEntry) -> Option<&'a [f32]> {
+        if t.dtype != DType::F32 {
+            return None;
+        }
+        let b = self.tensor_bytes(t);
+        if cfg!(target_endian = "big") {
+            return None;
+        }
+        // SAFETY: every 4-byte pattern is a valid f32; align_to only yields a
+        // middle slice that is correctly aligned and in bounds.
+        let (pre, mid, post) = unsafe { b.align_to::<f32>() };
+        (pre.is_empty() && post.is_empty()).then_some(mid)
+    }
+
+    /// Any numeric tensor converted to f32 values (a copy). Integer types are
+    /// converted by value (no scale applied).
+    pub fn tensor_to_f32(&self, t: &TensorEntry) -> Vec<f32> {
+        let b = self.tensor_bytes(t);
+        convert_to_f32(t.dtype, b)
+    }
+}
+
+/// Converts little-endian bytes of `dtype` to f32 values.
+pub fn convert_to_f32(dtype: DType, b: &[u8]) -> Vec<f32> {
+    match dtype {
+        DType::F32 => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => b
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => b
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::I32 => b
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+            .collect(),
+        DType::U32 => b
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+            .collect(),
+        DType::I16 => b
+            .chunks_exact(2)
+            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        DType::U16 => b
+            .chunks_exact(2)
+            .map(|c| f32::from(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        DType::I8 => b.iter().map(|&x| f32::from(x as i8)).collect(),
+        DType::U8 => b.iter().map(|&x| f32::from(x)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_codes_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_code(d.code()), Some(d));
+            assert_eq!(DType::from_name(d.name()), Some(d));
+        }
+        assert_eq!(DType::from_code(9), None);
+    }
+
+    #[test]
+    fn unknown_magic_is_unknown_format() {
+        let e = ModelFile::from_bytes(b"NOPE....", ReadOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnknownFormat);
+    }
+
+    #[test]
+    fn convert_half_types() {
+        let one_f16 = half::f16::from_f32(1.5).to_le_bytes();
+        assert_eq!(convert_to_f32(DType::F16, &one_f16), vec![1.5]);
+        let one_bf16 = half::bf16::from_f32(-2.0).to_le_bytes();
+        assert_eq!(convert_to_f32(DType::BF16, &one_bf16), vec![-2.0]);
+        assert_eq!(convert_to_f32(DType::I8, &[0xFF]), vec![-1.0]);
+    }
+}

@@ -1,0 +1,19 @@
+//! # embedder
+//!
+//! Sentence embeddings on the CPU, behind a C ABI. Loads BERT-family encoders
+//! (all-MiniLM-L6-v2 first) from memory-mapped EMBD `.weights` files, tokenizes
+//! exactly like HuggingFace's fast BERT tokenizer, and produces the vectors
+//! sentence-transformers produces.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod error;
+pub mod formats;
+pub mod model;
+pub mod tokenizer;
+
+pub use error::{Error, ErrorKind, Result};
+pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
+pub use model::config::{Activation, ModelConfig, Pooling};
+pub use tokenizer::vocab::{SpecialIds, Vocab};

@@ -1,0 +1,347 @@
+//! Model hyper-parameters read from a model file's metadata (EMBD keys).
+//!
+//! Every container maps its own header onto the same string keys, so this one
+//! parser serves them all. Nothing here is hard-coded to all-MiniLM-L6-v2.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// How token vectors are pooled into one sentence vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// Mean over tokens with attention mask 1 ([CLS] and [SEP] included).
+    Mean,
+    /// The [CLS] token's vector.
+    Cls,
+    /// Element-wise max over tokens with attention mask 1.
+    Max,
+}
+
+impl Pooling {
+    /// The metadata spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Max => "max",
+        }
+    }
+
+    /// Parses the metadata spelling.
+    pub fn from_name(s: &str) -> Option<Pooling> {
+        match s {
+            "mean" => Some(Pooling::Mean),
+            "cls" => Some(Pooling::Cls),
+            "max" => Some(Pooling::Max),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Pooling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The feed-forward activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// GELU, exact erf form (HF `gelu`).
+    Gelu,
+    /// GELU, tanh approximation (HF `gelu_new` / `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+impl Activation {
+    /// The metadata spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_tanh",
+        }
+    }
+}
+
+/// Everything the tokenizer and encoder need to know about a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `model_name`.
+    pub model_name: String,
+    /// `model_version`.
+    pub model_version: String,
+    /// `architecture` (only `bert` runs).
+    pub architecture: String,
+    /// `vocab_size`.
+    pub vocab_size: usize,
+    /// `hidden_size`.
+    pub hidden_size: usize,
+    /// `embedding_dim` (output size; equals `hidden_size` for BERT pooling).
+    pub embedding_dim: usize,
+    /// `num_layers`.
+    pub num_layers: usize,
+    /// `num_attention_heads`.
+    pub num_heads: usize,
+    /// `intermediate_size`.
+    pub intermediate_size: usize,
+    /// `max_position_emb`.
+    pub max_position: usize,
+    /// `type_vocab_size`.
+    pub type_vocab_size: usize,
+    /// `max_seq_length`: tokens per input incl. [CLS]/[SEP].
+    pub max_seq_length: usize,
+    /// `layer_norm_eps`.
+    pub layer_norm_eps: f32,
+    /// `hidden_act`.
+    pub activation: Activation,
+    /// `pooling`.
+    pub pooling: Pooling,
+    /// `normalize`.
+    pub normalize: bool,
+    /// `do_lower_case`.
+    pub do_lower_case: bool,
+    /// `strip_accents` (`None` follows `do_lower_case`).
+    pub strip_accents: Option<bool>,
+    /// `tokenize_chinese_chars`.
+    pub tokenize_chinese_chars: bool,
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool> {
+    match v {
+        "true" | "1" | "True" => Ok(true),
+        "false" | "0" | "False" => Ok(false),
+        _ => Err(Error::model(format!(
+            "metadata '{key}' = '{v}' is not a boolean (true/false)"
+        ))),
+    }
+}
+
+impl ModelConfig {
+    /// Reads the config from metadata, with the defaults of the format notes,
+    /// and checks that sizes are positive and consistent.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] naming the first missing or invalid key.
+    pub fn from_metadata(md: &BTreeMap<String, String>) -> Result<ModelConfig> {
+        let get = |k: &str| md.get(k).map(|s| s.trim());
+        let req_usize = |k: &str| -> Result<usize> {
+            let v = get(k).ok_or_else(|| Error::model(format!("metadata key '{k}' is missing")))?;
+            v.parse::<usize>().map_err(|_| {
+                Error::model(format!(
+                    "metadata '{k}' = '{v}' is not a non-negative integer"
+                ))
+            })
+        };
+        let opt_usize = |k: &str, d: usize| -> Result<usize> {
+            match get(k) {
+                None => Ok(d),
+                Some(v) => v.parse::<usize>().map_err(|_| {
+                    Error::model(format!(
+                        "metadata '{k}' = '{v}' is not a non-negative integer"
+                    ))
+                }),
+            }
+        };
+        let opt_bool = |k: &str, d: bool| -> Result<bool> {
+            match get(k) {
+                None => Ok(d),
+                Some(v) => parse_bool(k, v),
+            }
+        };
+
+        let model_name = get("model_name").unwrap_or("").to_string();
+        let architecture = get("architecture").unwrap_or("bert").to_string();
+        let hidden_size = req_usize("hidden_size")?;
+        let max_position = req_usize("max_position_emb")?;
+        let default_max_seq = if model_name.ends_with("all-MiniLM-L6-v2") {
+            256
+        } else {
+            max_position
+        };
+        let pooling = match get("pooling") {
+            None => Pooling::Mean,
+            Some(v) => Pooling::from_name(v).ok_or_else(|| {
+                Error::model(format!(
+                    "metadata 'pooling' = '{v}' is not mean, cls or max"
+                ))
+            })?,
+        };
+        let activation = match get("hidden_act") {
+            None | Some("gelu") => Activation::Gelu,
+            Some("gelu_tanh") | Some("gelu_new") | Some("gelu_pytorch_tanh") => {
+                Activation::GeluTanh
+            }
+            Some(v) => {
+                return Err(Error::model(format!(
+                    "metadata 'hidden_act' = '{v}' is not supported (gelu or gelu_tanh)"
+                )))
+            }
+        };
+        let layer_norm_eps = match get("layer_norm_eps") {
+            None => 1e-12,
+            Some(v) => v
+                .parse::<f32>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| {
+                    Error::model(format!(
+                        "metadata 'layer_norm_eps' = '{v}' is not a finite number >= 0"
+                    ))
+                })?,
+        };
+        let strip_accents = match get("strip_accents") {
+            None | Some("") | Some("null") | Some("none") => None,
+            Some(v) => Some(parse_bool("strip_accents", v)?),
+        };
+        let cfg = ModelConfig {
+            model_name,
+            model_version: get("model_version").unwrap_or("").to_string(),
+            architecture,
+            vocab_size: req_usize("vocab_size")?,
+            hidden_size,
+            embedding_dim: req_usize("embedding_dim")?,
+            num_layers: req_usize("num_layers")?,
+            num_heads: req_usize("num_attention_heads")?,
+            intermediate_size: req_usize("intermediate_size")?,
+            max_position,
+            type_vocab_size: opt_usize("type_vocab_size", 2)?,
+            max_seq_length: opt_usize("max_seq_length", default_max_seq)?,
+            layer_norm_eps,
+            activation,
+            pooling,
+            normalize: opt_bool("normalize", true)?,
+            do_lower_case: opt_bool("do_lower_case", true)?,
+            strip_accents,
+            tokenize_chinese_chars: opt_bool("tokenize_chinese_chars", true)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks sizes: positive, heads divide hidden, max_seq_length within positions.
+    pub fn validate(&self) -> Result<()> {
+        if self.architecture != "bert" {
+            return Err(Error::unsupported(format!(
+                "architecture '{}' is not supported (only bert encoders run)",
+                self.architecture
+            )));
+        }
+        for (k, v) in [
+            ("hidden_size", self.hidden_size),
+            ("num_layers", self.num_layers),
+            ("num_attention_heads", self.num_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_emb", self.max_position),
+            ("vocab_size", self.vocab_size),
+            ("type_vocab_size", self.type_vocab_size),
+        ] {
+            if v == 0 {
+                return Err(Error::model(format!("metadata '{k}' must be positive")));
+            }
+        }
+        if self.hidden_size % self.num_heads != 0 {
+            return Err(Error::model(format!(
+                "hidden_size {} is not divisible by num_attention_heads {}",
+                self.hidden_size, self.num_heads
+            )));
+        }
+        if self.embedding_dim != self.hidden_size {
+            return Err(Error::model(format!(
+                "embedding_dim {} differs from hidden_size {} (no projection head is supported)",
+                self.embedding_dim, self.hidden_size
+            )));
+        }
+        if self.max_seq_length < 2 || self.max_seq_length > self.max_position {
+            return Err(Error::model(format!(
+                "max_seq_length {} must be in 2..={} (max_position_emb)",
+                self.max_seq_length, self.max_position
+            )));
+        }
+        // Bounds that keep every size computation far from overflow.
+        if self.hidden_size > 1 << 16
+            || self.intermediate_size > 1 << 18
+            || self.num_layers > 1024
+            || self.max_position > 1 << 16
+        {
+            return Err(Error::model(
+                "model dimensions exceed the supported maximum",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether accents are stripped (explicit setting, else follows lowercasing).
+    pub fn strip_accents_effective(&self) -> bool {
+        self.strip_accents.unwrap_or(self.do_lower_case)
+    }
+
+    /// Size of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_heads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn minilm_md() -> BTreeMap<String, String> {
+        [
+            ("model_name", "all-MiniLM-L6-v2"),
+            ("model_version", "1.0.0"),
+            ("embedding_dim", "384"),
+            ("vocab_size", "30522"),
+            ("num_layers", "6"),
+            ("num_attention_heads", "12"),
+            ("hidden_size", "384"),
+            ("intermediate_size", "1536"),
+            ("max_position_emb", "512"),
+            ("created_at", "2025-01-16T12:00:00Z"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn defaults_follow_the_notes() {
+        let c = ModelConfig::from_metadata(&minilm_md()).unwrap();
+        assert_eq!(c.max_seq_length, 256);
+        assert_eq!(c.pooling, Pooling::Mean);
+        assert!(c.normalize);
+        assert!(c.strip_accents_effective());
+        assert_eq!(c.layer_norm_eps, 1e-12);
+        assert_eq!(c.head_dim(), 32);
+    }
+
+    #[test]
+    fn other_model_defaults_to_max_position() {
+        let mut md = minilm_md();
+        md.insert("model_name".into(), "other".into());
+        assert_eq!(ModelConfig::from_metadata(&md).unwrap().max_seq_length, 512);
+    }
+
+    #[test]
+    fn missing_key_is_named() {
+        let mut md = minilm_md();
+        md.remove("num_layers");
+        let e = ModelConfig::from_metadata(&md).unwrap_err();
+        assert!(e.to_string().contains("num_layers"));
+    }
+
+    #[test]
+    fn heads_must_divide_hidden() {
+        let mut md = minilm_md();
+        md.insert("num_attention_heads".into(), "7".into());
+        assert!(ModelConfig::from_metadata(&md).is_err());
+    }
+
+    #[test]
+    fn bad_pooling_is_error() {
+        let mut md = minilm_md();
+        md.insert("pooling".into(), "sum".into());
+        assert!(ModelConfig::from_metadata(&md).is_err());
+    }
+}

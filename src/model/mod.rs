@@ -1,0 +1,3 @@
+//! The BERT encoder, pooling and configuration.
+
+pub mod config;
