@@ -239,8 +239,35 @@ impl TensorEntry {
         }
     }
 
+    /// An owned tensor from raw little-endian bytes of `dtype`.
+    pub fn owned_bytes(
+        name: impl Into<String>,
+        dtype: DType,
+        shape: Vec<usize>,
+        bytes: &[u8],
+    ) -> Self {
+        let mut words = vec![0u32; bytes.len().div_ceil(4)];
+        for (w, c) in words.iter_mut().zip(bytes.chunks(4)) {
+            let mut a = [0u8; 4];
+            a[..c.len()].copy_from_slice(c);
+            *w = u32::from_ne_bytes(a);
+        }
+        TensorEntry {
+            name: name.into(),
+            dtype,
+            shape,
+            data: TensorData::Owned {
+                words,
+                len: bytes.len(),
+            },
+            file_offset: 0,
+        }
+    }
+
     /// An owned tensor from f32 values (used by readers that must transform data).
     pub fn owned_f32(name: impl Into<String>, shape: Vec<usize>, values: &[f32]) -> Self {
+        // Native-endian bits: the bytes read back through `tensor_bytes` are then
+        // little-endian on the little-endian targets this crate supports.
         let words: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
         let len = words.len() * 4;
         TensorEntry {
