@@ -8,12 +8,16 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod embedder;
 pub mod error;
 pub mod formats;
 pub mod model;
+pub mod options;
 pub mod tokenizer;
 
+pub use embedder::{cosine_similarity, Embedder, ModelInfo, MAX_BATCH, MAX_TEXT_BYTES};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use model::config::{Activation, ModelConfig, Pooling};
+pub use options::Options;
 pub use tokenizer::vocab::{SpecialIds, Vocab};
