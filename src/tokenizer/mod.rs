@@ -297,7 +297,9 @@ mod tests {
     fn toks(t: &Tokenizer, s: &str) -> Vec<String> {
         let mut ids = Vec::new();
         t.encode_raw(s, &mut ids);
-        ids.iter().map(|&i| t.vocab().token(i).unwrap().to_string()).collect()
+        ids.iter()
+            .map(|&i| t.vocab().token(i).unwrap().to_string())
+            .collect()
     }
 
     #[test]
@@ -403,7 +405,10 @@ mod tests {
         let t = bert();
         assert_eq!(
             toks(&t, "a$b+c<a=b>c^a`b|c~a"),
-            ["a", "$", "b", "+", "c", "<", "a", "=", "b", ">", "c", "^", "a", "`", "b", "|", "c", "~", "a"]
+            [
+                "a", "$", "b", "+", "c", "<", "a", "=", "b", ">", "c", "^", "a", "`", "b", "|",
+                "c", "~", "a"
+            ]
         );
         assert_eq!(toks(&t, "hi, there!!"), ["hi", ",", "there", "!", "!"]);
     }
@@ -411,7 +416,15 @@ mod tests {
     #[test]
     fn empty_and_whitespace_only() {
         let t = bert();
-        for s in ["", " ", "\t\n\r ", "\u{200B}", "\u{FEFF}", "\u{3000}\u{2028}", "\0"] {
+        for s in [
+            "",
+            " ",
+            "\t\n\r ",
+            "\u{200B}",
+            "\u{FEFF}",
+            "\u{3000}\u{2028}",
+            "\0",
+        ] {
             assert_eq!(t.encode(s, None), [2, 3], "{s:?}");
             assert_eq!(t.encode(s, Some(0)), [2, 3], "{s:?}");
             assert_eq!(t.count_tokens(s, None), 2);

@@ -87,7 +87,10 @@ mod tests {
 
     #[test]
     fn splits_whitespace_and_punctuation() {
-        assert_eq!(words("  hello,  world!! "), ["hello", ",", "world", "!", "!"]);
+        assert_eq!(
+            words("  hello,  world!! "),
+            ["hello", ",", "world", "!", "!"]
+        );
         assert_eq!(words(""), Vec::<String>::new());
         assert_eq!(words(" \t\n "), Vec::<String>::new());
         assert_eq!(words("a\u{3000}b\u{85}c"), ["a", "b", "c"]);
@@ -97,7 +100,10 @@ mod tests {
     fn ascii_symbols_are_punctuation() {
         assert_eq!(
             words("a$b+c<d=e>f^g`h|i~j"),
-            ["a", "$", "b", "+", "c", "<", "d", "=", "e", ">", "f", "^", "g", "`", "h", "|", "i", "~", "j"]
+            [
+                "a", "$", "b", "+", "c", "<", "d", "=", "e", ">", "f", "^", "g", "`", "h", "|",
+                "i", "~", "j"
+            ]
         );
         for b in 0u8..128 {
             let c = b as char;

@@ -201,7 +201,9 @@ mod tests {
 
     #[test]
     fn greedy_longest_match() {
-        let v = vocab(&["un", "##aff", "##able", "una", "##ff", "ο", "##δ", "##ο", "##σ"]);
+        let v = vocab(&[
+            "un", "##aff", "##able", "una", "##ff", "ο", "##δ", "##ο", "##σ",
+        ]);
         let wp = WordPiece::new(&v, "##", 100);
         // Greedy: "una" (8) beats "un", then "##ff" (9), "##able" (7).
         assert_eq!(tok(&wp, "unaffable"), [8, 9, 7]);
