@@ -125,6 +125,18 @@ struct Scratch {
     stage: String,
 }
 
+impl Scratch {
+    /// Keeps the buffers from pinning memory after one huge text.
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 20;
+        for b in [&mut self.normalized, &mut self.stage] {
+            if b.capacity() > KEEP {
+                *b = String::new();
+            }
+        }
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
@@ -177,7 +189,10 @@ impl Tokenizer {
     /// truncation.
     pub fn encode_raw(&self, text: &str, out: &mut Vec<u32>) {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut s) => self.encode_raw_with(text, out, &mut s),
+            Ok(mut s) => {
+                self.encode_raw_with(text, out, &mut s);
+                s.trim();
+            }
             // Unreachable in practice (no re-entrancy); stay correct anyway.
             Err(_) => self.encode_raw_with(text, out, &mut Scratch::default()),
         });

@@ -4,8 +4,8 @@
 use unicode_categories::UnicodeCategories;
 
 /// BERT punctuation: any ASCII punctuation (0x21–0x2F, 0x3A–0x40, 0x5B–0x60,
-/// 0x7B–0x7E, so also `$ + < = > ^ `` ` `` | ~`) or Unicode 8 category
-/// `Pc Pd Ps Pe Pi Pf Po`.
+/// 0x7B–0x7E, so also the symbols `$`, `+`, `<`, `=`, `>`, `^`, `` ` ``, `|`, `~`) or
+/// Unicode 8 category `Pc Pd Ps Pe Pi Pf Po`.
 #[inline]
 pub fn is_punctuation(c: char) -> bool {
     if c.is_ascii() {
