@@ -355,6 +355,8 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
         footer,
     )?;
 
+    check_overlaps(&[Some(meta), vocab_range, Some(desc), Some(data)])?;
+
     // Metadata.
     let metadata = parse_metadata(b, meta)?;
     for k in REQUIRED_KEYS {
@@ -396,25 +398,8 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
     // Tensor descriptors and names.
     let (tensors, names_range) = parse_tensors(b, &h, desc, data, aligned, footer)?;
 
-    // No two sections may overlap.
-    let mut ranges = vec![meta, names_range, data];
-    if let Some(r) = vocab_range {
-        ranges.push(r);
-    }
-    for (i, x) in ranges.iter().enumerate() {
-        for y in &ranges[i + 1..] {
-            if x.start < x.end && y.start < y.end && x.start < y.end && y.start < x.end {
-                return Err(Error::format(
-                    format!("{} section", y.name),
-                    y.start,
-                    format!(
-                        "[{}, {}) overlaps the {} section [{}, {})",
-                        y.start, y.end, x.name, x.start, x.end
-                    ),
-                ));
-            }
-        }
-    }
+    // No two sections may overlap (the name table now included).
+    check_overlaps(&[Some(meta), vocab_range, Some(names_range), Some(data)])?;
 
     // Footer CRCs, last, so structural defects are reported as such.
     let checksum_status = if !checksummed {
@@ -485,6 +470,26 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
         tensors,
         details,
     })
+}
+
+/// Fails if two non-empty ranges overlap.
+fn check_overlaps(ranges: &[Option<Range>]) -> Result<()> {
+    let ranges: Vec<Range> = ranges.iter().flatten().copied().collect();
+    for (i, x) in ranges.iter().enumerate() {
+        for y in &ranges[i + 1..] {
+            if x.start < x.end && y.start < y.end && x.start < y.end && y.start < x.end {
+                return Err(Error::format(
+                    format!("{} section", y.name),
+                    y.start,
+                    format!(
+                        "[{}, {}) overlaps the {} section [{}, {})",
+                        y.start, y.end, x.name, x.start, x.end
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_metadata(b: &[u8], r: Range) -> Result<BTreeMap<String, String>> {
@@ -1180,4 +1185,670 @@ pub fn to_bytes(model: &ModelFile, opts: &WriteOptions) -> Result<Vec<u8>> {
     let mut v = Vec::new();
     write_to(model, &mut v, opts, &mut |_, _| {})?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocab() -> Vocab {
+        let toks = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "##lo", "é",
+        ];
+        Vocab::from_tokens_bert(toks.iter().map(|s| s.to_string()).collect()).unwrap()
+    }
+
+    fn metadata() -> BTreeMap<String, String> {
+        [
+            ("model_name", "test-model"),
+            ("model_version", "1"),
+            ("embedding_dim", "4"),
+            ("vocab_size", "8"),
+            ("num_layers", "1"),
+            ("num_attention_heads", "1"),
+            ("hidden_size", "4"),
+            ("intermediate_size", "8"),
+            ("max_position_emb", "16"),
+            ("created_at", "2025-01-16T12:00:00Z"),
+            ("x_a", "1"),
+            ("x_b", "2"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn seq(n: usize, mul: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(mul).wrapping_add(1))
+            .collect()
+    }
+
+    fn model() -> ModelFile {
+        let tensors = vec![
+            TensorEntry::owned_f32("t_a", vec![3], &[1.0, -2.5, 3.25]),
+            TensorEntry::owned_bytes("t_b", DType::F16, vec![2, 3], &seq(12, 7)),
+            TensorEntry::owned_bytes("four.d", DType::U8, vec![2, 2, 2, 2], &seq(16, 3)),
+            TensorEntry::owned_bytes("ints", DType::I32, vec![5], &seq(20, 11)),
+        ];
+        ModelFile::new(
+            FormatKind::Embd,
+            Arc::new(Backing::from_bytes(&[])),
+            metadata(),
+            Some(vocab()),
+            tensors,
+        )
+        .unwrap()
+    }
+
+    fn good() -> Vec<u8> {
+        to_bytes(&model(), &WriteOptions::default()).unwrap()
+    }
+
+    fn rd(b: &[u8]) -> Result<ModelFile> {
+        read(Arc::new(Backing::from_bytes(b)), ReadOptions::default())
+    }
+
+    fn get32(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    }
+    fn put16(b: &mut [u8], at: usize, v: u16) {
+        b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put32(b: &mut [u8], at: usize, v: u32) {
+        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put64(b: &mut [u8], at: usize, v: u64) {
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    fn fix_crc(b: &mut [u8]) {
+        let c = bytes::crc32(&b[..56]);
+        put32(b, 56, c);
+    }
+    fn find(b: &[u8], pat: &[u8]) -> usize {
+        b.windows(pat.len()).position(|w| w == pat).unwrap()
+    }
+    fn expect(b: &[u8], kind: ErrorKind, needles: &[&str]) {
+        let e = rd(b).unwrap_err();
+        assert_eq!(e.kind(), kind, "{e}");
+        for n in needles {
+            assert!(e.to_string().contains(n), "'{n}' not in: {e}");
+        }
+    }
+    /// Applies `f` to a fresh valid file, re-fixes the header CRC and expects an error.
+    fn defect(f: impl FnOnce(&mut Vec<u8>), kind: ErrorKind, needles: &[&str]) {
+        let mut b = good();
+        f(&mut b);
+        fix_crc(&mut b);
+        expect(&b, kind, needles);
+    }
+    const VOCAB_OFF: usize = 20;
+    const IDX_OFF: usize = 28;
+    const TDO: usize = 36;
+    fn desc(b: &[u8], i: usize) -> usize {
+        get32(b, IDX_OFF) as usize + 32 * i
+    }
+
+    #[test]
+    fn round_trip_small() {
+        for checksums in [true, false] {
+            let m = model();
+            let b = to_bytes(&m, &WriteOptions { checksums }).unwrap();
+            let r = rd(&b).unwrap();
+            assert_eq!(r.format, FormatKind::Embd);
+            assert_eq!(r.metadata, m.metadata);
+            assert_eq!(r.vocab.as_ref().unwrap().tokens(), vocab().tokens());
+            assert_eq!(r.vocab.as_ref().unwrap().specials(), vocab().specials());
+            assert_eq!(r.tensors.len(), m.tensors.len());
+            for (a, t) in m.tensors.iter().zip(&r.tensors) {
+                assert_eq!(a.name, t.name);
+                assert_eq!(a.dtype, t.dtype);
+                assert_eq!(a.shape, t.shape);
+                assert_eq!(m.tensor_bytes(a), r.tensor_bytes(t));
+                assert!(matches!(t.data, TensorData::Mapped { .. }));
+                assert_eq!(t.file_offset % 64, 0);
+            }
+            let flags = get32(&b, 8);
+            assert_eq!(flags, if checksums { 7 } else { 3 });
+            let status = &r.details.iter().find(|(k, _)| k == "checksums").unwrap().1;
+            assert_eq!(
+                status,
+                if checksums {
+                    "verified"
+                } else {
+                    "absent (flag clear)"
+                }
+            );
+            if !checksums {
+                assert_eq!(&b[b.len() - 16..b.len() - 8], &[0u8; 8]);
+            }
+            // Writing what was read gives the same bytes.
+            assert_eq!(to_bytes(&r, &WriteOptions { checksums }).unwrap(), b);
+        }
+    }
+
+    #[test]
+    fn layout_matches_the_notes() {
+        let b = good();
+        let len = b.len() as u64;
+        assert_eq!(get32(&b, 12), 64);
+        let meta_size = get32(&b, 16);
+        assert_eq!(meta_size, 8 + get32(&b, 64 + 4));
+        let vo = get32(&b, VOCAB_OFF);
+        assert_eq!(vo, 64 + meta_size);
+        let vs = get32(&b, 24);
+        let vtotal = get32(&b, vo as usize + 4);
+        assert_eq!(vs, 12 + vtotal + 20);
+        assert_eq!(get32(&b, vo as usize + 8), vo + 12 + vtotal);
+        assert_eq!(get32(&b, IDX_OFF), vo + vs);
+        let tdo = get32(&b, TDO) as u64;
+        assert_eq!(tdo % 64, 0);
+        let tds = u64::from_le_bytes(b[40..48].try_into().unwrap());
+        assert_eq!(tdo + tds + 16, len);
+        assert_eq!(u64::from_le_bytes(b[48..56].try_into().unwrap()), len);
+        assert_eq!(&b[b.len() - 8..b.len() - 4], b"DBME");
+        assert_eq!(get32(&b, 60), 0);
+        assert_eq!(get32(&b, b.len() - 4), 0);
+    }
+
+    #[test]
+    fn verify_checksums_option_skips_footer_crcs() {
+        let mut b = good();
+        let tdo = get32(&b, TDO) as usize;
+        b[tdo] ^= 0xFF;
+        expect(&b, ErrorKind::Checksum, &["data"]);
+        let r = read(
+            Arc::new(Backing::from_bytes(&b)),
+            ReadOptions {
+                verify_checksums: false,
+            },
+        )
+        .unwrap();
+        let status = &r.details.iter().find(|(k, _)| k == "checksums").unwrap().1;
+        assert_eq!(status, "not verified (disabled by option)");
+    }
+
+    #[test]
+    fn footer_crcs_ignored_when_flag_clear() {
+        let mut b = to_bytes(&model(), &WriteOptions { checksums: false }).unwrap();
+        let n = b.len();
+        put32(&mut b, n - 16, 0xDEAD_BEEF);
+        put32(&mut b, n - 12, 0x1234_5678);
+        assert!(rd(&b).is_ok());
+    }
+
+    #[test]
+    fn any_minor_version_is_accepted() {
+        let mut b = good();
+        put16(&mut b, 6, 7);
+        fix_crc(&mut b);
+        // The file CRC covers the header too.
+        let r = read(
+            Arc::new(Backing::from_bytes(&b)),
+            ReadOptions {
+                verify_checksums: false,
+            },
+        )
+        .unwrap();
+        assert!(r.details.iter().any(|(k, v)| k == "version" && v == "1.7"));
+    }
+
+    #[test]
+    fn writer_refuses_unrepresentable_models() {
+        let mut m = model();
+        m.vocab = None;
+        assert_eq!(
+            to_bytes(&m, &WriteOptions::default()).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+        let mut m = model();
+        m.metadata.remove("created_at");
+        let e = to_bytes(&m, &WriteOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("created_at"), "{e}");
+        let mut m = model();
+        m.metadata.insert("long".into(), "x".repeat(70_000));
+        let e = to_bytes(&m, &WriteOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("65535"), "{e}");
+        let mut m = model();
+        m.metadata.insert("vocab_size".into(), "9".into());
+        assert!(to_bytes(&m, &WriteOptions::default()).is_err());
+    }
+
+    // ---- damaged-file matrix: one defect per test ----
+
+    #[test]
+    fn bad_magic() {
+        defect(|b| b[0] = b'X', ErrorKind::UnknownFormat, &["header.magic"]);
+    }
+
+    #[test]
+    fn major_version_2() {
+        defect(
+            |b| put16(b, 4, 2),
+            ErrorKind::Unsupported,
+            &["version_major", "2.0"],
+        );
+    }
+
+    #[test]
+    fn compressed_flag() {
+        defect(
+            |b| put32(b, 8, 7 | FLAG_COMPRESSED),
+            ErrorKind::Unsupported,
+            &["header.flags", "unsupported feature", "COMPRESSED"],
+        );
+    }
+
+    #[test]
+    fn reserved_flag() {
+        defect(
+            |b| put32(b, 8, 7 | (1 << 4)),
+            ErrorKind::Unsupported,
+            &["header.flags", "unsupported feature", "reserved"],
+        );
+    }
+
+    #[test]
+    fn header_crc() {
+        let mut b = good();
+        b[56] ^= 1;
+        expect(&b, ErrorKind::Checksum, &["header_checksum"]);
+    }
+
+    #[test]
+    fn total_file_size_mismatch() {
+        defect(
+            |b| {
+                let n = b.len() as u64;
+                put64(b, 48, n + 1)
+            },
+            ErrorKind::Format,
+            &["header.total_file_size", "does not match"],
+        );
+    }
+
+    #[test]
+    fn truncated_file() {
+        let mut b = good();
+        b.pop();
+        expect(
+            &b,
+            ErrorKind::Format,
+            &["header.total_file_size", "truncated"],
+        );
+        expect(&b[..40], ErrorKind::Format, &["header", "truncated"]);
+    }
+
+    #[test]
+    fn metadata_offset_out_of_bounds() {
+        defect(
+            |b| {
+                let n = b.len() as u32;
+                put32(b, 12, n + 100)
+            },
+            ErrorKind::Format,
+            &["header.metadata_offset", "outside"],
+        );
+    }
+
+    #[test]
+    fn metadata_entry_length_overflow() {
+        defect(
+            |b| put16(b, 72, 0xFFFF),
+            ErrorKind::Format,
+            &["metadata entry 0 key", "truncated"],
+        );
+    }
+
+    #[test]
+    fn metadata_total_size_inconsistent() {
+        defect(
+            |b| {
+                let t = get32(b, 68);
+                put32(b, 68, t - 1)
+            },
+            ErrorKind::Format,
+            &["metadata.total_size"],
+        );
+    }
+
+    #[test]
+    fn metadata_entry_count_too_large() {
+        defect(
+            |b| put32(b, 64, u32::MAX),
+            ErrorKind::Format,
+            &["metadata.entry_count", "cannot fit"],
+        );
+        defect(
+            |b| {
+                let n = get32(b, 64);
+                put32(b, 64, n + 1)
+            },
+            ErrorKind::Format,
+            &["metadata entry 12"],
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_key() {
+        defect(
+            |b| b[76] = 0xFF,
+            ErrorKind::Format,
+            &["metadata entry 0 key", "UTF-8"],
+        );
+    }
+
+    #[test]
+    fn duplicate_key() {
+        defect(
+            |b| {
+                let at = find(b, b"x_b");
+                b[at + 2] = b'a';
+            },
+            ErrorKind::Format,
+            &["metadata entry", "duplicate key 'x_a'"],
+        );
+    }
+
+    #[test]
+    fn missing_required_key() {
+        defect(
+            |b| {
+                let at = find(b, b"model_version");
+                b[at + 12] = b'X';
+            },
+            ErrorKind::Format,
+            &["required key 'model_version'"],
+        );
+    }
+
+    #[test]
+    fn metadata_vocab_size_mismatch() {
+        defect(
+            |b| {
+                let at = find(b, b"vocab_size8");
+                b[at + 10] = b'9';
+            },
+            ErrorKind::Format,
+            &["vocab_size", "token_count"],
+        );
+    }
+
+    #[test]
+    fn vocab_special_offset_outside_section() {
+        defect(
+            |b| {
+                let vo = get32(b, VOCAB_OFF);
+                let vs = get32(b, 24);
+                put32(b, vo as usize + 8, vo + vs - 10);
+            },
+            ErrorKind::Format,
+            &["vocab.special_tokens", "not inside"],
+        );
+        defect(
+            |b| {
+                let vo = get32(b, VOCAB_OFF);
+                put32(b, vo as usize + 8, vo);
+            },
+            ErrorKind::Format,
+            &["vocab.special_tokens"],
+        );
+    }
+
+    #[test]
+    fn special_id_not_below_token_count() {
+        defect(
+            |b| {
+                let vo = get32(b, VOCAB_OFF) as usize;
+                let sp = get32(b, vo + 8) as usize;
+                put32(b, sp + 4, 8);
+            },
+            ErrorKind::Format,
+            &["vocab.special_tokens.unk_id", "token_count 8"],
+        );
+    }
+
+    #[test]
+    fn token_count_too_large() {
+        defect(
+            |b| {
+                let vo = get32(b, VOCAB_OFF) as usize;
+                put32(b, vo, u32::MAX);
+            },
+            ErrorKind::Format,
+            &["vocab.token_count", "cannot fit"],
+        );
+    }
+
+    #[test]
+    fn token_utf8() {
+        defect(
+            |b| {
+                let vo = get32(b, VOCAB_OFF) as usize;
+                b[vo + 14] = 0xFF;
+            },
+            ErrorKind::Format,
+            &["vocab token 0", "UTF-8"],
+        );
+    }
+
+    #[test]
+    fn dtype_code_9() {
+        defect(
+            |b| {
+                let d = desc(b, 1);
+                b[d + 4] = 9;
+            },
+            ErrorKind::Format,
+            &["tensor index entry 1 (t_b) dtype", "code 9"],
+        );
+    }
+
+    #[test]
+    fn ndim_0_and_5() {
+        for n in [0u8, 5] {
+            defect(
+                |b| {
+                    let d = desc(b, 0);
+                    b[d + 5] = n;
+                },
+                ErrorKind::Format,
+                &["tensor index entry 0 (t_a) ndim"],
+            );
+        }
+    }
+
+    #[test]
+    fn nonzero_shape_beyond_ndim() {
+        defect(
+            |b| {
+                let d = desc(b, 0);
+                put32(b, d + 12, 3);
+            },
+            ErrorKind::Format,
+            &["tensor index entry 0 (t_a) shape[1]", "must be 0"],
+        );
+    }
+
+    #[test]
+    fn zero_dim_within_ndim() {
+        defect(
+            |b| {
+                let d = desc(b, 0);
+                put32(b, d + 8, 0);
+            },
+            ErrorKind::Format,
+            &["(t_a) shape[0]", "is 0"],
+        );
+    }
+
+    #[test]
+    fn size_overflow() {
+        defect(
+            |b| {
+                let d = desc(b, 2);
+                for k in 0..4 {
+                    put32(b, d + 8 + 4 * k, u32::MAX);
+                }
+            },
+            ErrorKind::Format,
+            &["tensor index entry 2 (four.d) shape", "overflows"],
+        );
+    }
+
+    #[test]
+    fn tensor_out_of_data_section() {
+        defect(
+            |b| {
+                let d = desc(b, 3);
+                put64(b, d + 24, 9000);
+            },
+            ErrorKind::Format,
+            &[
+                "tensor index entry 3 (ints) data_offset",
+                "9000",
+                "beyond the tensor data section",
+            ],
+        );
+        defect(
+            |b| {
+                let d = desc(b, 3);
+                put64(b, d + 24, u64::MAX - 3);
+            },
+            ErrorKind::Format,
+            &["(ints) data_offset"],
+        );
+    }
+
+    #[test]
+    fn misaligned_tensor() {
+        defect(
+            |b| {
+                let d = desc(b, 0);
+                put64(b, d + 24, 4);
+            },
+            ErrorKind::Format,
+            &["(t_a) data_offset", "not a multiple of 64"],
+        );
+    }
+
+    #[test]
+    fn name_hash_mismatch() {
+        defect(
+            |b| {
+                let d = desc(b, 2);
+                b[d] ^= 1;
+            },
+            ErrorKind::Format,
+            &["tensor index entry 2 (four.d) name_hash"],
+        );
+    }
+
+    #[test]
+    fn duplicate_tensor_name() {
+        defect(
+            |b| {
+                let names = desc(b, 4);
+                let at = names + find(&b[names..], b"t_b");
+                b[at + 2] = b'a';
+                let d = desc(b, 1);
+                put32(b, d, bytes::fnv1a32(b"t_a"));
+            },
+            ErrorKind::Format,
+            &["tensor index entry 1 (t_a) name", "duplicate tensor name"],
+        );
+    }
+
+    #[test]
+    fn tensor_count_too_large() {
+        defect(
+            |b| put32(b, 32, u32::MAX),
+            ErrorKind::Format,
+            &["header.tensor_index_offset/tensor_index_count", "outside"],
+        );
+    }
+
+    #[test]
+    fn sections_overlap() {
+        defect(
+            |b| {
+                put32(b, VOCAB_OFF, 64);
+            },
+            ErrorKind::Format,
+            &["overlaps"],
+        );
+    }
+
+    #[test]
+    fn bad_end_magic() {
+        defect(
+            |b| {
+                let n = b.len();
+                b[n - 8] = b'X';
+            },
+            ErrorKind::Format,
+            &["footer.magic_end"],
+        );
+    }
+
+    #[test]
+    fn data_crc() {
+        defect(
+            |b| {
+                let tdo = get32(b, TDO) as usize;
+                b[tdo + 1] ^= 0x40;
+            },
+            ErrorKind::Checksum,
+            &["footer.data_checksum"],
+        );
+    }
+
+    #[test]
+    fn file_crc() {
+        defect(
+            |b| {
+                let at = find(b, b"test-model");
+                b[at] = b'b';
+            },
+            ErrorKind::Checksum,
+            &["footer.file_checksum"],
+        );
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let b = good();
+        for n in 0..b.len() {
+            assert!(rd(&b[..n]).is_err(), "truncated to {n} was accepted");
+            let _ = ModelFile::from_bytes(&b[..n], ReadOptions::default());
+        }
+    }
+
+    #[test]
+    fn every_byte_flip_never_panics() {
+        let b = good();
+        for opts in [
+            ReadOptions::default(),
+            ReadOptions {
+                verify_checksums: false,
+            },
+        ] {
+            for i in 0..b.len() {
+                // The footer's reserved word (last 4 bytes) is ignored by design.
+                let covered = i < b.len() - 4;
+                for x in [0xFFu8, 0x01, 0x80] {
+                    let mut c = b.clone();
+                    c[i] ^= x;
+                    let r = ModelFile::from_bytes(&c, opts);
+                    if opts.verify_checksums && covered {
+                        // Every other byte is covered by some CRC or check.
+                        assert!(r.is_err(), "flip {x:#x} at {i} accepted");
+                    }
+                    // Also with the header CRC repaired, to reach deeper checks.
+                    fix_crc(&mut c);
+                    let _ = ModelFile::from_bytes(&c, opts);
+                }
+            }
+        }
+    }
 }
