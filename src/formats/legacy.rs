@@ -462,3 +462,230 @@ pub fn write_legacy<W: Write>(model: &ModelFile, w: &mut W) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::embd;
+
+    fn vals(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| seed + i as f32 * 0.25).collect()
+    }
+
+    /// A BERT-shaped model in HF layout, `hidden` wide, `layers` deep.
+    pub(crate) fn bert_model(hidden: usize, inter: usize, layers: usize) -> ModelFile {
+        let toks = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "ü",
+        ];
+        let vocab = Vocab::from_tokens_bert(toks.iter().map(|s| s.to_string()).collect()).unwrap();
+        let mut t = Vec::new();
+        let mut add = |name: String, shape: Vec<usize>| {
+            let n = shape.iter().product();
+            let seed = t.len() as f32;
+            t.push(TensorEntry::owned_f32(name, shape, &vals(n, seed)));
+        };
+        add("embeddings.word_embeddings.weight".into(), vec![8, hidden]);
+        add(
+            "embeddings.position_embeddings.weight".into(),
+            vec![16, hidden],
+        );
+        add(
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, hidden],
+        );
+        add("embeddings.LayerNorm.weight".into(), vec![hidden]);
+        add("embeddings.LayerNorm.bias".into(), vec![hidden]);
+        for l in 0..layers {
+            let p = format!("encoder.layer.{l}.");
+            for q in ["query", "key", "value"] {
+                add(
+                    format!("{p}attention.self.{q}.weight"),
+                    vec![hidden, hidden],
+                );
+                add(format!("{p}attention.self.{q}.bias"), vec![hidden]);
+            }
+            add(
+                format!("{p}attention.output.dense.weight"),
+                vec![hidden, hidden],
+            );
+            add(format!("{p}attention.output.dense.bias"), vec![hidden]);
+            add(
+                format!("{p}attention.output.LayerNorm.weight"),
+                vec![hidden],
+            );
+            add(format!("{p}attention.output.LayerNorm.bias"), vec![hidden]);
+            add(format!("{p}intermediate.dense.weight"), vec![inter, hidden]);
+            add(format!("{p}intermediate.dense.bias"), vec![inter]);
+            add(format!("{p}output.dense.weight"), vec![hidden, inter]);
+            add(format!("{p}output.dense.bias"), vec![hidden]);
+            add(format!("{p}output.LayerNorm.weight"), vec![hidden]);
+            add(format!("{p}output.LayerNorm.bias"), vec![hidden]);
+        }
+        ModelFile::new(
+            FormatKind::Embd,
+            Arc::new(Backing::from_bytes(&[])),
+            BTreeMap::new(),
+            Some(vocab),
+            t,
+        )
+        .unwrap()
+    }
+
+    fn legacy_bytes(m: &ModelFile) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_legacy(m, &mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn round_trip_undoes_transposition() {
+        let m = bert_model(64, 96, 2);
+        let b = legacy_bytes(&m);
+        assert!(looks_legacy(&b));
+        let r = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap();
+        assert_eq!(r.format, FormatKind::EmbdLegacy);
+        assert_eq!(r.tensors.len(), m.tensors.len());
+        for a in &m.tensors {
+            let t = r.tensor(&a.name).unwrap();
+            assert_eq!(t.shape, a.shape, "{}", a.name);
+            assert_eq!(r.tensor_to_f32(t), m.tensor_to_f32(a), "{}", a.name);
+        }
+        let md = &r.metadata;
+        for (k, v) in [
+            ("hidden_size", "64"),
+            ("embedding_dim", "64"),
+            ("vocab_size", "8"),
+            ("num_layers", "2"),
+            ("num_attention_heads", "2"),
+            ("intermediate_size", "96"),
+            ("max_position_emb", "16"),
+            ("max_seq_length", "16"),
+            ("type_vocab_size", "2"),
+            ("model_name", "cpp_embedder-legacy"),
+            ("model_version", "1"),
+            ("created_at", "unknown"),
+        ] {
+            assert_eq!(md.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        for k in embd::REQUIRED_KEYS {
+            assert!(md.contains_key(k), "{k}");
+        }
+        assert_eq!(
+            r.vocab.as_ref().unwrap().specials().as_array(),
+            [0, 1, 2, 3, 4]
+        );
+        // The stored layout really is [in, out] for the intermediate weight.
+        let name = b"encoder.layer.0.intermediate.dense.weight";
+        let at = b.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+        let dims: Vec<u32> = (0..3)
+            .map(|k| u32::from_le_bytes(b[at + 4 * k..at + 4 * k + 4].try_into().unwrap()))
+            .collect();
+        assert_eq!(dims, vec![2, 64, 96]);
+        // And it converts to a valid EMBD file.
+        let e = embd::to_bytes(&r, &embd::WriteOptions::default()).unwrap();
+        assert!(!looks_legacy(&e));
+        let back = ModelFile::from_bytes(&e, ReadOptions::default()).unwrap();
+        assert_eq!(back.format, FormatKind::Embd);
+    }
+
+    #[test]
+    fn transposition_rule() {
+        assert!(is_transposed(
+            "encoder.layer.0.attention.self.query.weight",
+            &[4, 4]
+        ));
+        assert!(is_transposed("pooler.dense.weight", &[4, 4]));
+        assert!(!is_transposed("embeddings.word_embeddings.weight", &[8, 4]));
+        assert!(!is_transposed(
+            "encoder.layer.0.output.LayerNorm.weight",
+            &[4]
+        ));
+        assert!(!is_transposed("encoder.layer.0.output.dense.bias", &[4]));
+        assert_eq!(
+            transpose(&[1., 2., 3., 4., 5., 6.], 2, 3),
+            vec![1., 4., 2., 5., 3., 6.]
+        );
+    }
+
+    #[test]
+    fn detection_never_confuses_the_two() {
+        let m = bert_model(32, 64, 1);
+        let l = legacy_bytes(&m);
+        assert!(looks_legacy(&l));
+        let mut md = BTreeMap::new();
+        for k in embd::REQUIRED_KEYS {
+            md.insert(k.to_string(), "1".to_string());
+        }
+        md.insert("vocab_size".into(), "8".into());
+        let mut m2 = bert_model(32, 64, 1);
+        m2.metadata = md;
+        for checksums in [true, false] {
+            let mut s = embd::to_bytes(&m2, &embd::WriteOptions { checksums }).unwrap();
+            assert!(!looks_legacy(&s));
+            // A damaged header CRC still reads as a (broken) spec file.
+            s[56] ^= 0xFF;
+            assert!(!looks_legacy(&s));
+            let e = ModelFile::from_bytes(&s, ReadOptions::default()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Checksum, "{e}");
+        }
+        assert!(!looks_legacy(b"EMBD"));
+        assert!(!looks_legacy(b""));
+        assert!(!looks_legacy(&l[..17]));
+    }
+
+    #[test]
+    fn truncated_legacy_files_error() {
+        let b = legacy_bytes(&bert_model(4, 8, 1));
+        for n in 0..b.len() {
+            let r = ModelFile::from_bytes(&b[..n], ReadOptions::default());
+            assert!(r.is_err(), "truncated to {n} was accepted");
+            // Detection needs the first name (16 + 33 bytes).
+            if n >= 49 {
+                assert!(looks_legacy(&b[..n]), "{n}");
+                let e = r.unwrap_err();
+                assert!(e.to_string().contains("legacy"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn byte_flips_never_panic() {
+        let b = legacy_bytes(&bert_model(4, 8, 1));
+        for i in 0..b.len() {
+            for x in [0xFFu8, 0x01, 0x80] {
+                let mut c = b.clone();
+                c[i] ^= x;
+                let _ = ModelFile::from_bytes(&c, ReadOptions::default());
+            }
+        }
+    }
+
+    #[test]
+    fn semantic_errors_name_the_field() {
+        let b = legacy_bytes(&bert_model(4, 8, 1));
+        let mut c = b.clone();
+        // ndim of the first tensor (after the 33-byte name).
+        c[16 + 33] = 7;
+        let e = ModelFile::from_bytes(&c, ReadOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("legacy tensor 0 (embeddings.word_embeddings.weight) ndim"),
+            "{e}"
+        );
+        let mut c = b.clone();
+        c[8..12].copy_from_slice(&1_000_000u32.to_le_bytes());
+        let e = ModelFile::from_bytes(&c, ReadOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("num_tensors"), "{e}");
+        let mut c = b.clone();
+        c[4] = 2;
+        assert!(!looks_legacy(&c));
+    }
+
+    #[test]
+    fn writer_refuses_non_f32() {
+        let mut m = bert_model(4, 8, 1);
+        m.tensors
+            .push(TensorEntry::owned_bytes("x", DType::U8, vec![1], &[1]));
+        assert!(write_legacy(&m, &mut Vec::new()).is_err());
+    }
+}
