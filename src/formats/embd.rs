@@ -1414,6 +1414,37 @@ mod tests {
         assert!(to_bytes(&m, &WriteOptions::default()).is_err());
     }
 
+    #[test]
+    fn vocab_flag_clear_means_no_vocab() {
+        let mut b = to_bytes(&model(), &WriteOptions { checksums: false }).unwrap();
+        put32(&mut b, 8, FLAG_TENSORS_ALIGNED);
+        // The vocab fields are not read at all.
+        put32(&mut b, VOCAB_OFF, u32::MAX);
+        fix_crc(&mut b);
+        let r = rd(&b).unwrap();
+        assert!(r.vocab.is_none());
+        assert_eq!(r.tensors.len(), 4);
+        assert!(r
+            .details
+            .iter()
+            .any(|(k, v)| k == "flags" && v.contains("TENSORS_ALIGNED") && !v.contains("VOCAB")));
+    }
+
+    #[test]
+    fn name_table_overlapping_data_is_refused() {
+        defect(
+            |b| {
+                // Start the data section inside the name table (alignment
+                // off so that this is the check that fires).
+                put32(b, 8, FLAG_VOCAB_EMBEDDED | FLAG_CHECKSUM_ENABLED);
+                let names = desc(b, 4) as u32;
+                put32(b, TDO, names + 1);
+            },
+            ErrorKind::Format,
+            &["overlaps"],
+        );
+    }
+
     // ---- damaged-file matrix: one defect per test ----
 
     #[test]
