@@ -1415,6 +1415,23 @@ mod tests {
     }
 
     #[test]
+    fn zero_tensors_round_trip() {
+        let m = model();
+        let m = ModelFile::new(
+            FormatKind::Embd,
+            Arc::new(Backing::from_bytes(&[])),
+            m.metadata.clone(),
+            m.vocab.clone(),
+            Vec::new(),
+        )
+        .unwrap();
+        let b = to_bytes(&m, &WriteOptions::default()).unwrap();
+        let r = rd(&b).unwrap();
+        assert!(r.tensors.is_empty());
+        assert_eq!(r.metadata, m.metadata);
+    }
+
+    #[test]
     fn vocab_flag_clear_means_no_vocab() {
         let mut b = to_bytes(&model(), &WriteOptions { checksums: false }).unwrap();
         put32(&mut b, 8, FLAG_TENSORS_ALIGNED);
