@@ -1,6 +1,6 @@
 //! Reading input texts and writing `.npy` output.
 
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 
 use embedder::{Error, ErrorKind};
 
