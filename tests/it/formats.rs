@@ -11,26 +11,7 @@ use embedder::formats::legacy;
 use embedder::formats::{Backing, TensorEntry};
 use embedder::{DType, ErrorKind, FormatKind, ModelFile, ReadOptions, Vocab};
 
-/// A fresh temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("embd-it-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::common::TempDir;
 
 fn vocab() -> Vocab {
     let toks = [

@@ -1,4 +1,6 @@
 //! Integration tests: one binary, one module per area.
 
+mod common;
+mod convert;
 mod formats;
 mod tokenizer;

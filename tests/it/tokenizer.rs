@@ -1,95 +1,30 @@
 //! Token-id parity with the reference outputs of HF `tokenizers` /
 //! sentence-transformers (`shared/reference/*.jsonl`), on the real vocabulary.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use embedder::tokenizer::{Tokenizer, TokenizerConfig};
 use embedder::Vocab;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{model_path, read_reference, shared_dir};
 
 /// The real all-MiniLM-L6-v2 tokenizer, or `None` (after printing a skip line) when
 /// the model is absent and `EMBD_SKIP_MODEL_TESTS=1`.
 fn minilm_tokenizer(test: &str) -> Option<Tokenizer> {
-    let path = repo().join("models/all-MiniLM-L6-v2-hf/vocab.txt");
-    if !path.exists() {
-        if std::env::var("EMBD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
-            eprintln!(
-                "skipping {test}: {} is absent (EMBD_SKIP_MODEL_TESTS=1)",
-                path.display()
-            );
-            return None;
-        }
-        panic!(
-            "{} is absent: run scripts/fetch_model.sh to fetch the model \
-             (or set EMBD_SKIP_MODEL_TESTS=1 to skip model tests)",
-            path.display()
-        );
-    }
+    let path = model_path("models/all-MiniLM-L6-v2-hf/vocab.txt", test)?;
     let vocab = Vocab::from_vocab_txt(&path).expect("vocab.txt loads");
     assert_eq!(vocab.len(), 30522);
     assert_eq!(vocab.specials().as_array(), [0, 100, 101, 102, 103]);
     Some(Tokenizer::new(vocab, TokenizerConfig::bert_uncased()))
 }
 
-/// `$EMBD_SHARED_DIR`, else `<repo>/../shared` (else `<repo>/../../shared`, for a git
-/// worktree one level deeper than the main checkout).
-fn shared_dir() -> PathBuf {
-    let dir = match std::env::var_os("EMBD_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let near = repo().join("../shared");
-            let far = repo().join("../../shared");
-            if !near.is_dir() && far.join("reference").is_dir() {
-                far
-            } else {
-                near
-            }
-        }
-    };
-    assert!(
-        dir.join("reference").is_dir(),
-        "shared data directory {} (with reference/) is absent: set EMBD_SHARED_DIR",
-        dir.display()
-    );
-    dir
-}
-
-/// `(text, input_ids)` of every line of a reference JSONL file.
-fn read_cases(name: &str) -> Vec<(String, Vec<u32>)> {
-    let path = shared_dir().join("reference").join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            let v: serde_json::Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{name} line {}: bad JSON: {e}", i + 1));
-            let t = v["text"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{name} line {}: no text", i + 1))
-                .to_string();
-            let ids = v["input_ids"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{name} line {}: no input_ids", i + 1))
-                .iter()
-                .map(|x| x.as_u64().expect("id is an integer") as u32)
-                .collect();
-            (t, ids)
-        })
-        .collect()
-}
-
 fn check(tok: &Tokenizer, name: &str, max_len: Option<usize>, expected_lines: usize) {
-    let cases = read_cases(name);
+    let cases = read_reference(name);
     assert_eq!(cases.len(), expected_lines, "{name}: line count");
     let mut mismatches = Vec::new();
     let mut buf = Vec::new();
-    for (i, (text, want)) in cases.iter().enumerate() {
+    for (i, case) in cases.iter().enumerate() {
+        let (text, want) = (&case.text, &case.input_ids);
         tok.encode_into(text, max_len, &mut buf);
         assert_eq!(
             tok.count_tokens(text, max_len),

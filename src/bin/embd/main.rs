@@ -399,7 +399,9 @@ fn verify(path: &Path) -> Result<String, Error> {
 }
 
 fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "format: {}", m.format.name())?;
+    if !m.details.iter().any(|(k, _)| k == "format") {
+        writeln!(out, "format: {}", m.format.name())?;
+    }
     for (k, v) in &m.details {
         writeln!(out, "{k}: {v}")?;
     }
