@@ -10,6 +10,7 @@
 
 pub mod bytes;
 pub mod embd;
+pub mod finalfusion;
 pub mod hf;
 pub mod legacy;
 
@@ -115,6 +116,8 @@ pub enum FormatKind {
     EmbdLegacy,
     /// A HuggingFace folder with `model.safetensors` (converter input).
     HfSafetensors,
+    /// finalfusion `.fifu` word embeddings (static; `architecture` = `static`).
+    Finalfusion,
 }
 
 impl FormatKind {
@@ -124,6 +127,7 @@ impl FormatKind {
             FormatKind::Embd => "embd",
             FormatKind::EmbdLegacy => "embd-legacy",
             FormatKind::HfSafetensors => "hf-safetensors",
+            FormatKind::Finalfusion => "finalfusion",
         }
     }
 }
@@ -393,6 +397,9 @@ impl ModelFile {
                 return legacy::read(backing, opts);
             }
             return embd::read(backing, opts);
+        }
+        if b.starts_with(finalfusion::MAGIC) {
+            return finalfusion::read(backing, opts);
         }
         let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
         Err(Error::new(
