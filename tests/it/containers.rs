@@ -330,3 +330,164 @@ pub fn venv_python() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     p.is_file().then_some(p)
 }
+
+fn run_python(args: &[&str]) -> Option<String> {
+    let Some(py) = venv_python() else {
+        eprintln!("skipped: no .venv/bin/python (run the venv setup in scripts/interop)");
+        return None;
+    };
+    let out = std::process::Command::new(py).args(args).output().unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("ModuleNotFoundError") {
+            eprintln!("skipped: python package missing: {err}");
+            return None;
+        }
+        panic!("python {args:?} failed: {err}");
+    }
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/interop")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn tmp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("embd-it-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const PY_PROBES: &[&str] = &[
+    "berlin", "paris", "Daniël", "a b", "über", "berlinx", "Daniel", "xyz", "", "ü", "parisian",
+];
+
+fn py_vec(v: &serde_json::Value) -> Option<Vec<f32>> {
+    v.as_array()
+        .map(|a| a.iter().map(|x| x.as_f64().unwrap() as f32).collect())
+}
+
+#[test]
+fn fifu_python_written_files_read_here() {
+    let dir = tmp_dir("fifu-py");
+    let probes = serde_json::to_string(PY_PROBES).unwrap();
+    let d = dir.display().to_string();
+    if run_python(&[&script("fifu_py.py"), "write", &d, &probes]).is_none() {
+        return;
+    }
+    let text = std::fs::read_to_string(dir.join("lookups.json")).unwrap();
+    let want: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let files = want.as_object().unwrap();
+    assert_eq!(files.len(), 5);
+    for (file, lookups) in files {
+        let ours = ff_ours::Embeddings::open(dir.join(file)).unwrap();
+        for w in PY_PROBES {
+            let r = py_vec(&lookups[*w]);
+            let o = ours.lookup(w);
+            match (r, o) {
+                (None, None) => {}
+                (Some(r), Some(o)) => assert_close(&o, &r, &format!("{file} {w}")),
+                (r, o) => panic!("{file} {w}: python {r:?}, ours {o:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn fifu_our_files_read_by_python() {
+    let dir = tmp_dir("fifu-ours");
+    let w: Vec<String> = ["berlin", "paris", "Daniël", "a b", "über"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut paths = Vec::new();
+    let mut ours_all = Vec::new();
+    let rows = w.len() + 8;
+    let storages = [
+        ff_ours::Storage::Array {
+            rows,
+            dims: 6,
+            data: matrix(rows, 6, 21).into_raw_vec(),
+        },
+        ff_ours::Storage::Quantized {
+            projection: Some(matrix(6, 6, 22).into_raw_vec()),
+            quantized_len: 3,
+            reconstructed_len: 6,
+            n_centroids: 4,
+            centroids: matrix(3 * 4, 2, 23).into_raw_vec(),
+            norms: Some((0..rows).map(|i| 0.5 + i as f32 * 0.1).collect()),
+            codes: (0..rows * 3).map(|i| (i * 5 % 4) as u8).collect(),
+        },
+    ];
+    let subs = [
+        ff_ours::Subwords::Bucket {
+            min_n: 3,
+            max_n: 6,
+            exp: 3,
+        },
+        ff_ours::Subwords::FastText {
+            min_n: 3,
+            max_n: 6,
+            buckets: 8,
+        },
+    ];
+    for (i, st) in storages.iter().enumerate() {
+        for (j, sub) in subs.iter().enumerate() {
+            let e = ff_ours::Embeddings::from_parts(
+                Some("name = \"ours\"\n".into()),
+                w.clone(),
+                sub.clone(),
+                st.clone(),
+                Some((0..w.len()).map(|k| 1.0 + k as f32).collect()),
+            )
+            .unwrap();
+            let p = dir.join(format!("ours_{i}_{j}.fifu"));
+            e.write_file(&p).unwrap();
+            paths.push(p.display().to_string());
+            ours_all.push(e);
+        }
+    }
+    let simple = ff_ours::Embeddings::from_parts(
+        None,
+        w.clone(),
+        ff_ours::Subwords::None,
+        ff_ours::Storage::Array {
+            rows: w.len(),
+            dims: 6,
+            data: matrix(w.len(), 6, 24).into_raw_vec(),
+        },
+        None,
+    )
+    .unwrap();
+    let p = dir.join("ours_simple.fifu");
+    simple.write_file(&p).unwrap();
+    paths.push(p.display().to_string());
+    ours_all.push(simple);
+
+    let probes = serde_json::to_string(PY_PROBES).unwrap();
+    let mut args = vec![script("fifu_py.py"), "read".to_string(), probes];
+    args.extend(paths.iter().cloned());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(out) = run_python(&argv) else {
+        return;
+    };
+    let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for (p, ours) in paths.iter().zip(&ours_all) {
+        let name = Path::new(p).file_name().unwrap().to_str().unwrap();
+        let entry = &got[name];
+        let words: Vec<String> = serde_json::from_value(entry["__words__"].clone()).unwrap();
+        assert_eq!(words, w);
+        for word in PY_PROBES {
+            match (py_vec(&entry[*word]), ours.lookup(word)) {
+                (None, None) => {}
+                (Some(r), Some(o)) => assert_close(&o, &r, &format!("{name} {word}")),
+                (r, o) => panic!("{name} {word}: python {r:?}, ours {o:?}"),
+            }
+        }
+    }
+}
