@@ -9,6 +9,7 @@
 //! [`ModelFile::open`] detects the container by its magic and dispatches.
 
 pub mod bytes;
+pub mod coreml_blob;
 pub mod embd;
 pub mod finalfusion;
 pub mod hf;
@@ -118,6 +119,8 @@ pub enum FormatKind {
     HfSafetensors,
     /// finalfusion `.fifu` word embeddings (static; `architecture` = `static`).
     Finalfusion,
+    /// A Core ML weight blob (`weight.bin`, storage v2) with our JSON manifest.
+    CoremlBlob,
 }
 
 impl FormatKind {
@@ -128,6 +131,7 @@ impl FormatKind {
             FormatKind::EmbdLegacy => "embd-legacy",
             FormatKind::HfSafetensors => "hf-safetensors",
             FormatKind::Finalfusion => "finalfusion",
+            FormatKind::CoremlBlob => "coreml-blob",
         }
     }
 }
@@ -375,6 +379,9 @@ impl ModelFile {
     /// Opens `path`, detecting the container from its first bytes.
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
         let path = path.as_ref();
+        if coreml_blob::is_blob_dir(path) {
+            return coreml_blob::read_dir(path, opts);
+        }
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
     }

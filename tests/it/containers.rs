@@ -491,3 +491,321 @@ fn fifu_our_files_read_by_python() {
         }
     }
 }
+
+// ---------------------------------------------------------------- Core ML blob
+
+use embedder::formats::coreml_blob::{self as cm, BlobDType, BlobWriter};
+
+/// Values of a blob as f64 (float16 as its raw bits, like the Python helper).
+fn blob_values(b: &[u8], info: &cm::BlobInfo) -> Vec<f64> {
+    let d = &b[info.data_offset as usize..(info.data_offset + info.size) as usize];
+    let n = info.element_count().unwrap() as usize;
+    match info.dtype {
+        BlobDType::Float32 => d
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        BlobDType::Float16 | BlobDType::UInt16 | BlobDType::BFloat16 => d
+            .chunks_exact(2)
+            .map(|c| f64::from(u16::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        BlobDType::Int16 => d
+            .chunks_exact(2)
+            .map(|c| f64::from(i16::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        BlobDType::Int32 => d
+            .chunks_exact(4)
+            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        BlobDType::UInt32 => d
+            .chunks_exact(4)
+            .map(|c| f64::from(u32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        BlobDType::Int8 => d.iter().map(|&x| f64::from(x as i8)).collect(),
+        BlobDType::UInt8 => d.iter().map(|&x| f64::from(x)).collect(),
+        t => cm::unpack_bits(d, t.bits(), n, t == BlobDType::Int4)
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+    }
+}
+
+fn json_f64s(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn coreml_blob_written_by_coremltools_reads_here() {
+    let dir = tmp_dir("cm-py");
+    let file = dir.join("weight.bin").display().to_string();
+    let Some(out) = run_python(&[&script("coreml_py.py"), "write", &file]) else {
+        return;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let b = std::fs::read(&file).unwrap();
+    let blobs = cm::list_blobs(&b).unwrap();
+    let spec = spec.as_array().unwrap();
+    assert_eq!(blobs.len(), spec.len());
+    for (info, e) in blobs.iter().zip(spec) {
+        assert_eq!(info.metadata_offset, e["offset"].as_u64().unwrap());
+        assert_eq!(info.dtype.name(), e["dtype"].as_str().unwrap());
+        let want = json_f64s(&e["values"]);
+        let got = blob_values(&b, info);
+        if info.dtype == BlobDType::Float32 {
+            assert_close(
+                &got.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                &want.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                "float32",
+            );
+        } else {
+            assert_eq!(got, want, "{}", info.dtype.name());
+        }
+    }
+    // Re-writing the same blobs here gives the same bytes.
+    let mut w = BlobWriter::new();
+    for info in &blobs {
+        let d = &b[info.data_offset as usize..(info.data_offset + info.size) as usize];
+        w.add_raw(info.dtype, d, info.padding_bits).unwrap();
+    }
+    assert_eq!(w.finish(), b);
+}
+
+#[test]
+fn coreml_blob_written_here_reads_in_coremltools() {
+    let dir = tmp_dir("cm-ours");
+    let file = dir.join("weight.bin");
+    let mut w = BlobWriter::new();
+    let mut spec = Vec::new();
+    let f: Vec<f32> = vec![0.5, -1.25, 3.0e-5, 7.0];
+    let fb: Vec<u8> = f.iter().flat_map(|x| x.to_le_bytes()).collect();
+    spec.push((
+        w.add_raw(BlobDType::Float32, &fb, 0).unwrap(),
+        "float32",
+        f.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
+    ));
+    let h: Vec<u16> = vec![0x3c00, 0xbc00, 0x7bff];
+    let hb: Vec<u8> = h.iter().flat_map(|x| x.to_le_bytes()).collect();
+    spec.push((
+        w.add_raw(BlobDType::Float16, &hb, 0).unwrap(),
+        "float16",
+        h.iter().map(|&x| f64::from(x)).collect(),
+    ));
+    let i8s: Vec<i8> = vec![-128, -3, 0, 99];
+    spec.push((
+        w.add_raw(
+            BlobDType::Int8,
+            &i8s.iter().map(|&x| x as u8).collect::<Vec<_>>(),
+            0,
+        )
+        .unwrap(),
+        "int8",
+        i8s.iter().map(|&x| f64::from(x)).collect(),
+    ));
+    let i32s: Vec<i32> = vec![-5, 1 << 30, 17];
+    spec.push((
+        w.add_raw(
+            BlobDType::Int32,
+            &i32s
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<_>>(),
+            0,
+        )
+        .unwrap(),
+        "int32",
+        i32s.iter().map(|&x| f64::from(x)).collect(),
+    ));
+    for (t, vals) in [
+        (BlobDType::Int4, vec![-8, 7, -1, 0, 3]),
+        (BlobDType::UInt1, vec![1, 0, 0, 1, 1, 1, 0, 1, 1]),
+        (BlobDType::UInt2, vec![3, 0, 2, 1, 3]),
+        (BlobDType::UInt3, vec![7, 0, 5, 2, 6, 1, 3, 4, 7]),
+        (BlobDType::UInt4, vec![15, 0, 9]),
+        (BlobDType::UInt6, vec![63, 0, 42, 17, 5]),
+    ] {
+        let off = w.add_packed(t, &vals).unwrap();
+        spec.push((off, t.name(), vals.iter().map(|&x| f64::from(x)).collect()));
+    }
+    std::fs::write(&file, w.finish()).unwrap();
+    let js: Vec<serde_json::Value> = spec
+        .iter()
+        .map(|(o, d, _)| serde_json::json!({"offset": o, "dtype": d}))
+        .collect();
+    let arg = serde_json::to_string(&js).unwrap();
+    let f = file.display().to_string();
+    let Some(out) = run_python(&[&script("coreml_py.py"), "read", &f, &arg]) else {
+        return;
+    };
+    let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for ((_, name, want), e) in spec.iter().zip(got.as_array().unwrap()) {
+        let g = json_f64s(&e["values"]);
+        if *name == "float32" {
+            for (a, b) in g.iter().zip(want) {
+                assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "{name}");
+            }
+        } else {
+            assert_eq!(&g, want, "{name}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- shared model fixtures
+
+use embedder::formats::{Backing, FormatKind, TensorEntry};
+use embedder::{ModelConfig, Vocab};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A tiny BERT encoder with HF tensor names, EMBD metadata and a vocabulary.
+pub fn tiny_bert(hidden: usize, layers: usize, inter: usize) -> ModelFile {
+    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for w in ["hello", "world", "the", "cat", "##s", "a", "b", "über"] {
+        tokens.push(w.to_string());
+    }
+    let vocab = Vocab::from_tokens_bert(tokens).unwrap();
+    let v = vocab.len();
+    let pos = 16;
+    let md: BTreeMap<String, String> = [
+        ("model_name", "tiny-bert".to_string()),
+        ("model_version", "1.0.0".to_string()),
+        ("embedding_dim", hidden.to_string()),
+        ("vocab_size", v.to_string()),
+        ("num_layers", layers.to_string()),
+        ("num_attention_heads", "2".to_string()),
+        ("hidden_size", hidden.to_string()),
+        ("intermediate_size", inter.to_string()),
+        ("max_position_emb", pos.to_string()),
+        ("created_at", "2026-01-01T00:00:00Z".to_string()),
+        ("architecture", "bert".to_string()),
+        ("pooling", "mean".to_string()),
+        ("normalize", "true".to_string()),
+        ("max_seq_length", "16".to_string()),
+        ("do_lower_case", "true".to_string()),
+        ("layer_norm_eps", "1e-12".to_string()),
+        ("hidden_act", "gelu".to_string()),
+        ("type_vocab_size", "2".to_string()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.clone()))
+    .collect();
+    let mut seed = 100;
+    let mut t = |name: &str, shape: Vec<usize>| {
+        seed += 1;
+        let n: usize = shape.iter().product();
+        let m = matrix(1, n, seed).into_raw_vec();
+        TensorEntry::owned_f32(name, shape, &m)
+    };
+    let mut ts = vec![
+        t("embeddings.word_embeddings.weight", vec![v, hidden]),
+        t("embeddings.position_embeddings.weight", vec![pos, hidden]),
+        t("embeddings.token_type_embeddings.weight", vec![2, hidden]),
+        t("embeddings.LayerNorm.weight", vec![hidden]),
+        t("embeddings.LayerNorm.bias", vec![hidden]),
+    ];
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}.");
+        for (n, s) in [
+            ("attention.self.query.weight", vec![hidden, hidden]),
+            ("attention.self.query.bias", vec![hidden]),
+            ("attention.self.key.weight", vec![hidden, hidden]),
+            ("attention.self.key.bias", vec![hidden]),
+            ("attention.self.value.weight", vec![hidden, hidden]),
+            ("attention.self.value.bias", vec![hidden]),
+            ("attention.output.dense.weight", vec![hidden, hidden]),
+            ("attention.output.dense.bias", vec![hidden]),
+            ("attention.output.LayerNorm.weight", vec![hidden]),
+            ("attention.output.LayerNorm.bias", vec![hidden]),
+            ("intermediate.dense.weight", vec![inter, hidden]),
+            ("intermediate.dense.bias", vec![inter]),
+            ("output.dense.weight", vec![hidden, inter]),
+            ("output.dense.bias", vec![hidden]),
+            ("output.LayerNorm.weight", vec![hidden]),
+            ("output.LayerNorm.bias", vec![hidden]),
+        ] {
+            ts.push(t(&format!("{p}{n}"), s));
+        }
+    }
+    ModelFile::new(
+        FormatKind::Embd,
+        Arc::new(Backing::from_bytes(&[])),
+        md,
+        Some(vocab),
+        ts,
+    )
+    .unwrap()
+}
+
+/// Same tensors (names, shapes, f32 values within `tol` relative to the max
+/// |value| of the tensor), same vocabulary; metadata keys of `a` present in `b`.
+pub fn assert_same_model(a: &ModelFile, b: &ModelFile, tol: f32) {
+    assert_eq!(a.tensors.len(), b.tensors.len(), "tensor count");
+    for ta in &a.tensors {
+        let tb = b
+            .tensor(&ta.name)
+            .unwrap_or_else(|| panic!("missing {}", ta.name));
+        assert_eq!(ta.shape, tb.shape, "{}", ta.name);
+        let va = a.tensor_to_f32(ta);
+        let vb = b.tensor_to_f32(tb);
+        assert_eq!(va.len(), vb.len(), "{}", ta.name);
+        let max = va.iter().fold(0f32, |m, x| m.max(x.abs()));
+        for (x, y) in va.iter().zip(&vb) {
+            assert!((x - y).abs() <= tol * max, "{}: {x} vs {y}", ta.name);
+        }
+    }
+    match (&a.vocab, &b.vocab) {
+        (Some(x), Some(y)) => {
+            assert_eq!(x.tokens(), y.tokens());
+            assert_eq!(x.specials(), y.specials());
+        }
+        (None, None) => {}
+        _ => panic!("vocab presence differs"),
+    }
+    for (k, v) in &a.metadata {
+        assert_eq!(b.metadata.get(k), Some(v), "metadata {k}");
+    }
+}
+
+fn minilm_dir() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2-hf");
+    if p.join("model.safetensors").is_file() {
+        Some(p)
+    } else {
+        eprintln!("skipped: models/all-MiniLM-L6-v2-hf not present");
+        None
+    }
+}
+
+#[test]
+fn coreml_dir_round_trip_bert() {
+    let m = tiny_bert(8, 2, 16);
+    let dir = tmp_dir("cm-bert");
+    cm::write_dir(&m, &dir).unwrap();
+    let back = ModelFile::open(&dir, ReadOptions::default()).unwrap();
+    assert_eq!(back.format, FormatKind::CoremlBlob);
+    assert_same_model(&m, &back, 0.0);
+    ModelConfig::from_metadata(&back.metadata).unwrap();
+    // Zero-copy: f32 tensors are 64-aligned views into the mapped blob.
+    let t = back.tensor("embeddings.word_embeddings.weight").unwrap();
+    assert!(back.tensor_f32(t).is_some());
+}
+
+#[test]
+fn coreml_dir_round_trip_minilm() {
+    let Some(src) = minilm_dir() else { return };
+    let m = ModelFile::open_hf_dir(&src, &Default::default()).unwrap();
+    let dir = tmp_dir("cm-minilm");
+    cm::write_dir(&m, &dir).unwrap();
+    let back = ModelFile::open(&dir, ReadOptions::default()).unwrap();
+    assert_same_model(&m, &back, 0.0);
+    assert_eq!(
+        ModelConfig::from_metadata(&back.metadata).unwrap(),
+        ModelConfig::from_metadata(&m.metadata).unwrap()
+    );
+}
