@@ -8,6 +8,7 @@
 //!
 //! [`ModelFile::open`] detects the container by its magic and dispatches.
 
+pub mod amb;
 pub mod bytes;
 pub mod coreml_blob;
 pub mod embd;
@@ -121,6 +122,8 @@ pub enum FormatKind {
     Finalfusion,
     /// A Core ML weight blob (`weight.bin`, storage v2) with our JSON manifest.
     CoremlBlob,
+    /// embee.cpp AMB (`.amb`, magic "AMBEE"), as resolved in docs/formats/amb.md.
+    Amb,
 }
 
 impl FormatKind {
@@ -132,6 +135,7 @@ impl FormatKind {
             FormatKind::HfSafetensors => "hf-safetensors",
             FormatKind::Finalfusion => "finalfusion",
             FormatKind::CoremlBlob => "coreml-blob",
+            FormatKind::Amb => "amb",
         }
     }
 }
@@ -407,6 +411,9 @@ impl ModelFile {
         }
         if b.starts_with(finalfusion::MAGIC) {
             return finalfusion::read(backing, opts);
+        }
+        if b.starts_with(amb::MAGIC) {
+            return amb::read(backing, opts);
         }
         let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
         Err(Error::new(

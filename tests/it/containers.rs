@@ -809,3 +809,173 @@ fn coreml_dir_round_trip_minilm() {
         ModelConfig::from_metadata(&m.metadata).unwrap()
     );
 }
+
+// ---------------------------------------------------------------- AMB
+
+use embedder::formats::amb;
+
+#[test]
+fn amb_seed_example_writer_output_reads() {
+    let dir = tmp_dir("amb-seed");
+    let f = dir.join("seed.amb");
+    let fs = f.display().to_string();
+    let Some(out) = run_python(&[&script("amb_seed_writer.py"), &fs]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let m = ModelFile::open(&f, ReadOptions::default()).unwrap();
+    assert_eq!(m.format, FormatKind::Amb);
+    assert_eq!(m.metadata["model_name"], "seed-example");
+    assert_eq!(m.metadata["created_at"], "2024-06-22");
+    assert_eq!(m.metadata["amb.description"], "Ünïcode ok");
+    assert_eq!(m.metadata["architecture"], "phi");
+    assert_eq!(m.metadata["hidden_size"], "2048");
+    assert_eq!(m.metadata["amb.config.is_rope"], "true");
+    assert!(m.vocab.is_none());
+    for (name, e) in want.as_object().unwrap() {
+        let ours = if name == "bert.embeddings.LayerNorm.gamma" {
+            "embeddings.LayerNorm.weight"
+        } else {
+            name.as_str()
+        };
+        let t = m.tensor(ours).unwrap_or_else(|| panic!("{ours}"));
+        let shape: Vec<usize> = serde_json::from_value(e["shape"].clone()).unwrap();
+        assert_eq!(t.shape, shape);
+        let vals: Vec<f32> = json_f64s(&e["values"]).iter().map(|&x| x as f32).collect();
+        assert_eq!(m.tensor_to_f32(t), vals, "{name}");
+    }
+}
+
+fn amb_bytes(m: &ModelFile, quant: amb::Quant) -> Vec<u8> {
+    let mut b = Vec::new();
+    amb::write(
+        m,
+        &mut b,
+        &amb::WriteOptions {
+            quant,
+            checksum: true,
+        },
+    )
+    .unwrap();
+    b
+}
+
+#[test]
+fn amb_round_trip_bert_all_quantizations() {
+    let m = tiny_bert(16, 2, 32);
+    let b = amb_bytes(&m, amb::Quant::None);
+    let back = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap();
+    assert_same_model(&m, &back, 0.0);
+    ModelConfig::from_metadata(&back.metadata).unwrap();
+    let mut b2 = Vec::new();
+    amb::write(&back, &mut b2, &Default::default()).unwrap();
+    assert!(b == b2, "re-write is byte-identical");
+
+    use amb::{Quant, ScaleType};
+    for (q, tol) in [
+        (
+            Quant::Int4Block {
+                block: 32,
+                scale: ScaleType::F16,
+            },
+            0.08,
+        ),
+        (
+            Quant::Int4Block {
+                block: 8,
+                scale: ScaleType::F32,
+            },
+            0.08,
+        ),
+        (
+            Quant::Int5Block {
+                block: 64,
+                scale: ScaleType::F16,
+            },
+            0.04,
+        ),
+        (
+            Quant::Adaptive {
+                bits: 4,
+                block: 16,
+                scale: ScaleType::F16,
+                fp16_fraction: 0.3,
+            },
+            0.08,
+        ),
+    ] {
+        let b = amb_bytes(&m, q);
+        let back = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap();
+        assert_same_model(&m, &back, tol);
+        // Non-Linear tensors are untouched.
+        let e = back.tensor("embeddings.word_embeddings.weight").unwrap();
+        assert_eq!(
+            back.tensor_to_f32(e),
+            m.tensor_to_f32(m.tensor("embeddings.word_embeddings.weight").unwrap())
+        );
+    }
+}
+
+#[test]
+fn amb_crc_is_verified() {
+    let m = tiny_bert(8, 1, 16);
+    let mut b = amb_bytes(&m, amb::Quant::None);
+    let n = b.len();
+    b[n - 10] ^= 0x40;
+    let e = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), embedder::ErrorKind::Checksum);
+    ModelFile::from_bytes(
+        &b,
+        ReadOptions {
+            verify_checksums: false,
+        },
+    )
+    .unwrap();
+}
+
+/// int4/int5 on the real MiniLM weights: relative RMS error of the Linear
+/// weights (the encoder-level accuracy check needs the engine).
+#[test]
+fn amb_minilm_quantization_error() {
+    let Some(src) = minilm_dir() else { return };
+    let m = ModelFile::open_hf_dir(&src, &Default::default()).unwrap();
+    let f32b = amb_bytes(&m, amb::Quant::None);
+    let back = ModelFile::from_bytes(&f32b, ReadOptions::default()).unwrap();
+    assert_same_model(&m, &back, 0.0);
+    use amb::{Quant, ScaleType};
+    for (q, limit) in [
+        (
+            Quant::Int4Block {
+                block: 32,
+                scale: ScaleType::F16,
+            },
+            0.15,
+        ),
+        (
+            Quant::Int5Block {
+                block: 32,
+                scale: ScaleType::F16,
+            },
+            0.08,
+        ),
+    ] {
+        let b = amb_bytes(&m, q);
+        let back = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap();
+        let (mut num, mut den) = (0f64, 0f64);
+        for t in &m.tensors {
+            let a = m.tensor_to_f32(t);
+            let c = back.tensor_to_f32(back.tensor(&t.name).unwrap());
+            for (x, y) in a.iter().zip(&c) {
+                num += f64::from(x - y).powi(2);
+                den += f64::from(*x).powi(2);
+            }
+        }
+        let rel = (num / den).sqrt();
+        eprintln!(
+            "{q:?}: relative RMS error over all tensors {rel:.4}, file {} bytes (f32 {} bytes)",
+            b.len(),
+            f32b.len()
+        );
+        assert!(rel < limit, "{rel}");
+    }
+}
