@@ -15,6 +15,7 @@ pub mod embd;
 pub mod finalfusion;
 pub mod hf;
 pub mod legacy;
+pub mod lwt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -124,6 +125,8 @@ pub enum FormatKind {
     CoremlBlob,
     /// embee.cpp AMB (`.amb`, magic "AMBEE"), as resolved in docs/formats/amb.md.
     Amb,
+    /// LightwatchAI2 `.lwt` (magic "LWATCHV1"), as resolved in docs/formats/lwt.md.
+    Lwt,
 }
 
 impl FormatKind {
@@ -136,6 +139,7 @@ impl FormatKind {
             FormatKind::Finalfusion => "finalfusion",
             FormatKind::CoremlBlob => "coreml-blob",
             FormatKind::Amb => "amb",
+            FormatKind::Lwt => "lwt",
         }
     }
 }
@@ -414,6 +418,9 @@ impl ModelFile {
         }
         if b.starts_with(amb::MAGIC) {
             return amb::read(backing, opts);
+        }
+        if b.starts_with(lwt::MAGIC) {
+            return lwt::read(backing, opts);
         }
         let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
         Err(Error::new(

@@ -979,3 +979,176 @@ fn amb_minilm_quantization_error() {
         assert!(rel < limit, "{rel}");
     }
 }
+
+// ---------------------------------------------------------------- LWT
+
+use embedder::formats::lwt;
+
+/// Writes a small GPT-2-shaped HF folder; returns the HF (Conv1D [in, out]) tensors.
+fn write_gpt2_dir(
+    dir: &Path,
+    prefixed: bool,
+    n_layer: usize,
+) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
+    let (e, v, p) = (8usize, 11usize, 6usize);
+    let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": n_layer, "n_head": 2,
+        "n_embd": e, "vocab_size": v, "n_positions": p, "n_ctx": p, "n_inner": null,
+        "layer_norm_epsilon": 1e-5});
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let mut ts: BTreeMap<String, (Vec<usize>, Vec<f32>)> = BTreeMap::new();
+    let mut seed = 500;
+    let mut add = |name: String, shape: Vec<usize>| {
+        seed += 1;
+        let n: usize = shape.iter().product();
+        ts.insert(name, (shape, matrix(1, n, seed).into_raw_vec()));
+    };
+    add("wte.weight".into(), vec![v, e]);
+    add("wpe.weight".into(), vec![p, e]);
+    for l in 0..n_layer {
+        for (n, s) in [
+            ("ln_1.weight", vec![e]),
+            ("ln_1.bias", vec![e]),
+            ("attn.c_attn.weight", vec![e, 3 * e]),
+            ("attn.c_attn.bias", vec![3 * e]),
+            ("attn.c_proj.weight", vec![e, e]),
+            ("attn.c_proj.bias", vec![e]),
+            ("ln_2.weight", vec![e]),
+            ("ln_2.bias", vec![e]),
+            ("mlp.c_fc.weight", vec![e, 4 * e]),
+            ("mlp.c_fc.bias", vec![4 * e]),
+            ("mlp.c_proj.weight", vec![4 * e, e]),
+            ("mlp.c_proj.bias", vec![e]),
+        ] {
+            add(format!("h.{l}.{n}"), s);
+        }
+    }
+    add("ln_f.weight".into(), vec![e]);
+    add("ln_f.bias".into(), vec![e]);
+    let mut all = ts.clone();
+    // Mask buffers (skipped by the import) and a tied lm_head.
+    for l in 0..n_layer {
+        all.insert(
+            format!("h.{l}.attn.bias"),
+            (vec![1, 1, p, p], vec![1.0; p * p]),
+        );
+        all.insert(format!("h.{l}.attn.masked_bias"), (vec![], vec![-1e4]));
+    }
+    all.insert("lm_head.weight".into(), ts["wte.weight"].clone());
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = all
+        .iter()
+        .map(|(n, (s, d))| {
+            let name = if prefixed && n != "lm_head.weight" {
+                format!("transformer.{n}")
+            } else {
+                n.clone()
+            };
+            (
+                name,
+                s.clone(),
+                d.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            )
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bytes
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    ts
+}
+
+#[test]
+fn lwt_gpt2_import_write_read() {
+    for prefixed in [false, true] {
+        let dir = tmp_dir(&format!("gpt2-{prefixed}"));
+        let hf = write_gpt2_dir(&dir, prefixed, 2);
+        let m = lwt::import_gpt2_dir(&dir).unwrap();
+        assert_eq!(m.tensors.len(), 4 + 2 * 12);
+        assert_eq!(
+            m.metadata["parameter_count"],
+            lwt::Gpt2Config::from_metadata(&m.metadata)
+                .unwrap()
+                .param_count()
+                .unwrap()
+                .to_string()
+        );
+        let f = dir.join("gpt2.lwt");
+        lwt::write_file(&m, &f).unwrap();
+        let back = ModelFile::open(&f, ReadOptions::default()).unwrap();
+        assert_eq!(back.format, FormatKind::Lwt);
+        assert_same_model(&m, &back, 0.0);
+        assert_eq!(back.metadata["architecture"], "gpt2");
+        // Conv1D weights are transposed: out[o][i] == hf[i][o].
+        let (s, hv) = &hf["h.1.mlp.c_fc.weight"];
+        let t = back.tensor("transformer.h.1.mlp.c_fc.weight").unwrap();
+        assert_eq!(t.shape, vec![s[1], s[0]]);
+        let ours = back.tensor_f32(t).expect("64-aligned zero-copy view");
+        for i in 0..s[0] {
+            for o in 0..s[1] {
+                assert_eq!(ours[o * s[0] + i], hv[i * s[1] + o]);
+            }
+        }
+        // Non-Conv1D tensors are unchanged.
+        let wte = back.tensor("transformer.wte.weight").unwrap();
+        assert_eq!(back.tensor_to_f32(wte), hf["wte.weight"].1);
+        // Re-writing gives the same bytes.
+        let mut again = Vec::new();
+        lwt::write(&back, &mut again).unwrap();
+        assert!(again == std::fs::read(&f).unwrap());
+    }
+}
+
+#[test]
+fn lwt_gpt2_import_rejects_wrong_config() {
+    let dir = tmp_dir("gpt2-bad");
+    write_gpt2_dir(&dir, false, 2);
+    // Claim 3 layers: a tensor is missing and the count differs.
+    let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": 3, "n_head": 2, "n_embd": 8,
+        "vocab_size": 11, "n_positions": 6});
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let e = lwt::import_gpt2_dir(&dir).unwrap_err();
+    assert!(e.to_string().contains("missing tensor"), "{e}");
+    let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8,
+        "vocab_size": 11, "n_positions": 6});
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let e = lwt::import_gpt2_dir(&dir).unwrap_err();
+    assert!(e.to_string().contains("unexpected tensor"), "{e}");
+}
+
+#[test]
+fn lwt_accepts_u32_length_prefix_and_checks_crc() {
+    let dir = tmp_dir("lwt-u32");
+    write_gpt2_dir(&dir, false, 1);
+    let m = lwt::import_gpt2_dir(&dir).unwrap();
+    let mut b = Vec::new();
+    lwt::write(&m, &mut b).unwrap();
+    // Rebuild with a u32 prefix: the index and data shift by -4, so re-pad to 64.
+    let json_len = u64::from_le_bytes(b[8..16].try_into().unwrap()) as usize;
+    let json = b[16..16 + json_len].to_vec();
+    let count = m.tensors.len();
+    let index = b[16 + json_len..16 + json_len + count * 216].to_vec();
+    let data_at = (16 + json_len + count * 216).div_ceil(64) * 64;
+    let rest = b[data_at..].to_vec();
+    let mut v = b"LWATCHV1".to_vec();
+    v.extend_from_slice(&(json_len as u32).to_le_bytes());
+    v.extend_from_slice(&json);
+    v.extend_from_slice(&index);
+    v.resize(v.len().div_ceil(64) * 64, 0);
+    v.extend_from_slice(&rest);
+    let back = ModelFile::from_bytes(&v, ReadOptions::default()).unwrap();
+    assert_same_model(&m, &back, 0.0);
+    assert!(back
+        .details
+        .iter()
+        .any(|(k, val)| k == "length prefix" && val == "u32"));
+    let n = b.len();
+    b[n - 20] ^= 1;
+    let e = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), embedder::ErrorKind::Checksum);
+}
