@@ -1152,3 +1152,216 @@ fn lwt_accepts_u32_length_prefix_and_checks_crc() {
     let e = ModelFile::from_bytes(&b, ReadOptions::default()).unwrap_err();
     assert_eq!(e.kind(), embedder::ErrorKind::Checksum);
 }
+
+// ---------------------------------------------------------------- robustness
+
+const NO_CRC: ReadOptions = ReadOptions {
+    verify_checksums: false,
+};
+
+/// Parses every truncation and every single-byte corruption (xor 0x01, 0x80,
+/// 0xFF) of `valid`; `parse` must return (Ok or Err) without panicking.
+fn never_panics(valid: &[u8], parse: impl Fn(&[u8])) {
+    parse(valid);
+    for n in 0..valid.len() {
+        parse(&valid[..n]);
+    }
+    let mut b = valid.to_vec();
+    for i in 0..b.len() {
+        for x in [0x01u8, 0x80, 0xFF] {
+            b[i] ^= x;
+            parse(&b);
+            b[i] ^= x;
+        }
+    }
+}
+
+fn small_fifu(sub: ff_ours::Subwords, quant: bool) -> Vec<u8> {
+    let w: Vec<String> = ["ab", "cd", "éf"].iter().map(|s| s.to_string()).collect();
+    let rows = 3 + sub.rows().unwrap() as usize;
+    let storage = if quant {
+        ff_ours::Storage::Quantized {
+            projection: Some(matrix(4, 4, 1).into_raw_vec()),
+            quantized_len: 2,
+            reconstructed_len: 4,
+            n_centroids: 2,
+            centroids: matrix(2 * 2, 2, 2).into_raw_vec(),
+            norms: Some(vec![1.5; rows]),
+            codes: (0..rows * 2).map(|i| (i % 2) as u8).collect(),
+        }
+    } else {
+        ff_ours::Storage::Array {
+            rows,
+            dims: 2,
+            data: matrix(rows, 2, 3).into_raw_vec(),
+        }
+    };
+    let e = ff_ours::Embeddings::from_parts(
+        Some("a=1".into()),
+        w,
+        sub,
+        storage,
+        Some(vec![1.0, 2.0, 3.0]),
+    )
+    .unwrap();
+    let mut b = Vec::new();
+    e.write(&mut b).unwrap();
+    b
+}
+
+#[test]
+fn fifu_reader_never_panics() {
+    let files = [
+        small_fifu(
+            ff_ours::Subwords::Bucket {
+                min_n: 2,
+                max_n: 3,
+                exp: 2,
+            },
+            true,
+        ),
+        small_fifu(
+            ff_ours::Subwords::FastText {
+                min_n: 2,
+                max_n: 3,
+                buckets: 3,
+            },
+            false,
+        ),
+        small_fifu(
+            ff_ours::Subwords::Explicit {
+                min_n: 2,
+                max_n: 2,
+                ngrams: vec![("<a".into(), 0), ("ab".into(), 1)],
+            },
+            false,
+        ),
+        small_fifu(ff_ours::Subwords::None, false),
+    ];
+    for f in &files {
+        never_panics(f, |b| {
+            if let Ok(e) = ff_ours::Embeddings::from_bytes(b) {
+                for w in ["ab", "zz", "éfx", ""] {
+                    let _ = e.lookup(w);
+                }
+                let mut out = Vec::new();
+                let _ = e.write(&mut out);
+            }
+        });
+    }
+}
+
+#[test]
+fn coreml_reader_never_panics() {
+    let m = tiny_bert(4, 1, 8);
+    let dir = tmp_dir("cm-fuzz");
+    // A small model: only a few tensors, plus sub-byte blobs listed by hand.
+    let small = ModelFile::new(
+        FormatKind::Embd,
+        Arc::new(Backing::from_bytes(&[])),
+        m.metadata.clone(),
+        m.vocab.clone(),
+        m.tensors[3..5].to_vec(),
+    )
+    .unwrap();
+    cm::write_dir(&small, &dir).unwrap();
+    let blob = std::fs::read(dir.join("weight.bin")).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let mut w = BlobWriter::new();
+    w.add_packed(BlobDType::UInt3, &[1, 2, 3, 4, 5]).unwrap();
+    w.add_packed(BlobDType::Int4, &[-1, 2, 3]).unwrap();
+    let extra = w.finish();
+    never_panics(&blob, |b| {
+        let _ = cm::from_parts(
+            Arc::new(Backing::from_bytes(b)),
+            &manifest,
+            ReadOptions::default(),
+        );
+        if let Ok(list) = cm::list_blobs(b) {
+            for i in &list {
+                let _ = i.element_count();
+            }
+        }
+    });
+    never_panics(&extra, |b| {
+        if let Ok(list) = cm::list_blobs(b) {
+            for i in &list {
+                if let Ok(n) = i.element_count() {
+                    let d = &b[i.data_offset as usize..(i.data_offset + i.size) as usize];
+                    let _ = cm::unpack_bits(d, i.dtype.bits(), n as usize, true);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn amb_reader_never_panics() {
+    let m = tiny_bert(8, 1, 8);
+    let small = ModelFile::new(
+        FormatKind::Embd,
+        Arc::new(Backing::from_bytes(&[])),
+        m.metadata.clone(),
+        m.vocab.clone(),
+        vec![
+            m.tensors[3].clone(),
+            m.tensor("encoder.layer.0.attention.self.query.weight")
+                .unwrap()
+                .clone(),
+        ],
+    )
+    .unwrap();
+    use amb::{Quant, ScaleType};
+    for q in [
+        Quant::None,
+        Quant::Int4Block {
+            block: 8,
+            scale: ScaleType::F16,
+        },
+        Quant::Int5Block {
+            block: 16,
+            scale: ScaleType::F32,
+        },
+        Quant::Adaptive {
+            bits: 5,
+            block: 8,
+            scale: ScaleType::F16,
+            fp16_fraction: 0.5,
+        },
+    ] {
+        let mut b = Vec::new();
+        amb::write(
+            &small,
+            &mut b,
+            &amb::WriteOptions {
+                quant: q,
+                checksum: false,
+            },
+        )
+        .unwrap();
+        never_panics(&b, |x| {
+            let _ = ModelFile::from_bytes(x, NO_CRC);
+        });
+    }
+}
+
+#[test]
+fn lwt_reader_never_panics() {
+    let dir = tmp_dir("lwt-fuzz");
+    write_gpt2_dir(&dir, false, 1);
+    let m = lwt::import_gpt2_dir(&dir).unwrap();
+    let small = ModelFile::new(
+        FormatKind::Lwt,
+        Arc::new(Backing::from_bytes(&[])),
+        m.metadata.clone(),
+        None,
+        m.tensors[2..5].to_vec(),
+    )
+    .unwrap();
+    let mut b = Vec::new();
+    lwt::write(&small, &mut b).unwrap();
+    never_panics(&b, |x| {
+        let _ = ModelFile::from_bytes(x, NO_CRC);
+    });
+}
