@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area.
 
 mod common;
+mod containers;
 mod convert;
 mod formats;
 mod tokenizer;
