@@ -41,8 +41,22 @@ pub fn softmax(x: &[f32]) -> Vec<f32> {
     e.iter().map(|v| (v / s) as f32).collect()
 }
 
-/// `erf(x)` in f64 to about 1e-15: Taylor series below 3, continued fraction
-/// for `erfc` above.
+/// `erfc(x)` in f64: continued fraction for `x >= 3` (full relative accuracy
+/// in the tail), `1 - erf(x)` otherwise.
+pub fn erfc_f64(x: f64) -> f64 {
+    if x >= 3.0 {
+        // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+        let mut f = x;
+        for k in (1..120).rev() {
+            f = x + (k as f64 / 2.0) / f;
+        }
+        (-x * x).exp() / std::f64::consts::PI.sqrt() / f
+    } else {
+        1.0 - erf_f64(x)
+    }
+}
+
+/// `erf(x)` in f64 to about 1e-15: Taylor series below 3, `1 - erfc` above.
 pub fn erf_f64(x: f64) -> f64 {
     let ax = x.abs();
     let r = if ax < 3.0 {
@@ -60,12 +74,7 @@ pub fn erf_f64(x: f64) -> f64 {
         }
         s * 2.0 / std::f64::consts::PI.sqrt()
     } else {
-        // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
-        let mut f = ax;
-        for k in (1..120).rev() {
-            f = ax + (k as f64 / 2.0) / f;
-        }
-        1.0 - (-ax * ax).exp() / std::f64::consts::PI.sqrt() / f
+        1.0 - erfc_f64(ax)
     };
     if x < 0.0 {
         -r
@@ -74,10 +83,10 @@ pub fn erf_f64(x: f64) -> f64 {
     }
 }
 
-/// Exact GELU computed in f64.
+/// Exact GELU computed in f64 as `x/2 · erfc(-x/√2)` (accurate in both tails).
 pub fn gelu(x: f32) -> f32 {
     let x = f64::from(x);
-    (0.5 * x * (1.0 + erf_f64(x / std::f64::consts::SQRT_2))) as f32
+    (0.5 * x * erfc_f64(-x / std::f64::consts::SQRT_2)) as f32
 }
 
 /// Tanh GELU computed in f64.
@@ -234,6 +243,8 @@ mod tests {
             (3.5, 0.999_999_256_901_627_7),
             (-1.5, -0.966_105_146_475_310_7),
         ];
+        assert!((erfc_f64(5.0) / 1.537_459_794_428_034_8e-12 - 1.0).abs() < 1e-13);
+        assert!((erfc_f64(-1.0) - 1.842_700_792_949_714_9).abs() < 1e-14);
         for (x, want) in cases {
             assert!((erf_f64(x) - want).abs() < 1e-14, "erf({x}) = {}", erf_f64(x));
         }
