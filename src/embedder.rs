@@ -63,6 +63,9 @@ pub const CHUNK_TOKENS: usize = 2048;
 /// at most this many texts are held at once.
 const TEXT_GROUP: usize = 1024;
 
+/// Chunks with fewer tokens run on one thread even when workers are idle.
+const MIN_SPLIT_TOKENS: usize = 96;
+
 /// Most worker threads accepted in [`Options::threads`].
 const MAX_THREADS: usize = 1024;
 
@@ -391,9 +394,17 @@ impl Embedder {
                     .try_for_each(|(s, o)| self.forward_chunk(s, Par::Serial, o))
             }),
             Some(pool) => pool.install(|| {
-                chunks
-                    .into_iter()
-                    .try_for_each(|(s, o)| self.forward_chunk(s, Par::Threads(self.threads), o))
+                chunks.into_iter().try_for_each(|(s, o)| {
+                    // Splitting the kernels of a short chunk costs more in
+                    // synchronisation than it saves.
+                    let tokens: usize = s.iter().map(|x| x.len()).sum();
+                    let par = if tokens >= MIN_SPLIT_TOKENS {
+                        Par::Threads(self.threads)
+                    } else {
+                        Par::Serial
+                    };
+                    self.forward_chunk(s, par, o)
+                })
             }),
         }
     }

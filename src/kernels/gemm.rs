@@ -49,9 +49,18 @@ impl Strided {
     /// Panics (an internal invariant, never reachable from input) if a slice is
     /// too short for its view or rows of C would overlap.
     fn check(&self, a: &[f32], b: &[f32], c: &[f32]) {
-        assert!(a.len() >= span(self.m, self.k, self.rsa, self.csa), "gemm: A too short");
-        assert!(b.len() >= span(self.k, self.n, self.rsb, self.csb), "gemm: B too short");
-        assert!(c.len() >= span(self.m, self.n, self.rsc, 1), "gemm: C too short");
+        assert!(
+            a.len() >= span(self.m, self.k, self.rsa, self.csa),
+            "gemm: A too short"
+        );
+        assert!(
+            b.len() >= span(self.k, self.n, self.rsb, self.csb),
+            "gemm: B too short"
+        );
+        assert!(
+            c.len() >= span(self.m, self.n, self.rsc, 1),
+            "gemm: C too short"
+        );
         assert!(self.m <= 1 || self.rsc >= self.n, "gemm: C rows overlap");
     }
 }
@@ -60,6 +69,13 @@ impl Strided {
 /// own column block.
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
+
+impl SendPtr {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 
 // SAFETY: `SendPtr` is only used inside `gemm_strided` to give rayon tasks
 // pointers into one exclusively borrowed C matrix; the tasks write disjoint
@@ -110,7 +126,6 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
     (0..blocks).into_par_iter().for_each(|bi| {
         let j0 = bi * block;
         let nb = block.min(s.n - j0);
-        let cp = cp;
         // SAFETY: `check` proved the whole m x n view of C and the k x n view of B
         // are in bounds, so the sub-views starting at column j0 with nb <= n - j0
         // columns are too (the offsets stay inside the slices). Tasks write
@@ -129,7 +144,7 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
                 s.rsb as isize,
                 s.csb as isize,
                 s.beta,
-                cp.0.add(j0),
+                cp.get().add(j0),
                 s.rsc as isize,
                 1,
             );
@@ -263,10 +278,14 @@ mod tests {
     use crate::kernels::reference;
 
     fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
@@ -285,7 +304,10 @@ mod tests {
                     matmul_nt(m, n, k, 1.0, &a, k, &w, k, 0.0, &mut c, n, Par::Serial);
                     let want = reference::matmul_nt(m, n, k, &a, &w);
                     for (g, e) in c.iter().zip(&want) {
-                        assert!((g - e).abs() <= 1e-5 * (k as f32).sqrt(), "{m}x{n}x{k}: {g} vs {e}");
+                        assert!(
+                            (g - e).abs() <= 1e-5 * (k as f32).sqrt(),
+                            "{m}x{n}x{k}: {g} vs {e}"
+                        );
                     }
                 }
             }
@@ -324,25 +346,76 @@ mod tests {
         let w = rand_vec(n * k, 6);
         let bias = rand_vec(n, 7);
         let mut full = vec![0.0f32; big_m * n];
-        linear(&a, big_m, k, &w, n, &mut full, n, false, Epilogue::Bias(&bias), Par::Serial);
+        linear(
+            &a,
+            big_m,
+            k,
+            &w,
+            n,
+            &mut full,
+            n,
+            false,
+            Epilogue::Bias(&bias),
+            Par::Serial,
+        );
         // Each row alone, and sub-batches starting at odd offsets.
-        for (start, m) in [(0usize, 1usize), (5, 1), (3, 7), (17, 64), (66, 64), (129, 1), (1, 129)] {
+        for (start, m) in [
+            (0usize, 1usize),
+            (5, 1),
+            (3, 7),
+            (17, 64),
+            (66, 64),
+            (129, 1),
+            (1, 129),
+        ] {
             let mut part = vec![0.0f32; m * n];
-            linear(&a[start * k..], m, k, &w, n, &mut part, n, false, Epilogue::Bias(&bias), Par::Serial);
+            linear(
+                &a[start * k..],
+                m,
+                k,
+                &w,
+                n,
+                &mut part,
+                n,
+                false,
+                Epilogue::Bias(&bias),
+                Par::Serial,
+            );
             assert!(
-                part.iter().zip(&full[start * n..]).all(|(x, y)| x.to_bits() == y.to_bits()),
+                part.iter()
+                    .zip(&full[start * n..])
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
                 "rows {start}..{} differ",
                 start + m
             );
         }
         // Column-split parallel products give the same bits.
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
         for t in [2usize, 3, 5] {
             let mut par = vec![0.0f32; big_m * n];
             pool.install(|| {
-                linear(&a, big_m, k, &w, n, &mut par, n, false, Epilogue::Bias(&bias), Par::Threads(t))
+                linear(
+                    &a,
+                    big_m,
+                    k,
+                    &w,
+                    n,
+                    &mut par,
+                    n,
+                    false,
+                    Epilogue::Bias(&bias),
+                    Par::Threads(t),
+                )
             });
-            assert!(par.iter().zip(&full).all(|(x, y)| x.to_bits() == y.to_bits()), "threads {t}");
+            assert!(
+                par.iter()
+                    .zip(&full)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "threads {t}"
+            );
         }
     }
 
@@ -354,7 +427,18 @@ mod tests {
         let bias = rand_vec(n, 10);
         let mut out = rand_vec(m * 10, 11);
         let before = out.clone();
-        linear(&a, m, k, &w, n, &mut out, 10, true, Epilogue::Bias(&bias), Par::Serial);
+        linear(
+            &a,
+            m,
+            k,
+            &w,
+            n,
+            &mut out,
+            10,
+            true,
+            Epilogue::Bias(&bias),
+            Par::Serial,
+        );
         let prod = reference::matmul_nt(m, n, k, &a, &w);
         for i in 0..m {
             for j in 0..10 {

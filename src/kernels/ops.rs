@@ -274,7 +274,8 @@ mod tests {
             let want = reference::gelu(x);
             let got = gelu(x);
             if x > -3.0 && want != 0.0 {
-                worst_rel = worst_rel.max(((f64::from(got) - f64::from(want)) / f64::from(want)).abs());
+                worst_rel =
+                    worst_rel.max(((f64::from(got) - f64::from(want)) / f64::from(want)).abs());
             }
             // Relative 6e-7; in the far negative tail the f32 rounding of x²
             // inside exp(-x²/2) adds about x² ulp (torch's `1 + erf` form loses
@@ -282,7 +283,10 @@ mod tests {
             let tol = (6e-7 + 1.5e-7 * x * x) * want.abs() + 1e-30;
             assert!((got - want).abs() <= tol, "gelu({x}) = {got} vs {want}");
             let want_t = reference::gelu_tanh(x);
-            assert!((gelu_tanh(x) - want_t).abs() <= 1e-6 * x.abs().max(1.0), "gelu_tanh({x})");
+            assert!(
+                (gelu_tanh(x) - want_t).abs() <= 1e-6 * x.abs().max(1.0),
+                "gelu_tanh({x})"
+            );
         }
         eprintln!("gelu: worst rel {worst_rel:e}");
     }
@@ -294,7 +298,10 @@ mod tests {
             let want = f64::from(x).exp();
             let got = f64::from(exp(x));
             let rel = ((got - want) / want).abs();
-            assert!(rel < 3e-7 || (want < 1e-37 && got.abs() < 1e-37), "exp({x}) rel {rel}");
+            assert!(
+                rel < 3e-7 || (want < 1e-37 && got.abs() < 1e-37),
+                "exp({x}) rel {rel}"
+            );
         }
         assert_eq!(exp(-1000.0), 0.0);
         assert_eq!(exp(f32::NEG_INFINITY), 0.0);
@@ -304,7 +311,9 @@ mod tests {
     #[test]
     fn row_ops_match_oracles_on_awkward_lengths() {
         for n in [1usize, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 384] {
-            let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.7 + 0.1).collect();
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.7 + 0.1)
+                .collect();
             let g: Vec<f32> = (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.1).collect();
             let b: Vec<f32> = (0..n).map(|i| (i % 3) as f32 * 0.2 - 0.1).collect();
 

@@ -24,7 +24,11 @@ pub fn matmul_nt(m: usize, n: usize, k: usize, a: &[f32], w: &[f32]) -> Vec<f32>
 pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> Vec<f32> {
     let n = x.len() as f64;
     let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-    let var = x.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+    let var = x
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
     let rstd = 1.0 / (var + f64::from(eps)).sqrt();
     x.iter()
         .zip(gamma)
@@ -35,7 +39,9 @@ pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> Vec<f32> 
 
 /// Softmax of one row, in f64.
 pub fn softmax(x: &[f32]) -> Vec<f32> {
-    let m = x.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
+    let m = x
+        .iter()
+        .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
     let e: Vec<f64> = x.iter().map(|&v| (f64::from(v) - m).exp()).collect();
     let s: f64 = e.iter().sum();
     e.iter().map(|v| (v / s) as f32).collect()
@@ -168,7 +174,8 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
                 for (j, s) in scores.iter_mut().enumerate() {
                     let mut acc = 0.0f64;
                     for t in 0..d {
-                        acc += f64::from(q[i * h + head * d + t]) * f64::from(k[j * h + head * d + t]);
+                        acc +=
+                            f64::from(q[i * h + head * d + t]) * f64::from(k[j * h + head * d + t]);
                     }
                     *s = (acc / (d as f64).sqrt()) as f32;
                 }
@@ -186,7 +193,13 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
         for (a, b) in x.iter_mut().zip(&ao) {
             *a += b;
         }
-        ln_rows(&mut x, h, file, &format!("{p}.attention.output.LayerNorm"), cfg.layer_norm_eps);
+        ln_rows(
+            &mut x,
+            h,
+            file,
+            &format!("{p}.attention.output.LayerNorm"),
+            cfg.layer_norm_eps,
+        );
         let mut inter = linear(&x, l, file, &format!("{p}.intermediate.dense"));
         for v in inter.iter_mut() {
             *v = match cfg.activation {
@@ -198,7 +211,13 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
         for (a, b) in x.iter_mut().zip(&o) {
             *a += b;
         }
-        ln_rows(&mut x, h, file, &format!("{p}.output.LayerNorm"), cfg.layer_norm_eps);
+        ln_rows(
+            &mut x,
+            h,
+            file,
+            &format!("{p}.output.LayerNorm"),
+            cfg.layer_norm_eps,
+        );
     }
     x
 }
@@ -209,7 +228,12 @@ pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool) -> 
     let mut out: Vec<f64> = match pooling {
         Pooling::Cls => hidden[..width].iter().map(|&v| f64::from(v)).collect(),
         Pooling::Mean => (0..width)
-            .map(|j| (0..rows).map(|i| f64::from(hidden[i * width + j])).sum::<f64>() / rows as f64)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| f64::from(hidden[i * width + j]))
+                    .sum::<f64>()
+                    / rows as f64
+            })
             .collect(),
         Pooling::Max => (0..width)
             .map(|j| {
@@ -244,9 +268,13 @@ mod tests {
             (-1.5, -0.966_105_146_475_310_7),
         ];
         assert!((erfc_f64(5.0) / 1.537_459_794_428_034_8e-12 - 1.0).abs() < 1e-13);
-        assert!((erfc_f64(-1.0) - 1.842_700_792_949_714_9).abs() < 1e-14);
+        assert!((erfc_f64(-1.0) - 1.842_700_792_949_715).abs() < 1e-14);
         for (x, want) in cases {
-            assert!((erf_f64(x) - want).abs() < 1e-14, "erf({x}) = {}", erf_f64(x));
+            assert!(
+                (erf_f64(x) - want).abs() < 1e-14,
+                "erf({x}) = {}",
+                erf_f64(x)
+            );
         }
     }
 }

@@ -236,8 +236,14 @@ impl BertModel {
         let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
         let word = p("embeddings.word_embeddings.weight", &[v, h])?;
-        let pos = p("embeddings.position_embeddings.weight", &[cfg.max_position, h])?;
-        let typ = p("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, h])?;
+        let pos = p(
+            "embeddings.position_embeddings.weight",
+            &[cfg.max_position, h],
+        )?;
+        let typ = p(
+            "embeddings.token_type_embeddings.weight",
+            &[cfg.type_vocab_size, h],
+        )?;
         let emb_ln_g = p("embeddings.LayerNorm.weight", &[h])?;
         let emb_ln_b = p("embeddings.LayerNorm.bias", &[h])?;
         let mut layers = Vec::with_capacity(cfg.num_layers);
@@ -293,7 +299,13 @@ impl BertModel {
     }
 
     fn for_each_param(&self, mut f: impl FnMut(&Param)) {
-        for p in [&self.word, &self.pos, &self.typ, &self.emb_ln_g, &self.emb_ln_b] {
+        for p in [
+            &self.word,
+            &self.pos,
+            &self.typ,
+            &self.emb_ln_g,
+            &self.emb_ln_b,
+        ] {
             f(p);
         }
         for l in &self.layers {
@@ -406,9 +418,42 @@ impl BertModel {
         for l in &self.layers {
             let x = &ws.hidden[..total * h];
             let qkv = &mut ws.qkv[..total * 3 * h];
-            gemm::linear(x, total, h, l.q_w.as_slice(), h, qkv, 3 * h, false, Epilogue::Bias(l.q_b.as_slice()), par);
-            gemm::linear(x, total, h, l.k_w.as_slice(), h, &mut qkv[h..], 3 * h, false, Epilogue::Bias(l.k_b.as_slice()), par);
-            gemm::linear(x, total, h, l.v_w.as_slice(), h, &mut qkv[2 * h..], 3 * h, false, Epilogue::Bias(l.v_b.as_slice()), par);
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.q_w.as_slice(),
+                h,
+                qkv,
+                3 * h,
+                false,
+                Epilogue::Bias(l.q_b.as_slice()),
+                par,
+            );
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.k_w.as_slice(),
+                h,
+                &mut qkv[h..],
+                3 * h,
+                false,
+                Epilogue::Bias(l.k_b.as_slice()),
+                par,
+            );
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.v_w.as_slice(),
+                h,
+                &mut qkv[2 * h..],
+                3 * h,
+                false,
+                Epilogue::Bias(l.v_b.as_slice()),
+                par,
+            );
 
             // Attention, per sequence and head, over the sequence's own rows.
             let qkv = &ws.qkv[..total * 3 * h];
@@ -445,7 +490,18 @@ impl BertModel {
 
             // Attention output: hidden += ctx · Wᵀ, then bias + LayerNorm.
             let hidden = &mut ws.hidden[..total * h];
-            gemm::linear(&ws.ctx[..total * h], total, h, l.ao_w.as_slice(), h, hidden, h, true, Epilogue::None, par);
+            gemm::linear(
+                &ws.ctx[..total * h],
+                total,
+                h,
+                l.ao_w.as_slice(),
+                h,
+                hidden,
+                h,
+                true,
+                Epilogue::None,
+                par,
+            );
             let (bb, g, b) = (l.ao_b.as_slice(), l.ln1_g.as_slice(), l.ln1_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
 
@@ -455,8 +511,30 @@ impl BertModel {
                 Activation::Gelu => Epilogue::BiasGelu(l.i_b.as_slice()),
                 Activation::GeluTanh => Epilogue::BiasGeluTanh(l.i_b.as_slice()),
             };
-            gemm::linear(hidden, total, h, l.i_w.as_slice(), self.inter, inter, self.inter, false, epi, par);
-            gemm::linear(inter, total, self.inter, l.o_w.as_slice(), h, hidden, h, true, Epilogue::None, par);
+            gemm::linear(
+                hidden,
+                total,
+                h,
+                l.i_w.as_slice(),
+                self.inter,
+                inter,
+                self.inter,
+                false,
+                epi,
+                par,
+            );
+            gemm::linear(
+                inter,
+                total,
+                self.inter,
+                l.o_w.as_slice(),
+                h,
+                hidden,
+                h,
+                true,
+                Epilogue::None,
+                par,
+            );
             let (bb, g, b) = (l.o_b.as_slice(), l.ln2_g.as_slice(), l.ln2_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
         }
@@ -488,9 +566,35 @@ fn attend(
 ) {
     let ld = 3 * h;
     let c = head * d;
-    gemm::matmul_nt(len, len, d, scale, &qkv[c..], ld, &qkv[h + c..], ld, 0.0, scores, len, Par::Serial);
+    gemm::matmul_nt(
+        len,
+        len,
+        d,
+        scale,
+        &qkv[c..],
+        ld,
+        &qkv[h + c..],
+        ld,
+        0.0,
+        scores,
+        len,
+        Par::Serial,
+    );
     for row in scores.chunks_exact_mut(len) {
         ops::softmax(row);
     }
-    gemm::matmul_nn(len, d, len, 1.0, scores, len, &qkv[2 * h + c..], ld, 0.0, dst, ldd, Par::Serial);
+    gemm::matmul_nn(
+        len,
+        d,
+        len,
+        1.0,
+        scores,
+        len,
+        &qkv[2 * h + c..],
+        ld,
+        0.0,
+        dst,
+        ldd,
+        Par::Serial,
+    );
 }

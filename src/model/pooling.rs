@@ -9,7 +9,7 @@ use crate::model::config::Pooling;
 /// Mean sums in f64 (column blocks on the stack, no allocation).
 pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool, out: &mut [f32]) {
     let out = &mut out[..width];
-    let rows = if width == 0 { 0 } else { hidden.len() / width };
+    let rows = hidden.len().checked_div(width).unwrap_or(0);
     if rows == 0 {
         out.fill(0.0);
         return;

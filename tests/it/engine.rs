@@ -38,7 +38,10 @@ fn load_hf() -> Option<ModelFile> {
     let st = dir.join("model.safetensors");
     if !st.exists() {
         if skip_model_tests() {
-            eprintln!("skipping: {} is absent and EMBD_SKIP_MODEL_TESTS=1", st.display());
+            eprintln!(
+                "skipping: {} is absent and EMBD_SKIP_MODEL_TESTS=1",
+                st.display()
+            );
             return None;
         }
         panic!(
@@ -55,7 +58,10 @@ fn load_hf() -> Option<ModelFile> {
             continue;
         }
         let off = v["data_offsets"].as_array().unwrap();
-        let (a, b) = (off[0].as_u64().unwrap() as usize, off[1].as_u64().unwrap() as usize);
+        let (a, b) = (
+            off[0].as_u64().unwrap() as usize,
+            off[1].as_u64().unwrap() as usize,
+        );
         tensors.push(TensorEntry {
             name: name.clone(),
             dtype: DType::F32,
@@ -160,7 +166,10 @@ fn real_model_parity_batch_and_thread_invariance() {
     assert_eq!(e.dim(), 384);
     assert_eq!(e.max_seq_length(), 256);
     let info = e.info();
-    assert_eq!((info.num_layers, info.num_heads, info.hidden_size), (6, 12, 384));
+    assert_eq!(
+        (info.num_layers, info.num_heads, info.hidden_size),
+        (6, 12, 384)
+    );
     assert_eq!(info.pooling, Pooling::Mean);
     assert!(info.normalize);
 
@@ -188,26 +197,41 @@ fn real_model_parity_batch_and_thread_invariance() {
         "parity over {} lines: worst cosine {worst_cos:.9} (line {worst_cos_i}), worst max abs diff {worst_abs:.3e} (line {worst_abs_i})",
         lines.len()
     );
-    assert!(worst_cos >= 0.99999, "worst cosine {worst_cos} on line {worst_cos_i}");
-    assert!(worst_abs <= 1e-4, "worst abs diff {worst_abs} on line {worst_abs_i}");
+    assert!(
+        worst_cos >= 0.99999,
+        "worst cosine {worst_cos} on line {worst_cos_i}"
+    );
+    assert!(
+        worst_abs <= 1e-4,
+        "worst abs diff {worst_abs} on line {worst_abs_i}"
+    );
 
     // (b) batch invariance, bit for bit.
     for batch in [1usize, 7, 64] {
         let got = embed_all(&e, &seqs, batch);
-        assert!(same_bits(&got, &all), "batch size {batch} changes the vectors");
+        assert!(
+            same_bits(&got, &all),
+            "batch size {batch} changes the vectors"
+        );
     }
     // Reversed order: each text lands elsewhere in the packed chunk.
     let rev: Vec<&[u32]> = seqs.iter().rev().copied().collect();
     let got = embed_all(&e, &rev, 64);
     for (i, v) in got.chunks(384).enumerate() {
-        assert!(same_bits(v, &all[(seqs.len() - 1 - i) * 384..][..384]), "reversed {i}");
+        assert!(
+            same_bits(v, &all[(seqs.len() - 1 - i) * 384..][..384]),
+            "reversed {i}"
+        );
     }
 
     // (c) one thread gives the very same bits as two.
     let e1 = Embedder::from_model_file(load_hf().unwrap(), &Options::new().threads(1)).unwrap();
     for batch in [1usize, 64, 327] {
         let got = embed_all(&e1, &seqs, batch);
-        assert!(same_bits(&got, &all), "1 thread, batch {batch}: differs from 2 threads");
+        assert!(
+            same_bits(&got, &all),
+            "1 thread, batch {batch}: differs from 2 threads"
+        );
     }
     eprintln!("batch sizes 1/7/64/327 and 1 vs 2 threads: bit-identical");
 }
@@ -239,16 +263,17 @@ fn real_model_errors_and_limits() {
 
     // Overrides.
     for bad in [0usize, 1, 513] {
-        let err = Embedder::from_model_file(
-            load_hf().unwrap(),
-            &Options::new().max_seq_length(bad),
-        )
-        .unwrap_err();
+        let err =
+            Embedder::from_model_file(load_hf().unwrap(), &Options::new().max_seq_length(bad))
+                .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{bad}");
     }
     let e = Embedder::from_model_file(
         load_hf().unwrap(),
-        &Options::new().max_seq_length(512).normalize(false).threads(1),
+        &Options::new()
+            .max_seq_length(512)
+            .normalize(false)
+            .threads(1),
     )
     .unwrap();
     assert_eq!(e.max_seq_length(), 512);
@@ -263,7 +288,10 @@ fn real_model_errors_and_limits() {
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
     fn vec(&mut self, n: usize, scale: f32, offset: f32) -> Vec<f32> {
@@ -283,9 +311,24 @@ enum WeightType {
 fn tiny_specs() -> Vec<(String, Vec<usize>, f32, f32)> {
     let (h, _, layers, inter, vocab, max_pos) = TINY;
     let mut specs = vec![
-        ("embeddings.word_embeddings.weight".to_string(), vec![vocab, h], 1.0, 0.0),
-        ("embeddings.position_embeddings.weight".into(), vec![max_pos, h], 0.5, 0.0),
-        ("embeddings.token_type_embeddings.weight".into(), vec![2, h], 0.5, 0.0),
+        (
+            "embeddings.word_embeddings.weight".to_string(),
+            vec![vocab, h],
+            1.0,
+            0.0,
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            vec![max_pos, h],
+            0.5,
+            0.0,
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, h],
+            0.5,
+            0.0,
+        ),
         ("embeddings.LayerNorm.weight".into(), vec![h], 0.2, 1.0),
         ("embeddings.LayerNorm.bias".into(), vec![h], 0.1, 0.0),
     ];
@@ -351,7 +394,11 @@ fn tiny_model_with(
                 }
                 let rows = shape[0];
                 tensors.push(TensorEntry::owned_bytes(name.clone(), DType::I8, shape, &q));
-                tensors.push(TensorEntry::owned_f32(format!("{name}_scale"), vec![rows], &scales));
+                tensors.push(TensorEntry::owned_f32(
+                    format!("{name}_scale"),
+                    vec![rows],
+                    &scales,
+                ));
             }
             _ => tensors.push(TensorEntry::owned_f32(name, shape, &v)),
         }
@@ -416,8 +463,8 @@ fn random_model_matches_reference_forward_for_every_pooling() {
                     let file = tiny_model(pooling, normalize, wt);
                     let oracle = tiny_model(pooling, normalize, wt);
                     let cfg = ModelConfig::from_metadata(&oracle.metadata).unwrap();
-                    let e = Embedder::from_model_file(file, &Options::new().threads(threads))
-                        .unwrap();
+                    let e =
+                        Embedder::from_model_file(file, &Options::new().threads(threads)).unwrap();
                     assert_eq!(e.dim(), 16);
                     assert_eq!(e.max_seq_length(), 40);
                     let mut out = vec![0.0f32; seqs.len() * 16];
@@ -456,7 +503,11 @@ fn loader_names_the_bad_tensor() {
     });
     let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Model);
-    assert!(err.to_string().contains("encoder.layer.1.intermediate.dense.bias"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("encoder.layer.1.intermediate.dense.bias"),
+        "{err}"
+    );
     assert!(err.to_string().contains("missing"), "{err}");
 
     let file = tiny_model_with("mean", true, WeightType::F32, |t| {
@@ -469,8 +520,14 @@ fn loader_names_the_bad_tensor() {
     let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Model);
     let msg = err.to_string();
-    assert!(msg.contains("encoder.layer.0.attention.self.key.weight"), "{msg}");
-    assert!(msg.contains("[16, 15]") && msg.contains("[16, 16]"), "{msg}");
+    assert!(
+        msg.contains("encoder.layer.0.attention.self.key.weight"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[16, 15]") && msg.contains("[16, 16]"),
+        "{msg}"
+    );
 
     let file = tiny_model_with("mean", true, WeightType::F32, |t| {
         for x in t.iter_mut() {
@@ -480,7 +537,10 @@ fn loader_names_the_bad_tensor() {
         }
     });
     let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
-    assert!(err.to_string().contains("embeddings.LayerNorm.bias"), "{err}");
+    assert!(
+        err.to_string().contains("embeddings.LayerNorm.bias"),
+        "{err}"
+    );
     assert!(err.to_string().contains("i32"), "{err}");
 
     // int8 weight without its scale.
@@ -488,7 +548,11 @@ fn loader_names_the_bad_tensor() {
         t.retain(|x| x.name != "encoder.layer.0.output.dense.weight_scale")
     });
     let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
-    assert!(err.to_string().contains("encoder.layer.0.output.dense.weight_scale"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("encoder.layer.0.output.dense.weight_scale"),
+        "{err}"
+    );
 }
 
 #[test]
