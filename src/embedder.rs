@@ -19,6 +19,7 @@ use crate::kernels::Par;
 use crate::model::bert::{BertModel, Workspace};
 use crate::model::config::{ModelConfig, Pooling};
 use crate::options::Options;
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
 /// Most texts accepted by one embedding call; larger requests are refused with
 /// [`ErrorKind::LimitExceeded`] (split them into several calls).
@@ -90,7 +91,7 @@ pub struct Embedder {
     threads: usize,
     pool: Option<rayon::ThreadPool>,
     workspaces: Mutex<Vec<Workspace>>,
-    tokenizer: pending_tokenizer::Tokenizer,
+    tokenizer: Tokenizer,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -173,7 +174,7 @@ impl Embedder {
         } else {
             None
         };
-        let tokenizer = pending_tokenizer::Tokenizer::new(vocab, &cfg);
+        let tokenizer = Tokenizer::new(vocab, TokenizerConfig::from_model_config(&cfg));
         Ok(Embedder {
             cfg,
             format,
@@ -406,99 +407,6 @@ impl Embedder {
                     self.forward_chunk(s, par, o)
                 })
             }),
-        }
-    }
-}
-
-/// TEMPORARY stand-in for `crate::tokenizer::Tokenizer`, which is being written
-/// on its own branch. It lowercases, splits on whitespace and ASCII punctuation
-/// and runs greedy WordPiece; it does not normalise Unicode. Switch
-/// `Embedder::tokenizer` to `crate::tokenizer::Tokenizer::new(vocab,
-/// TokenizerConfig::from_model_config(&cfg))` when that lands on main.
-mod pending_tokenizer {
-    use crate::model::config::ModelConfig;
-    use crate::tokenizer::vocab::Vocab;
-
-    pub(super) struct Tokenizer {
-        vocab: Vocab,
-        lower: bool,
-    }
-
-    impl Tokenizer {
-        pub(super) fn new(vocab: Vocab, cfg: &ModelConfig) -> Self {
-            Tokenizer {
-                vocab,
-                lower: cfg.do_lower_case,
-            }
-        }
-
-        pub(super) fn encode(&self, text: &str, max_len: Option<usize>) -> Vec<u32> {
-            let sp = self.vocab.specials();
-            let mut out = vec![sp.cls];
-            let text = if self.lower {
-                text.to_lowercase()
-            } else {
-                text.to_string()
-            };
-            let mut words = Vec::new();
-            for w in text.split_whitespace() {
-                let mut cur = String::new();
-                for c in w.chars() {
-                    if c.is_ascii_punctuation() {
-                        if !cur.is_empty() {
-                            words.push(std::mem::take(&mut cur));
-                        }
-                        words.push(c.to_string());
-                    } else {
-                        cur.push(c);
-                    }
-                }
-                if !cur.is_empty() {
-                    words.push(cur);
-                }
-            }
-            for w in &words {
-                let chars: Vec<char> = w.chars().collect();
-                let mut pieces = Vec::new();
-                let mut start = 0;
-                let mut ok = chars.len() <= 100;
-                while ok && start < chars.len() {
-                    let mut end = chars.len();
-                    let mut found = None;
-                    while end > start {
-                        let mut s: String = chars[start..end].iter().collect();
-                        if start > 0 {
-                            s.insert_str(0, "##");
-                        }
-                        if let Some(id) = self.vocab.id(&s) {
-                            found = Some(id);
-                            break;
-                        }
-                        end -= 1;
-                    }
-                    match found {
-                        Some(id) => {
-                            pieces.push(id);
-                            start = end;
-                        }
-                        None => ok = false,
-                    }
-                }
-                if ok {
-                    out.extend(pieces);
-                } else {
-                    out.push(sp.unk);
-                }
-            }
-            if let Some(m) = max_len {
-                out.truncate(m.saturating_sub(1).max(1));
-            }
-            out.push(sp.sep);
-            out
-        }
-
-        pub(super) fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
-            self.encode(text, max_len).len()
         }
     }
 }

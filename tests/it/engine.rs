@@ -3,137 +3,40 @@
 //! checked against the scalar reference forward, and error cases.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use embedder::formats::{Backing, TensorData, TensorEntry};
+use embedder::formats::hf::HfOptions;
+use embedder::formats::{Backing, TensorEntry};
 use embedder::kernels::reference;
 use embedder::{
     DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Vocab,
 };
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common;
 
-fn skip_model_tests() -> bool {
-    std::env::var("EMBD_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1")
-}
-
-fn shared_dir() -> PathBuf {
-    match std::env::var("EMBD_SHARED_DIR") {
-        Ok(d) if !d.is_empty() => PathBuf::from(d),
-        // `<repo>/../shared`; from a worktree under `<root>/wt/` also `<root>/shared`.
-        _ => [repo().join("../shared"), repo().join("../../shared")]
-            .into_iter()
-            .find(|p| p.is_dir())
-            .unwrap_or_else(|| repo().join("../shared")),
-    }
-}
-
-/// Builds a ModelFile straight from the HF folder's model.safetensors (tensors
-/// mapped in place from one aligned buffer) and vocab.txt.
+/// The real model read from its HF folder (`model.safetensors` mapped in place).
 fn load_hf() -> Option<ModelFile> {
-    let dir = repo().join("models/all-MiniLM-L6-v2-hf");
-    let st = dir.join("model.safetensors");
-    if !st.exists() {
-        if skip_model_tests() {
-            eprintln!(
-                "skipping: {} is absent and EMBD_SKIP_MODEL_TESTS=1",
-                st.display()
-            );
-            return None;
-        }
-        panic!(
-            "{} is missing: run scripts/fetch_model.sh (or set EMBD_SKIP_MODEL_TESTS=1)",
-            st.display()
-        );
-    }
-    let bytes = std::fs::read(&st).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let mut tensors = Vec::new();
-    for (name, v) in header.as_object().unwrap() {
-        if name == "__metadata__" || v["dtype"] != "F32" {
-            continue;
-        }
-        let off = v["data_offsets"].as_array().unwrap();
-        let (a, b) = (
-            off[0].as_u64().unwrap() as usize,
-            off[1].as_u64().unwrap() as usize,
-        );
-        tensors.push(TensorEntry {
-            name: name.clone(),
-            dtype: DType::F32,
-            shape: v["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap() as usize)
-                .collect(),
-            data: TensorData::Mapped {
-                start: 8 + n + a,
-                len: b - a,
-            },
-            file_offset: (8 + n + a) as u64,
-        });
-    }
-    let vocab_txt = std::fs::read_to_string(dir.join("vocab.txt")).unwrap();
-    let vocab = Vocab::from_tokens_bert(vocab_txt.lines().map(str::to_string).collect()).unwrap();
-    let md: BTreeMap<String, String> = [
-        ("model_name", "all-MiniLM-L6-v2"),
-        ("model_version", "1.0.0"),
-        ("embedding_dim", "384"),
-        ("vocab_size", "30522"),
-        ("num_layers", "6"),
-        ("num_attention_heads", "12"),
-        ("hidden_size", "384"),
-        ("intermediate_size", "1536"),
-        ("max_position_emb", "512"),
-        ("created_at", "2025-01-16T12:00:00Z"),
-        ("max_seq_length", "256"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    Some(
-        ModelFile::new(
-            FormatKind::Embd,
-            Arc::new(Backing::from_bytes(&bytes)),
-            md,
-            Some(vocab),
-            tensors,
-        )
-        .unwrap(),
-    )
+    let dir = common::minilm_hf_dir("engine")?;
+    let hf = HfOptions {
+        name: Some("all-MiniLM-L6-v2".into()),
+        version: None,
+    };
+    Some(ModelFile::open_hf_dir(dir, &hf).unwrap())
 }
 
 struct RefLine {
+    text: String,
     ids: Vec<u32>,
     embedding: Vec<f32>,
 }
 
 fn reference_lines() -> Vec<RefLine> {
-    let p = shared_dir().join("reference/minilm_reference.jsonl");
-    let text = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (set EMBD_SHARED_DIR)", p.display()));
-    text.lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            RefLine {
-                ids: v["input_ids"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap() as u32)
-                    .collect(),
-                embedding: v["embedding"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_f64().unwrap() as f32)
-                    .collect(),
-            }
+    common::read_reference("minilm_reference.jsonl")
+        .into_iter()
+        .map(|c| RefLine {
+            text: c.text,
+            ids: c.input_ids,
+            embedding: c.embedding.expect("reference line without embedding"),
         })
         .collect()
 }
@@ -234,6 +137,17 @@ fn real_model_parity_batch_and_thread_invariance() {
         );
     }
     eprintln!("batch sizes 1/7/64/327 and 1 vs 2 threads: bit-identical");
+
+    // Texts end to end (tokenizer + engine): the same vectors as from the ids.
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    let from_text = e.embed(&texts).unwrap();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(e.tokenize(&l.text), l.ids, "token ids of line {i}");
+    }
+    assert!(
+        same_bits(&from_text, &all),
+        "embed(texts) differs from embed_ids"
+    );
 }
 
 #[test]

@@ -1,3 +1,7 @@
-//! Integration tests, one module per area.
+//! Integration tests: one binary, one module per area.
 
+mod common;
+mod convert;
 mod engine;
+mod formats;
+mod tokenizer;
