@@ -3,5 +3,6 @@
 mod common;
 mod containers;
 mod convert;
+mod engine;
 mod formats;
 mod tokenizer;
