@@ -525,3 +525,48 @@ fn throughput() {
         }
     }
 }
+
+/// The end-to-end path users take: the converted `.weights` file, raw texts in,
+/// vectors out; within tolerance of sentence-transformers on every reference line,
+/// and bitwise identical across batch sizes 1, 7 and 64.
+#[test]
+fn weights_file_texts_match_reference_in_every_batch_size() {
+    let Some(path) = common::minilm_weights("weights_file_texts_match_reference") else {
+        return;
+    };
+    let e = Embedder::open(&path, &Options::new()).unwrap();
+    assert_eq!(e.dim(), 384);
+    assert_eq!(e.max_seq_length(), 256);
+    let lines = reference_lines();
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    let dim = e.dim();
+    let mut runs = Vec::new();
+    for batch in [1usize, 7, 64] {
+        let mut out = vec![0.0f32; texts.len() * dim];
+        for (t, o) in texts.chunks(batch).zip(out.chunks_mut(batch * dim)) {
+            e.embed_into(t, o).unwrap();
+        }
+        runs.push(out);
+    }
+    assert!(same_bits(&runs[0], &runs[1]), "batch 1 vs 7 differ");
+    assert!(same_bits(&runs[0], &runs[2]), "batch 1 vs 64 differ");
+    let (mut worst_cos, mut worst_abs) = (1.0f64, 0.0f32);
+    for (i, l) in lines.iter().enumerate() {
+        let got = &runs[0][i * dim..(i + 1) * dim];
+        assert_eq!(e.tokenize(&l.text), l.ids, "line {}: ids", i + 1);
+        let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+        for (a, b) in got.iter().zip(&l.embedding) {
+            dot += f64::from(*a) * f64::from(*b);
+            na += f64::from(*a) * f64::from(*a);
+            nb += f64::from(*b) * f64::from(*b);
+            worst_abs = worst_abs.max((a - b).abs());
+        }
+        let cos = dot / (na.sqrt() * nb.sqrt());
+        worst_cos = worst_cos.min(cos);
+        assert!(cos >= 0.99999, "line {}: cosine {cos}", i + 1);
+    }
+    eprintln!(
+        "weights file, texts: worst cosine {worst_cos:.9}, worst max abs diff {worst_abs:.3e}"
+    );
+    assert!(worst_abs <= 1e-4, "worst max abs diff {worst_abs}");
+}
