@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
+use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// The file magic.
 pub const MAGIC: &[u8; 8] = b"LWATCHV1";
@@ -383,9 +384,50 @@ pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
             .or_insert_with(|| t.to_string());
     }
     metadata.insert("lwt.linear_layout".to_string(), layout.to_string());
-    let mut m = ModelFile::new(FormatKind::Lwt, backing.clone(), metadata, None, tensors)?;
+    let vocab = read_vocab_extension(hfield("vocab"), hfield("special_ids"))?;
+    let mut m = ModelFile::new(FormatKind::Lwt, backing.clone(), metadata, vocab, tensors)?;
     m.details = details;
     Ok(m)
+}
+
+/// Our extension (docs/formats/lwt.md): an optional `vocab` array of token strings
+/// by id and `special_ids` = [pad, unk, cls, sep, mask], so a BERT model with its
+/// WordPiece vocabulary round-trips through LWT and still runs.
+fn read_vocab_extension(vocab: Option<&Value>, specials: Option<&Value>) -> Result<Option<Vocab>> {
+    let Some(vocab) = vocab else {
+        return Ok(None);
+    };
+    let list = vocab
+        .as_array()
+        .ok_or_else(|| Error::model("LWT header 'vocab' is not an array"))?;
+    let tokens = list
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| Error::model(format!("LWT header 'vocab'[{i}] is not a string")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<u32> = specials
+        .and_then(Value::as_array)
+        .filter(|a| a.len() == 5)
+        .and_then(|a| {
+            a.iter()
+                .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
+                .collect::<Option<Vec<u32>>>()
+        })
+        .ok_or_else(|| {
+            Error::model("LWT header 'special_ids' must be 5 integers (pad, unk, cls, sep, mask)")
+        })?;
+    let specials = SpecialIds {
+        pad: ids[0],
+        unk: ids[1],
+        cls: ids[2],
+        sep: ids[3],
+        mask: ids[4],
+    };
+    Vocab::new(tokens, specials).map(Some)
 }
 
 /// Serializes `model` (all tensors f32; names ≤ 127 bytes, ≤ 8 dims) as `.lwt`.
@@ -427,7 +469,7 @@ pub fn write(model: &ModelFile, w: &mut impl Write) -> Result<()> {
     };
     let mut md = model.metadata.clone();
     md.remove("lwt.linear_layout");
-    let header = json!({
+    let mut header = json!({
         "version": 1,
         "model_type": model.metadata.get("architecture").cloned().unwrap_or_else(|| "gpt2".into()),
         "config": gpt2.map(Gpt2Config::to_json).unwrap_or(Value::Null),
@@ -439,6 +481,10 @@ pub fn write(model: &ModelFile, w: &mut impl Write) -> Result<()> {
         "tied_lm_head": true,
         "metadata": md,
     });
+    if let (Some(v), Value::Object(h)) = (&model.vocab, &mut header) {
+        h.insert("vocab".into(), json!(v.tokens()));
+        h.insert("special_ids".into(), json!(v.specials().as_array()));
+    }
     let text = serde_json::to_vec(&header)
         .map_err(|e| Error::new(ErrorKind::Internal, format!("JSON: {e}")))?;
     let mut out = Vec::new();

@@ -42,6 +42,24 @@ enum Container {
     Embd,
     /// The layout the original cpp_embedder converter writes.
     Legacy,
+    /// A Core ML weight blob folder (`weight.bin` + `manifest.json`); OUTPUT is a folder.
+    CoremlBlob,
+    /// AMB (`.amb`, "AMBEE").
+    Amb,
+    /// LWT (`.lwt`, "LWATCHV1").
+    Lwt,
+    /// finalfusion (`.fifu`); only for static word-embedding models.
+    Fifu,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AmbQuant {
+    /// Keep tensor types.
+    None,
+    /// INT4 blocks of 32 with f16 scales for the encoder's Linear weights.
+    Int4,
+    /// INT5 blocks of 32 with f16 scales for the encoder's Linear weights.
+    Int5,
 }
 
 #[derive(Subcommand)]
@@ -68,6 +86,9 @@ enum Cmd {
         /// Output container.
         #[arg(long = "to", value_enum, default_value = "embd")]
         to: Container,
+        /// Block quantization of the Linear weights when writing AMB.
+        #[arg(long, value_enum, default_value = "none")]
+        amb_quant: AmbQuant,
     },
     /// Print a model file's header, metadata, vocabulary and tensor table.
     Inspect {
@@ -195,8 +216,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             model_version,
             no_checksums,
             to,
+            amb_quant,
         } => {
-            let model = if src.is_dir() && src.join("config.json").is_file() {
+            let model = if is_gpt2_dir(&src) {
+                embedder::formats::lwt::import_gpt2_dir(&src)?
+            } else if src.is_dir() && src.join("config.json").is_file() {
                 ModelFile::open_hf_dir(
                     &src,
                     &HfOptions {
@@ -223,14 +247,32 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     };
                     write_file(&converted, &output, &opts, &mut |d, t| bar.update(d, t))?;
                 }
-                Container::Legacy => {
-                    let tmp = output.with_extension("tmp-legacy");
-                    let f = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
-                    let mut w = BufWriter::new(f);
-                    embedder::formats::legacy::write_legacy(&converted, &mut w)?;
-                    w.flush().map_err(|e| Error::io(tmp.display(), e))?;
-                    std::fs::rename(&tmp, &output).map_err(|e| Error::io(output.display(), e))?;
+                Container::Legacy => write_atomically(&output, |w| {
+                    embedder::formats::legacy::write_legacy(&converted, w)
+                })?,
+                Container::CoremlBlob => {
+                    embedder::formats::coreml_blob::write_dir(&converted, &output)?
                 }
+                Container::Amb => {
+                    use embedder::formats::amb::{Quant, ScaleType, WriteOptions as AmbOptions};
+                    let scale = ScaleType::F16;
+                    let quant = match amb_quant {
+                        AmbQuant::None => Quant::None,
+                        AmbQuant::Int4 => Quant::Int4Block { block: 32, scale },
+                        AmbQuant::Int5 => Quant::Int5Block { block: 32, scale },
+                    };
+                    let opts = AmbOptions {
+                        quant,
+                        checksum: !no_checksums,
+                    };
+                    write_atomically(&output, |w| {
+                        embedder::formats::amb::write(&converted, w, &opts)
+                    })?
+                }
+                Container::Lwt => embedder::formats::lwt::write_file(&converted, &output)?,
+                Container::Fifu => write_atomically(&output, |w| {
+                    embedder::formats::finalfusion::write_model(&converted, w)
+                })?,
             }
             bar.finish();
             eprintln!(
@@ -353,6 +395,42 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
+/// True for a HF folder whose config says GPT-2 (imported into LWT's layout).
+fn is_gpt2_dir(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.get("model_type")
+                .and_then(|t| t.as_str())
+                .map(|t| t == "gpt2")
+        })
+        .unwrap_or(false)
+}
+
+/// Writes `path` through a temporary file in the same folder, renamed on success.
+fn write_atomically(
+    path: &Path,
+    f: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let file = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
+    let mut w = BufWriter::new(file);
+    let res = f(&mut w).and_then(|()| w.flush().map_err(|e| Error::io(tmp.display(), e)));
+    drop(w);
+    match res {
+        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::io(path.display(), e)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 fn stdout_err(e: std::io::Error) -> Error {
     Error::io("output", e)
 }
@@ -381,13 +459,48 @@ fn verify(path: &Path) -> Result<String, Error> {
         .find(|(k, _)| k == "checksums")
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| "none in this format".into());
-    let e = Embedder::from_model_file(m, &Options::new())?;
-    Ok(format!(
-        "{fmt}, {n} tensors, model '{}' ({} layers, dim {}), checksums {sums}",
-        e.info().name,
-        e.info().num_layers,
-        e.dim()
-    ))
+    let arch = m
+        .metadata
+        .get("architecture")
+        .cloned()
+        .unwrap_or_else(|| "bert".into());
+    let model = match arch.as_str() {
+        "static" => {
+            let e = embedder::formats::finalfusion::Embeddings::from_model_file(m)?;
+            format!(
+                "static word embeddings ({} rows, dim {})",
+                e.rows(),
+                e.dims()
+            )
+        }
+        "gpt2" => {
+            let cfg = embedder::formats::lwt::Gpt2Config::from_metadata(&m.metadata)?;
+            for (name, shape) in cfg.expected() {
+                let t = m.tensor(&name).ok_or_else(|| {
+                    Error::new(ErrorKind::Model, format!("gpt2 tensor '{name}' is missing"))
+                })?;
+                if t.shape != shape {
+                    return Err(Error::new(
+                        ErrorKind::Model,
+                        format!(
+                            "gpt2 tensor '{name}' has shape {:?}, expected {shape:?}",
+                            t.shape
+                        ),
+                    ));
+                }
+            }
+            format!("gpt2 ({} layers, n_embd {})", cfg.n_layer, cfg.n_embd)
+        }
+        _ => {
+            let e = Embedder::from_model_file(m, &Options::new())?;
+            let info = e.info();
+            format!(
+                "model '{}' ({} layers, dim {})",
+                info.name, info.num_layers, info.dim
+            )
+        }
+    };
+    Ok(format!("{fmt}, {n} tensors, {model}, checksums {sums}"))
 }
 
 fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
