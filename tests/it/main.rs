@@ -1,0 +1,3 @@
+//! One integration-test binary; each concern is a module.
+
+mod header;
