@@ -9,6 +9,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod capi;
+pub mod convert;
 pub mod embedder;
 pub mod error;
 pub mod formats;

@@ -7,7 +7,7 @@
 pub struct Options {
     /// Worker threads for one embedding call; `None` = available parallelism.
     pub threads: Option<usize>,
-    /// Override of the model's `max_seq_length` (tokens incl. [CLS]/[SEP]);
+    /// Override of the model's `max_seq_length` (tokens incl. `[CLS]`/`[SEP]`);
     /// must be in `2..=max_position_emb`.
     pub max_seq_length: Option<usize>,
     /// Override of the model's `normalize` metadata.
@@ -41,7 +41,7 @@ impl Options {
         self
     }
 
-    /// Overrides the maximum sequence length (tokens incl. [CLS]/[SEP]).
+    /// Overrides the maximum sequence length (tokens incl. `[CLS]`/`[SEP]`).
     #[must_use]
     pub fn max_seq_length(mut self, n: usize) -> Self {
         self.max_seq_length = Some(n);

@@ -10,6 +10,7 @@
 
 pub mod bytes;
 pub mod embd;
+pub mod hf;
 pub mod legacy;
 
 use std::collections::{BTreeMap, HashMap};
@@ -112,6 +113,8 @@ pub enum FormatKind {
     Embd,
     /// The layout the real `cpp_embedder` converter writes ("simplified format").
     EmbdLegacy,
+    /// A HuggingFace folder with `model.safetensors` (converter input).
+    HfSafetensors,
 }
 
 impl FormatKind {
@@ -120,6 +123,7 @@ impl FormatKind {
         match self {
             FormatKind::Embd => "embd",
             FormatKind::EmbdLegacy => "embd-legacy",
+            FormatKind::HfSafetensors => "hf-safetensors",
         }
     }
 }
@@ -338,7 +342,7 @@ impl ModelFile {
         for (i, t) in tensors.iter().enumerate() {
             if let TensorData::Mapped { start, len } = t.data {
                 let end = start.checked_add(len);
-                if end.is_none_or(|e| e > backing.bytes().len()) {
+                if end.map_or(true, |e| e > backing.bytes().len()) {
                     return Err(Error::format(
                         format!("tensor '{}'", t.name),
                         start as u64,
@@ -369,6 +373,11 @@ impl ModelFile {
         let path = path.as_ref();
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
+    }
+
+    /// Reads a HuggingFace / sentence-transformers BERT folder (see [`hf`]).
+    pub fn open_hf_dir(dir: impl AsRef<Path>, opts: &hf::HfOptions) -> Result<ModelFile> {
+        hf::read_dir(dir.as_ref(), opts)
     }
 
     /// Parses bytes already in memory (copied into an aligned buffer).

@@ -11,9 +11,9 @@ use crate::error::{Error, Result};
 /// How token vectors are pooled into one sentence vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pooling {
-    /// Mean over tokens with attention mask 1 ([CLS] and [SEP] included).
+    /// Mean over tokens with attention mask 1 (`[CLS]` and `[SEP]` included).
     Mean,
-    /// The [CLS] token's vector.
+    /// The `[CLS]` token's vector.
     Cls,
     /// Element-wise max over tokens with attention mask 1.
     Max,
@@ -90,7 +90,7 @@ pub struct ModelConfig {
     pub max_position: usize,
     /// `type_vocab_size`.
     pub type_vocab_size: usize,
-    /// `max_seq_length`: tokens per input incl. [CLS]/[SEP].
+    /// `max_seq_length`: tokens per input incl. `[CLS]`/`[SEP]`.
     pub max_seq_length: usize,
     /// `layer_norm_eps`.
     pub layer_norm_eps: f32,

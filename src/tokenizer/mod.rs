@@ -1,3 +1,512 @@
-//! BERT tokenization matching HuggingFace's fast tokenizer id for id.
+//! BERT tokenization matching HuggingFace's fast tokenizer (`tokenizers`) id for id.
+//!
+//! Pipeline (format research notes, section 5.2):
+//! 1. split the raw text on the special-token strings (`[PAD] [UNK] [CLS] [SEP]
+//!    [MASK]`, case-sensitive, leftmost-longest, before normalization); a match
+//!    becomes its id directly;
+//! 2. each other segment goes through [`normalizer::Normalizer`] (BertNormalizer),
+//! 3. [`pre_tokenizer::for_each_word`] (BertPreTokenizer),
+//! 4. [`wordpiece::WordPiece`] per word;
+//! 5. [`Tokenizer::encode`] adds `[CLS]`/`[SEP]` and truncates from the right.
 
+pub mod normalizer;
+pub mod pre_tokenizer;
 pub mod vocab;
+pub mod wordpiece;
+
+use std::cell::RefCell;
+
+use normalizer::Normalizer;
+use vocab::Vocab;
+use wordpiece::WordPiece;
+
+/// Tokenizer options (the fields of HF `BertNormalizer` and `WordPiece`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenizerConfig {
+    /// Lowercase every character (`do_lower_case`).
+    pub lowercase: bool,
+    /// NFD and drop nonspacing marks (already resolved: HF's unset value follows
+    /// `lowercase`).
+    pub strip_accents: bool,
+    /// Put spaces around CJK ideographs (`tokenize_chinese_chars`).
+    pub handle_chinese_chars: bool,
+    /// Drop control characters and map whitespace to spaces.
+    pub clean_text: bool,
+    /// Words with more characters than this become `[UNK]` (100).
+    pub max_input_chars_per_word: usize,
+    /// Prefix of continuation pieces (`"##"`).
+    pub continuation_prefix: String,
+}
+
+impl TokenizerConfig {
+    /// The options a model file describes.
+    pub fn from_model_config(c: &crate::ModelConfig) -> Self {
+        TokenizerConfig {
+            lowercase: c.do_lower_case,
+            strip_accents: c.strip_accents_effective(),
+            handle_chinese_chars: c.tokenize_chinese_chars,
+            ..TokenizerConfig::bert_uncased()
+        }
+    }
+
+    /// The `bert-base-uncased` / all-MiniLM-L6-v2 settings.
+    pub fn bert_uncased() -> Self {
+        TokenizerConfig {
+            lowercase: true,
+            strip_accents: true,
+            handle_chinese_chars: true,
+            clean_text: true,
+            max_input_chars_per_word: 100,
+            continuation_prefix: "##".to_string(),
+        }
+    }
+}
+
+/// Special-token strings to match in the raw text.
+#[derive(Debug, Clone)]
+struct SpecialMatcher {
+    /// `(string, id)`, non-empty strings only.
+    tokens: Vec<(String, u32)>,
+    /// `first[b]` is true if some token starts with byte `b`.
+    first: [bool; 256],
+}
+
+impl SpecialMatcher {
+    fn new(vocab: &Vocab) -> Self {
+        let mut tokens: Vec<(String, u32)> = Vec::new();
+        for id in vocab.specials().as_array() {
+            if let Some(s) = vocab.token(id) {
+                if !s.is_empty() && !tokens.iter().any(|(t, _)| t == s) {
+                    tokens.push((s.to_string(), id));
+                }
+            }
+        }
+        let mut first = [false; 256];
+        for (t, _) in &tokens {
+            first[t.as_bytes()[0] as usize] = true;
+        }
+        SpecialMatcher { tokens, first }
+    }
+
+    /// The leftmost-longest match at or after byte `from`: `(start, end, id)`.
+    #[inline]
+    fn find(&self, text: &str, from: usize) -> Option<(usize, usize, u32)> {
+        let bytes = text.as_bytes();
+        let mut i = from;
+        while i < bytes.len() {
+            if self.first[bytes[i] as usize] {
+                let rest = &bytes[i..];
+                let mut best: Option<(usize, u32)> = None;
+                for (t, id) in &self.tokens {
+                    if rest.starts_with(t.as_bytes()) {
+                        let longer = match best {
+                            Some((l, _)) => t.len() > l,
+                            None => true,
+                        };
+                        if longer {
+                            best = Some((t.len(), *id));
+                        }
+                    }
+                }
+                if let Some((len, id)) = best {
+                    return Some((i, i + len, id));
+                }
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+/// Reusable per-thread buffers for normalization.
+#[derive(Default)]
+struct Scratch {
+    normalized: String,
+    stage: String,
+}
+
+impl Scratch {
+    /// Keeps the buffers from pinning memory after one huge text.
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 20;
+        for b in [&mut self.normalized, &mut self.stage] {
+            if b.capacity() > KEEP {
+                *b = String::new();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// A BERT WordPiece tokenizer. Immutable, `Send + Sync`; share it between threads.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    vocab: Vocab,
+    config: TokenizerConfig,
+    normalizer: Normalizer,
+    wordpiece: WordPiece,
+    specials: SpecialMatcher,
+}
+
+impl Tokenizer {
+    /// Builds a tokenizer (the lookup tables are built once, here).
+    pub fn new(vocab: Vocab, config: TokenizerConfig) -> Tokenizer {
+        let normalizer = Normalizer {
+            clean_text: config.clean_text,
+            handle_chinese_chars: config.handle_chinese_chars,
+            strip_accents: config.strip_accents,
+            lowercase: config.lowercase,
+        };
+        let wordpiece = WordPiece::new(
+            &vocab,
+            &config.continuation_prefix,
+            config.max_input_chars_per_word,
+        );
+        let specials = SpecialMatcher::new(&vocab);
+        Tokenizer {
+            vocab,
+            config,
+            normalizer,
+            wordpiece,
+            specials,
+        }
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    /// The options.
+    pub fn config(&self) -> &TokenizerConfig {
+        &self.config
+    }
+
+    /// Appends the ids of `text` to `out`, without `[CLS]`/`[SEP]` and without
+    /// truncation.
+    pub fn encode_raw(&self, text: &str, out: &mut Vec<u32>) {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut s) => {
+                self.encode_raw_with(text, out, &mut s);
+                s.trim();
+            }
+            // Unreachable in practice (no re-entrancy); stay correct anyway.
+            Err(_) => self.encode_raw_with(text, out, &mut Scratch::default()),
+        });
+    }
+
+    fn encode_raw_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        let mut pos = 0usize;
+        while pos < text.len() {
+            let (seg_end, next) = match self.specials.find(text, pos) {
+                Some((s, e, id)) => (s, Some((e, id))),
+                None => (text.len(), None),
+            };
+            if seg_end > pos {
+                self.encode_segment(&text[pos..seg_end], out, scratch);
+            }
+            match next {
+                Some((e, id)) => {
+                    out.push(id);
+                    pos = e;
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn encode_segment(&self, segment: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        let Scratch { normalized, stage } = scratch;
+        self.normalizer.normalize(segment, normalized, stage);
+        pre_tokenizer::for_each_word(normalized, |w| self.wordpiece.tokenize_word(w, out));
+    }
+
+    /// `[CLS]` + the ids of `text` truncated to `max_len - 2` + `[SEP]`. `None` means
+    /// no truncation; `max_len < 2` is treated as 2.
+    pub fn encode(&self, text: &str, max_len: Option<usize>) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_into(text, max_len, &mut out);
+        out
+    }
+
+    /// As [`Tokenizer::encode`], into `out` (cleared first; its allocation is reused).
+    pub fn encode_into(&self, text: &str, max_len: Option<usize>, out: &mut Vec<u32>) {
+        let sp = self.vocab.specials();
+        out.clear();
+        out.push(sp.cls);
+        self.encode_raw(text, out);
+        if let Some(m) = max_len {
+            out.truncate(m.max(2) - 1);
+        }
+        out.push(sp.sep);
+    }
+
+    /// The length of [`Tokenizer::encode`]`(text, max_len)`.
+    pub fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
+        let mut ids = Vec::new();
+        self.encode_raw(text, &mut ids);
+        let n = match max_len {
+            Some(m) => ids.len().min(m.max(2) - 2),
+            None => ids.len(),
+        };
+        n + 2
+    }
+
+    /// Turns ids back into text like HF's WordPiece decoder: tokens joined with
+    /// spaces, continuation pieces (`##x`) glued to the previous token (a leading
+    /// continuation piece keeps its prefix). Ids outside the vocabulary are skipped;
+    /// with `skip_special`, the five special ids are skipped too. HF's
+    /// `clean_up_tokenization_spaces` (removing the space before `. , ! ?` etc.) is
+    /// not applied. Decoding is lossy: case, accents and spacing are not restored.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        let specials = self.vocab.specials().as_array();
+        let prefix = self.config.continuation_prefix.as_str();
+        let mut s = String::new();
+        let mut first = true;
+        for &id in ids {
+            if skip_special && specials.contains(&id) {
+                continue;
+            }
+            let Some(tok) = self.vocab.token(id) else {
+                continue;
+            };
+            if first {
+                s.push_str(tok);
+                first = false;
+            } else if let Some(rest) = tok.strip_prefix(prefix).filter(|_| !prefix.is_empty()) {
+                s.push_str(rest);
+            } else {
+                s.push(' ');
+                s.push_str(tok);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKENS: &[&str] = &[
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", // 0..=4
+        "hi", "there", "ο", "##δ", "##ο", "##σ", // 5..=10
+        "a", "b", "c", "ab", "x", "y", "istanbul", // 11..=17
+        "cafe", "##fe", "ca", "中", "文", "$", "+", // 18..=24
+        "<", "=", ">", "^", "`", "|", "~", "mask", // 25..=32
+        "[", "]", ",", "!", "café", // 33..=37
+    ];
+
+    fn tokenizer(cfg: TokenizerConfig) -> Tokenizer {
+        let v = Vocab::from_tokens_bert(TOKENS.iter().map(|s| s.to_string()).collect()).unwrap();
+        Tokenizer::new(v, cfg)
+    }
+
+    fn bert() -> Tokenizer {
+        tokenizer(TokenizerConfig::bert_uncased())
+    }
+
+    fn toks(t: &Tokenizer, s: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        t.encode_raw(s, &mut ids);
+        ids.iter()
+            .map(|&i| t.vocab().token(i).unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn verified_cases_of_the_notes() {
+        let t = bert();
+        let cases: &[(&str, &[&str])] = &[
+            ("ΟΔΟΣ", &["ο", "##δ", "##ο", "##σ"]),
+            ("a\u{2E44}b", &["[UNK]"]),
+            ("a\u{2E42}b", &["a", "[UNK]", "b"]),
+            ("x\u{2B820}y", &["[UNK]"]),
+            ("x\u{2B920}y", &["x", "[UNK]", "y"]),
+            ("İstanbul", &["istanbul"]),
+            ("a\u{000B}b\u{2028}c", &["ab", "c"]),
+            ("hi [MASK] there", &["hi", "[MASK]", "there"]),
+            ("a\u{E000}b", &["ab"]),
+            ("a\u{E0001}b", &["ab"]),
+            ("a\u{0378}b", &["[UNK]"]),
+        ];
+        for (input, expect) in cases {
+            assert_eq!(toks(&t, input), *expect, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn special_tokens_raw_case_sensitive_leftmost_longest() {
+        let t = bert();
+        assert_eq!(t.encode("hi [MASK] there", None), [2, 5, 4, 6, 3]);
+        assert_eq!(toks(&t, "hi[MASK]there"), ["hi", "[MASK]", "there"]);
+        assert_eq!(toks(&t, "[mask]"), ["[", "mask", "]"]);
+        assert_eq!(toks(&t, "[MASK"), ["[", "mask"]);
+        assert_eq!(t.encode("[CLS]", None), [2, 2, 3]);
+        assert_eq!(t.encode("[PAD][SEP]", None), [2, 0, 3, 3]);
+        assert_eq!(toks(&t, "[[UNK]]"), ["[", "[UNK]", "]"]);
+        // Matching is on the raw text: an accented form is not special, and is then
+        // normalized like any text.
+        assert_eq!(toks(&t, "[MÁSK]"), ["[", "mask", "]"]);
+    }
+
+    #[test]
+    fn overlapping_specials_prefer_longest() {
+        // pad "<p>" and unk "<pp>": two strings with a common start.
+        let s = vocab::SpecialIds {
+            pad: 0,
+            unk: 1,
+            cls: 2,
+            sep: 3,
+            mask: 4,
+        };
+        let v = Vocab::new(
+            ["<p>", "<pp>", "[CLS]", "[SEP]", "[MASK]", "x"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            s,
+        )
+        .unwrap();
+        let t = Tokenizer::new(v, TokenizerConfig::bert_uncased());
+        let mut ids = Vec::new();
+        t.encode_raw("x<pp>x<p>", &mut ids);
+        assert_eq!(ids, [5, 1, 5, 0]);
+    }
+
+    #[test]
+    fn long_words_and_unmatched_pieces() {
+        let t = bert();
+        let hundred = "ab".repeat(50);
+        assert_eq!(toks(&t, &hundred), ["[UNK]"]); // no "##ab": unmatched piece
+        let with_space = format!("{} x", "x".repeat(100));
+        assert_eq!(toks(&t, &with_space), ["[UNK]", "x"]); // 100 chars, no "##x"
+        assert_eq!(toks(&t, &"a".repeat(101)), ["[UNK]"]);
+        assert_eq!(toks(&t, "cafx"), ["[UNK]"]);
+    }
+
+    #[test]
+    fn accents() {
+        let t = bert();
+        assert_eq!(toks(&t, "Café"), ["cafe"]);
+        assert_eq!(toks(&t, "Cafe\u{301}"), ["cafe"]);
+        assert_eq!(toks(&t, "CAFÉ!"), ["cafe", "!"]);
+        let keep = tokenizer(TokenizerConfig {
+            strip_accents: false,
+            ..TokenizerConfig::bert_uncased()
+        });
+        assert_eq!(toks(&keep, "Café"), ["café"]);
+        // NFD input is not recomposed when accents are kept.
+        assert_eq!(toks(&keep, "Cafe\u{301}"), ["[UNK]"]);
+    }
+
+    #[test]
+    fn cjk_splitting() {
+        let t = bert();
+        assert_eq!(toks(&t, "中文"), ["中", "文"]);
+        assert_eq!(toks(&t, "a中b"), ["a", "中", "b"]);
+        let no_cjk = tokenizer(TokenizerConfig {
+            handle_chinese_chars: false,
+            ..TokenizerConfig::bert_uncased()
+        });
+        assert_eq!(toks(&no_cjk, "中文"), ["[UNK]"]);
+    }
+
+    #[test]
+    fn punctuation_incl_ascii_symbols() {
+        let t = bert();
+        assert_eq!(
+            toks(&t, "a$b+c<a=b>c^a`b|c~a"),
+            [
+                "a", "$", "b", "+", "c", "<", "a", "=", "b", ">", "c", "^", "a", "`", "b", "|",
+                "c", "~", "a"
+            ]
+        );
+        assert_eq!(toks(&t, "hi, there!!"), ["hi", ",", "there", "!", "!"]);
+    }
+
+    #[test]
+    fn empty_and_whitespace_only() {
+        let t = bert();
+        for s in [
+            "",
+            " ",
+            "\t\n\r ",
+            "\u{200B}",
+            "\u{FEFF}",
+            "\u{3000}\u{2028}",
+            "\0",
+        ] {
+            assert_eq!(t.encode(s, None), [2, 3], "{s:?}");
+            assert_eq!(t.encode(s, Some(0)), [2, 3], "{s:?}");
+            assert_eq!(t.count_tokens(s, None), 2);
+        }
+    }
+
+    #[test]
+    fn truncation() {
+        let t = bert();
+        let text = "a b c ab x y";
+        assert_eq!(t.encode(text, None), [2, 11, 12, 13, 14, 15, 16, 3]);
+        assert_eq!(t.encode(text, Some(5)), [2, 11, 12, 13, 3]);
+        assert_eq!(t.encode(text, Some(2)), [2, 3]);
+        assert_eq!(t.encode(text, Some(1)), [2, 3]);
+        assert_eq!(t.encode(text, Some(100)), t.encode(text, None));
+        for m in [None, Some(0), Some(3), Some(5), Some(8), Some(9)] {
+            assert_eq!(t.count_tokens(text, m), t.encode(text, m).len());
+        }
+        let mut buf = vec![99; 50];
+        t.encode_into(text, Some(4), &mut buf);
+        assert_eq!(buf, [2, 11, 12, 3]);
+    }
+
+    #[test]
+    fn decode_like_hf() {
+        let t = bert();
+        let ids = t.encode("ΟΔΟΣ hi, [MASK] there", None);
+        assert_eq!(t.decode(&ids, true), "οδοσ hi , there");
+        assert_eq!(t.decode(&ids, false), "[CLS] οδοσ hi , [MASK] there [SEP]");
+        assert_eq!(t.decode(&[8, 5, 9999], false), "##δ hi");
+        assert_eq!(t.decode(&[], false), "");
+    }
+
+    #[test]
+    fn send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Tokenizer>();
+    }
+
+    #[test]
+    fn config_from_model_config_resolves_strip_accents() {
+        let c = TokenizerConfig::bert_uncased();
+        assert!(c.lowercase && c.strip_accents && c.clean_text && c.handle_chinese_chars);
+        assert_eq!(c.max_input_chars_per_word, 100);
+        assert_eq!(c.continuation_prefix, "##");
+        let mut md: std::collections::BTreeMap<String, String> = [
+            ("model_name", "all-MiniLM-L6-v2"),
+            ("embedding_dim", "384"),
+            ("vocab_size", "30522"),
+            ("num_layers", "6"),
+            ("num_attention_heads", "12"),
+            ("hidden_size", "384"),
+            ("intermediate_size", "1536"),
+            ("max_position_emb", "512"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        assert_eq!(TokenizerConfig::from_model_config(&mc), c);
+        md.insert("do_lower_case".into(), "false".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c2 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c2.lowercase && !c2.strip_accents);
+        md.insert("strip_accents".into(), "true".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c3 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c3.lowercase && c3.strip_accents);
+    }
+}

@@ -86,6 +86,42 @@ impl Vocab {
         Vocab::new(tokens, specials)
     }
 
+    /// Reads a BERT `vocab.txt` (one token a line, UTF-8; only the line ending
+    /// `\n` and a `\r` before it are removed) and finds the special tokens by name
+    /// as [`Vocab::from_tokens_bert`].
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Io`]/[`crate::ErrorKind::NotFound`] if the file cannot be
+    /// read, [`crate::ErrorKind::Model`] if it is not UTF-8 or lacks a special token.
+    pub fn from_vocab_txt(path: impl AsRef<std::path::Path>) -> Result<Vocab> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::model(format!(
+                "{}: vocabulary is not UTF-8 (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        Vocab::from_vocab_text(&text).map_err(|e| e.context(path.display()))
+    }
+
+    /// As [`Vocab::from_vocab_txt`], from the file's text.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if a special token is missing.
+    pub fn from_vocab_text(text: &str) -> Result<Vocab> {
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        let tokens = if body.is_empty() {
+            Vec::new()
+        } else {
+            body.split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+                .collect()
+        };
+        Vocab::from_tokens_bert(tokens)
+    }
+
     /// Number of tokens.
     pub fn len(&self) -> usize {
         self.tokens.len()
@@ -133,6 +169,16 @@ mod tests {
         assert_eq!(v.id("a"), Some(5));
         assert_eq!(v.token(5), Some("a"));
         assert_eq!(v.token(6), None);
+    }
+
+    #[test]
+    fn vocab_text_lines() {
+        let v = Vocab::from_vocab_text("[PAD]\n[UNK]\r\n[CLS]\n[SEP]\n[MASK]\n a \n##b\n").unwrap();
+        assert_eq!(v.len(), 7);
+        assert_eq!(v.id(" a "), Some(5));
+        assert_eq!(v.id("##b"), Some(6));
+        assert_eq!(v.specials().unk, 1);
+        assert!(Vocab::from_vocab_text("").is_err());
     }
 
     #[test]

@@ -1,3 +1,7 @@
-//! One integration-test binary; each concern is a module.
+//! Integration tests: one binary, one module per area.
 
+mod common;
+mod convert;
+mod formats;
 mod header;
+mod tokenizer;

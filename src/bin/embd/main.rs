@@ -1,1 +1,477 @@
-fn main() {}
+//! `embd`: convert, inspect, verify model files; tokenize and embed text.
+
+mod io_util;
+mod progress;
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use embedder::convert::{convert_dtype, TargetDType};
+use embedder::formats::embd::{write_file, WriteOptions};
+use embedder::formats::hf::HfOptions;
+use embedder::{Embedder, Error, ErrorKind, ModelFile, Options, ReadOptions};
+
+use io_util::{read_texts, write_npy};
+use progress::Progress;
+
+/// Where `scripts/fetch_model.sh` puts the default model, relative to the repository.
+const DEFAULT_MODEL_REL: &str = "models/all-MiniLM-L6-v2.weights";
+
+#[derive(Parser)]
+#[command(
+    name = "embd",
+    version,
+    about = "Sentence embeddings on the CPU: convert, inspect, verify models; embed text"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutFormat {
+    Jsonl,
+    Npy,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Container {
+    /// EMBD `.weights` as specified.
+    Embd,
+    /// The layout the original cpp_embedder converter writes.
+    Legacy,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Convert a HuggingFace folder (or any model file) to EMBD `.weights`.
+    Convert {
+        /// HF / sentence-transformers folder, or a model file.
+        src: PathBuf,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Tensor precision.
+        #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+        dtype: TargetDType,
+        /// `model_name` to record (default: the folder's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// `model_version` to record (default 1.0.0).
+        #[arg(long)]
+        model_version: Option<String>,
+        /// Write without data/file CRCs (CHECKSUM_ENABLED clear).
+        #[arg(long)]
+        no_checksums: bool,
+        /// Output container.
+        #[arg(long = "to", value_enum, default_value = "embd")]
+        to: Container,
+    },
+    /// Print a model file's header, metadata, vocabulary and tensor table.
+    Inspect {
+        /// Model file or HF folder.
+        file: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a model file completely: exit 0 if valid, else print the first problem.
+    Verify {
+        /// Model file.
+        file: PathBuf,
+    },
+    /// Embed texts (one per line, or JSONL objects with a "text" field).
+    Encode {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input file, or - for standard input.
+        #[arg(long, default_value = "-")]
+        input: String,
+        /// Input lines are JSON objects with a "text" field.
+        #[arg(long)]
+        jsonl: bool,
+        /// Output file (default standard output).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: OutFormat,
+        /// Texts per embedding call.
+        #[arg(long, default_value_t = 64)]
+        batch_size: usize,
+    },
+    /// Print token ids ({"input_ids": [...]}) per input.
+    Tokenize {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input file, or - for standard input.
+        #[arg(long, default_value = "-")]
+        input: String,
+        /// Input lines are JSON objects with a "text" field.
+        #[arg(long)]
+        jsonl: bool,
+        /// Do not truncate to the model's max_seq_length.
+        #[arg(long)]
+        no_truncate: bool,
+    },
+    /// Cosine similarity of two texts (a matrix for more than two).
+    Similarity {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Texts to compare.
+        #[arg(required = true, num_args = 2..)]
+        texts: Vec<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// Model file (default: $EMBD_MODEL, then models/all-MiniLM-L6-v2.weights).
+    #[arg(short = 'm', long = "model")]
+    model: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn parse_dtype(s: &str) -> Result<TargetDType, String> {
+    TargetDType::parse(s).ok_or_else(|| format!("unknown dtype '{s}' (f32, f16, bf16, int8)"))
+}
+
+fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf, Error> {
+    if let Some(p) = arg {
+        return Ok(p.clone());
+    }
+    if let Some(p) = std::env::var_os("EMBD_MODEL").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let candidates = [
+        PathBuf::from(DEFAULT_MODEL_REL),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_MODEL_REL),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.clone());
+        }
+    }
+    Err(Error::new(
+        ErrorKind::NotFound,
+        format!(
+            "no model given and none found at {}: pass -m MODEL, set EMBD_MODEL, or run scripts/fetch_model.sh",
+            candidates[1].display()
+        ),
+    ))
+}
+
+fn open_model(args: &ModelArgs) -> Result<Embedder, Error> {
+    let path = resolve_model(&args.model)?;
+    let mut opts = Options::new();
+    if let Some(t) = args.threads {
+        opts = opts.threads(t);
+    }
+    Embedder::open(&path, &opts)
+}
+
+fn open_any(path: &Path, opts: ReadOptions) -> Result<ModelFile, Error> {
+    if path.is_dir() {
+        ModelFile::open_hf_dir(path, &HfOptions::default())
+    } else {
+        ModelFile::open(path, opts)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("embd: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Error> {
+    match cli.cmd {
+        Cmd::Convert {
+            src,
+            output,
+            dtype,
+            name,
+            model_version,
+            no_checksums,
+            to,
+        } => {
+            let model = if src.is_dir() {
+                ModelFile::open_hf_dir(
+                    &src,
+                    &HfOptions {
+                        name,
+                        version: model_version,
+                    },
+                )?
+            } else {
+                let mut m = ModelFile::open(&src, ReadOptions::default())?;
+                if let Some(n) = name {
+                    m.metadata.insert("model_name".into(), n);
+                }
+                if let Some(v) = model_version {
+                    m.metadata.insert("model_version".into(), v);
+                }
+                m
+            };
+            let converted = convert_dtype(&model, dtype)?;
+            let mut bar = Progress::new("converting");
+            match to {
+                Container::Embd => {
+                    let opts = WriteOptions {
+                        checksums: !no_checksums,
+                    };
+                    write_file(&converted, &output, &opts, &mut |d, t| bar.update(d, t))?;
+                }
+                Container::Legacy => {
+                    let tmp = output.with_extension("tmp-legacy");
+                    let f = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
+                    let mut w = BufWriter::new(f);
+                    embedder::formats::legacy::write_legacy(&converted, &mut w)?;
+                    w.flush().map_err(|e| Error::io(tmp.display(), e))?;
+                    std::fs::rename(&tmp, &output).map_err(|e| Error::io(output.display(), e))?;
+                }
+            }
+            bar.finish();
+            eprintln!(
+                "wrote {} ({} tensors, {dtype})",
+                output.display(),
+                converted.tensors.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Inspect { file, json } => {
+            let m = open_any(&file, ReadOptions::default())?;
+            let out = std::io::stdout();
+            let mut out = out.lock();
+            if json {
+                writeln!(out, "{}", inspect_json(&m)).map_err(stdout_err)?;
+            } else {
+                print_inspect(&m, &mut out).map_err(stdout_err)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Verify { file } => match verify(&file) {
+            Ok(summary) => {
+                println!("ok: {}: {summary}", file.display());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                println!("invalid: {e}");
+                Ok(ExitCode::from(1))
+            }
+        },
+        Cmd::Encode {
+            model,
+            input,
+            jsonl,
+            output,
+            format,
+            batch_size,
+        } => {
+            let emb = open_model(&model)?;
+            let texts = read_texts(&input, jsonl)?;
+            let dim = emb.dim();
+            let batch = batch_size.max(1);
+            let mut sink: Box<dyn Write> = match &output {
+                Some(p) => Box::new(BufWriter::new(
+                    std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?,
+                )),
+                None => Box::new(BufWriter::new(std::io::stdout().lock())),
+            };
+            let mut bar = Progress::new("embedding");
+            let mut all = Vec::new();
+            let mut buf = vec![0f32; batch * dim];
+            for (i, chunk) in texts.chunks(batch).enumerate() {
+                let out = &mut buf[..chunk.len() * dim];
+                emb.embed_into(chunk, out)?;
+                match format {
+                    OutFormat::Jsonl => {
+                        for row in out.chunks(dim) {
+                            write_embedding_json(&mut sink, row).map_err(stdout_err)?;
+                        }
+                    }
+                    OutFormat::Npy => all.extend_from_slice(out),
+                }
+                bar.update((i * batch + chunk.len()) as u64, texts.len() as u64);
+            }
+            if let OutFormat::Npy = format {
+                write_npy(&mut sink, &all, texts.len(), dim).map_err(stdout_err)?;
+            }
+            sink.flush().map_err(stdout_err)?;
+            bar.finish();
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Tokenize {
+            model,
+            input,
+            jsonl,
+            no_truncate,
+        } => {
+            let emb = open_model(&model)?;
+            let texts = read_texts(&input, jsonl)?;
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            for t in &texts {
+                let ids = if no_truncate {
+                    emb.tokenize_full(t)
+                } else {
+                    emb.tokenize(t)
+                };
+                let v = serde_json::json!({ "input_ids": ids });
+                writeln!(out, "{v}").map_err(stdout_err)?;
+            }
+            out.flush().map_err(stdout_err)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Similarity { model, texts } => {
+            let emb = open_model(&model)?;
+            let v = emb.embed(&texts)?;
+            let dim = emb.dim();
+            let row = |i: usize| &v[i * dim..(i + 1) * dim];
+            if texts.len() == 2 {
+                println!("{:.6}", embedder::cosine_similarity(row(0), row(1)));
+            } else {
+                for (i, t) in texts.iter().enumerate() {
+                    println!("[{i}] {t}");
+                }
+                print!("     ");
+                for j in 0..texts.len() {
+                    print!(" {:>7}", format!("[{j}]"));
+                }
+                println!();
+                for i in 0..texts.len() {
+                    print!("{:>5}", format!("[{i}]"));
+                    for j in 0..texts.len() {
+                        print!(" {:>7.4}", embedder::cosine_similarity(row(i), row(j)));
+                    }
+                    println!();
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn stdout_err(e: std::io::Error) -> Error {
+    Error::io("output", e)
+}
+
+fn write_embedding_json(w: &mut dyn Write, row: &[f32]) -> std::io::Result<()> {
+    w.write_all(b"{\"embedding\": [")?;
+    for (i, x) in row.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b", ")?;
+        }
+        // Shortest representation that reads back to the same f32.
+        write!(w, "{x:?}")?;
+    }
+    w.write_all(b"]}\n")
+}
+
+/// Full validation: container (all CRCs) and, for BERT models, the engine's
+/// tensor presence/shape checks.
+fn verify(path: &Path) -> Result<String, Error> {
+    let m = ModelFile::open(path, ReadOptions::default())?;
+    let n = m.tensors.len();
+    let fmt = m.format.name();
+    let sums = m
+        .details
+        .iter()
+        .find(|(k, _)| k == "checksums")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "none in this format".into());
+    let e = Embedder::from_model_file(m, &Options::new())?;
+    Ok(format!(
+        "{fmt}, {n} tensors, model '{}' ({} layers, dim {}), checksums {sums}",
+        e.info().name,
+        e.info().num_layers,
+        e.dim()
+    ))
+}
+
+fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
+    if !m.details.iter().any(|(k, _)| k == "format") {
+        writeln!(out, "format: {}", m.format.name())?;
+    }
+    for (k, v) in &m.details {
+        writeln!(out, "{k}: {v}")?;
+    }
+    writeln!(out, "\nmetadata ({} keys):", m.metadata.len())?;
+    for (k, v) in &m.metadata {
+        writeln!(out, "  {k} = {v}")?;
+    }
+    match &m.vocab {
+        Some(v) => {
+            let s = v.specials();
+            writeln!(
+                out,
+                "\nvocabulary: {} tokens; special ids: pad={} unk={} cls={} sep={} mask={}",
+                v.len(),
+                s.pad,
+                s.unk,
+                s.cls,
+                s.sep,
+                s.mask
+            )?;
+        }
+        None => writeln!(out, "\nvocabulary: none")?,
+    }
+    writeln!(out, "\ntensors ({}):", m.tensors.len())?;
+    writeln!(
+        out,
+        "  {:<52} {:<5} {:<14} {:>12} {:>12}",
+        "name", "dtype", "shape", "offset", "bytes"
+    )?;
+    let mut total = 0usize;
+    for t in &m.tensors {
+        total += t.byte_len();
+        writeln!(
+            out,
+            "  {:<52} {:<5} {:<14} {:>12} {:>12}",
+            t.name,
+            t.dtype.name(),
+            format!("{:?}", t.shape),
+            t.file_offset,
+            t.byte_len()
+        )?;
+    }
+    writeln!(out, "  total tensor bytes: {total}")
+}
+
+fn inspect_json(m: &ModelFile) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let details: Map<String, Value> = m
+        .details
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let tensors: Vec<Value> = m
+        .tensors
+        .iter()
+        .map(|t| {
+            json!({"name": t.name, "dtype": t.dtype.name(), "shape": t.shape,
+                   "offset": t.file_offset, "bytes": t.byte_len()})
+        })
+        .collect();
+    let vocab = m.vocab.as_ref().map(|v| {
+        let s = v.specials();
+        json!({"size": v.len(), "special_ids": {"pad": s.pad, "unk": s.unk, "cls": s.cls, "sep": s.sep, "mask": s.mask}})
+    });
+    json!({
+        "format": m.format.name(),
+        "header": details,
+        "metadata": m.metadata,
+        "vocab": vocab,
+        "tensor_count": m.tensors.len(),
+        "tensors": tensors,
+    })
+}

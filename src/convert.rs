@@ -1,0 +1,195 @@
+//! Model conversion: re-typing tensors (f32, f16, bf16, int8 per row) ahead of
+//! writing a container.
+//!
+//! Converting to f32 keeps every FLOAT32 tensor as it is (same bytes, no copy),
+//! so a `.weights` file converted from `model.safetensors` holds bit-identical
+//! tensors.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::formats::{DType, ModelFile, TensorEntry};
+
+/// Target precision of a conversion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetDType {
+    /// Keep FLOAT32 (bit-identical).
+    F32,
+    /// IEEE half for every matrix (embedding tables and Linear weights);
+    /// vectors (biases, LayerNorm) stay FLOAT32.
+    F16,
+    /// bfloat16 for every matrix; vectors stay FLOAT32.
+    BF16,
+    /// Symmetric int8 per output row for the encoder's Linear weights, with a
+    /// FLOAT32 `X.weight_scale` tensor per weight (`quantization` =
+    /// `int8_per_row`); embeddings, biases and LayerNorm stay FLOAT32.
+    Int8,
+}
+
+impl TargetDType {
+    /// Parses `f32`, `f16`, `bf16` or `int8`.
+    pub fn parse(s: &str) -> Option<TargetDType> {
+        match s {
+            "f32" | "fp32" | "float32" => Some(TargetDType::F32),
+            "f16" | "fp16" | "float16" => Some(TargetDType::F16),
+            "bf16" | "bfloat16" => Some(TargetDType::BF16),
+            "int8" | "i8" => Some(TargetDType::Int8),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TargetDType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TargetDType::F32 => "f32",
+            TargetDType::F16 => "f16",
+            TargetDType::BF16 => "bf16",
+            TargetDType::Int8 => "int8",
+        })
+    }
+}
+
+fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
+    t.shape.len() == 2
+        && t.name.starts_with("encoder.layer.")
+        && t.name.ends_with(".weight")
+        && !t.name.contains("LayerNorm")
+}
+
+/// Quantizes a row-major `[rows, cols]` matrix to int8 with one scale per row:
+/// `scale = max|row| / 127`, `q = round(x / scale)` clamped to [-127, 127].
+pub fn quantize_int8_per_row(values: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut q = vec![0i8; rows * cols];
+    let mut scales = vec![0f32; rows];
+    for r in 0..rows {
+        let row = &values[r * cols..(r + 1) * cols];
+        let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        scales[r] = scale;
+        for (d, &v) in q[r * cols..(r + 1) * cols].iter_mut().zip(row) {
+            *d = (v / scale).round().clamp(-127.0, 127.0) as i8;
+        }
+    }
+    (q, scales)
+}
+
+/// Returns a model whose tensors have the target precision. Metadata and
+/// vocabulary are kept; tensors that are already in the target form are shared
+/// with the source without copying.
+///
+/// # Errors
+/// [`crate::ErrorKind::Model`] when a tensor to convert is not FLOAT32 (only
+/// FLOAT32 sources are re-typed; converting between reduced precisions would
+/// compound rounding).
+pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> {
+    let mut md = src.metadata.clone();
+    let mut tensors = Vec::with_capacity(src.tensors.len());
+    for t in &src.tensors {
+        let wants = match target {
+            TargetDType::F32 => false,
+            TargetDType::F16 | TargetDType::BF16 => t.shape.len() == 2,
+            TargetDType::Int8 => is_encoder_linear_weight(t),
+        };
+        let float_src = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16);
+        if !wants || !float_src {
+            tensors.push(t.clone());
+            continue;
+        }
+        let values = src.tensor_to_f32(t);
+        match target {
+            // `wants` is false for F32, so F32 never gets here; keep as is.
+            TargetDType::F32 => tensors.push(t.clone()),
+            TargetDType::F16 => {
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                    .collect();
+                tensors.push(TensorEntry::owned_bytes(
+                    &t.name,
+                    DType::F16,
+                    t.shape.clone(),
+                    &bytes,
+                ));
+            }
+            TargetDType::BF16 => {
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                    .collect();
+                tensors.push(TensorEntry::owned_bytes(
+                    &t.name,
+                    DType::BF16,
+                    t.shape.clone(),
+                    &bytes,
+                ));
+            }
+            TargetDType::Int8 => {
+                let (rows, cols) = (t.shape[0], t.shape[1]);
+                if rows * cols != values.len() {
+                    return Err(Error::model(format!(
+                        "tensor '{}' has inconsistent size",
+                        t.name
+                    )));
+                }
+                let (q, scales) = quantize_int8_per_row(&values, rows, cols);
+                let qb: Vec<u8> = q.iter().map(|&x| x as u8).collect();
+                tensors.push(TensorEntry::owned_bytes(
+                    &t.name,
+                    DType::I8,
+                    t.shape.clone(),
+                    &qb,
+                ));
+                tensors.push(TensorEntry::owned_f32(
+                    format!("{}_scale", t.name),
+                    vec![rows],
+                    &scales,
+                ));
+            }
+        }
+    }
+    if target == TargetDType::Int8 {
+        md.insert("quantization".to_string(), "int8_per_row".to_string());
+    }
+    let mut out = ModelFile::new(
+        src.format,
+        src.backing().clone(),
+        md,
+        src.vocab.clone(),
+        tensors,
+    )?;
+    out.details = src.details.clone();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int8_round_trip_error_is_bounded() {
+        let rows = 3;
+        let cols = 5;
+        let v: Vec<f32> = (0..rows * cols).map(|i| (i as f32 - 7.0) * 0.37).collect();
+        let (q, s) = quantize_int8_per_row(&v, rows, cols);
+        for r in 0..rows {
+            for c in 0..cols {
+                let back = f32::from(q[r * cols + c]) * s[r];
+                assert!((back - v[r * cols + c]).abs() <= s[r] * 0.5 + 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn zero_row_gets_unit_scale() {
+        let (q, s) = quantize_int8_per_row(&[0.0; 4], 2, 2);
+        assert_eq!(q, vec![0; 4]);
+        assert_eq!(s, vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(TargetDType::parse("bf16"), Some(TargetDType::BF16));
+        assert_eq!(TargetDType::parse("q4"), None);
+    }
+}

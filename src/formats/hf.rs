@@ -1,0 +1,582 @@
+//! HuggingFace / sentence-transformers model folders (the converter's input).
+//!
+//! Reads `config.json`, `model.safetensors` (memory-mapped, validated by the
+//! reference `safetensors` crate, tensors kept zero-copy), `vocab.txt` (or the
+//! WordPiece vocabulary inside `tokenizer.json`), `tokenizer_config.json`,
+//! `sentence_bert_config.json`, `1_Pooling/config.json` and `modules.json`, and
+//! produces a [`ModelFile`] carrying every metadata key of the EMBD notes, so that
+//! writing it out as `.weights` is a plain serialization.
+//!
+//! Folders whose architecture the engine cannot run are refused with a message
+//! that says why.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Backing, DType, FormatKind, ModelFile, TensorData, TensorEntry};
+use crate::error::{Error, ErrorKind, Result};
+use crate::tokenizer::vocab::{SpecialIds, Vocab};
+
+/// Options for reading a HF folder.
+#[derive(Debug, Clone, Default)]
+pub struct HfOptions {
+    /// `model_name` to record; default: the folder's name (its parent's name when
+    /// the folder is called `model`).
+    pub name: Option<String>,
+    /// `model_version` to record; default `1.0.0`.
+    pub version: Option<String>,
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::new(
+            ErrorKind::Format,
+            format!("{}: invalid JSON: {e}", path.display()),
+        )
+    })
+}
+
+fn read_json_opt(path: &Path) -> Result<Option<Value>> {
+    if path.is_file() {
+        read_json(path).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn cfg_usize(cfg: &Value, key: &str, file: &str) -> Result<usize> {
+    cfg.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| {
+            Error::model(format!(
+                "{file}: '{key}' is missing or not a non-negative integer"
+            ))
+        })
+}
+
+/// Today's date and time in ISO 8601 (UTC), without a date crate.
+pub fn now_iso8601() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Maps a safetensors dtype to ours; `None` when EMBD cannot store it.
+fn map_dtype(d: safetensors::Dtype) -> Option<DType> {
+    use safetensors::Dtype as S;
+    Some(match d {
+        S::F32 => DType::F32,
+        S::F16 => DType::F16,
+        S::BF16 => DType::BF16,
+        S::I32 => DType::I32,
+        S::I16 => DType::I16,
+        S::I8 => DType::I8,
+        S::U32 => DType::U32,
+        S::U16 => DType::U16,
+        S::U8 => DType::U8,
+        _ => return None,
+    })
+}
+
+/// HF checkpoints name BERT tensors in several ways; this returns the canonical
+/// (prefix-free, `weight`/`bias`) name, or `None` for tensors the encoder never
+/// uses and that are dropped (heads, buffers).
+pub fn canonical_bert_name(name: &str) -> Option<String> {
+    let n = name.strip_prefix("bert.").unwrap_or(name);
+    if n.starts_with("cls.") || n.ends_with("position_ids") {
+        return None;
+    }
+    let n = if let Some(base) = n.strip_suffix("LayerNorm.gamma") {
+        format!("{base}LayerNorm.weight")
+    } else if let Some(base) = n.strip_suffix("LayerNorm.beta") {
+        format!("{base}LayerNorm.bias")
+    } else {
+        n.to_string()
+    };
+    Some(n)
+}
+
+/// Reads the tensors of a safetensors file into entries that point into `backing`.
+pub fn safetensors_entries(backing: &Backing, what: &str) -> Result<Vec<TensorEntry>> {
+    let bytes = backing.bytes();
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+        Error::new(
+            ErrorKind::Format,
+            format!("{what}: invalid safetensors file: {e}"),
+        )
+    })?;
+    let base = bytes.as_ptr() as usize;
+    let mut out = Vec::new();
+    let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
+    names.sort();
+    for raw in names {
+        let Some(name) = canonical_bert_name(&raw) else {
+            continue;
+        };
+        let view = st
+            .tensor(&raw)
+            .map_err(|e| Error::new(ErrorKind::Format, format!("{what}: tensor '{raw}': {e}")))?;
+        let dtype = map_dtype(view.dtype()).ok_or_else(|| {
+            Error::unsupported(format!(
+                "{what}: tensor '{raw}' has dtype {:?}, which the EMBD format cannot store",
+                view.dtype()
+            ))
+        })?;
+        let data = view.data();
+        // The view borrows from `bytes`, so its start lies inside the buffer.
+        let start = (data.as_ptr() as usize).wrapping_sub(base);
+        out.push(TensorEntry {
+            name,
+            dtype,
+            shape: view.shape().to_vec(),
+            data: TensorData::Mapped {
+                start,
+                len: data.len(),
+            },
+            file_offset: start as u64,
+        });
+    }
+    // Keep a stable, readable order: embeddings, layers by number, then the rest.
+    out.sort_by_key(|t| tensor_order_key(&t.name));
+    Ok(out)
+}
+
+/// Sort key: embeddings first, then encoder layers in numeric order, then others.
+pub fn tensor_order_key(name: &str) -> (u32, u32, String) {
+    if name.starts_with("embeddings.") {
+        return (0, 0, name.to_string());
+    }
+    if let Some(rest) = name.strip_prefix("encoder.layer.") {
+        if let Some((num, tail)) = rest.split_once('.') {
+            if let Ok(n) = num.parse::<u32>() {
+                return (1, n, tail.to_string());
+            }
+        }
+    }
+    (2, 0, name.to_string())
+}
+
+fn read_vocab(dir: &Path) -> Result<Vec<String>> {
+    let txt = dir.join("vocab.txt");
+    if txt.is_file() {
+        let text = std::fs::read_to_string(&txt).map_err(|e| Error::io(txt.display(), e))?;
+        let mut tokens: Vec<String> = text.split('\n').map(str::to_string).collect();
+        // A trailing newline leaves one empty string after the last token.
+        if tokens.last().is_some_and(|t| t.is_empty()) {
+            tokens.pop();
+        }
+        return Ok(tokens);
+    }
+    let tj = dir.join("tokenizer.json");
+    let v = read_json(&tj)?;
+    let model = v
+        .get("model")
+        .ok_or_else(|| Error::model(format!("{}: no 'model' section", tj.display())))?;
+    if model.get("type").and_then(Value::as_str) != Some("WordPiece") {
+        return Err(Error::unsupported(format!(
+            "{}: tokenizer model is not WordPiece",
+            tj.display()
+        )));
+    }
+    let map = model
+        .get("vocab")
+        .and_then(Value::as_object)
+        .ok_or_else(|| Error::model(format!("{}: no WordPiece vocab", tj.display())))?;
+    let mut tokens = vec![None; map.len()];
+    for (tok, id) in map {
+        let id = id
+            .as_u64()
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < tokens.len())
+            .ok_or_else(|| {
+                Error::model(format!("{}: token '{tok}' has an invalid id", tj.display()))
+            })?;
+        tokens[id] = Some(tok.clone());
+    }
+    tokens
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.ok_or_else(|| Error::model(format!("{}: vocabulary has no id {i}", tj.display())))
+        })
+        .collect()
+}
+
+fn special_ids(tokens: &[String], tok_cfg: Option<&Value>) -> Result<SpecialIds> {
+    let name_of = |key: &str, default: &str| -> String {
+        let v = tok_cfg.and_then(|c| c.get(key));
+        match v {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Object(o)) => o
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .to_string(),
+            _ => default.to_string(),
+        }
+    };
+    let find = |key: &str, default: &str| -> Result<u32> {
+        let n = name_of(key, default);
+        tokens
+            .iter()
+            .position(|t| *t == n)
+            .map(|i| i as u32)
+            .ok_or_else(|| Error::model(format!("vocabulary has no {key} '{n}'")))
+    };
+    Ok(SpecialIds {
+        pad: find("pad_token", "[PAD]")?,
+        unk: find("unk_token", "[UNK]")?,
+        cls: find("cls_token", "[CLS]")?,
+        sep: find("sep_token", "[SEP]")?,
+        mask: find("mask_token", "[MASK]")?,
+    })
+}
+
+fn default_name(dir: &Path) -> String {
+    let canon = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let own = canon
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if own == "model" {
+        if let Some(parent) = canon.parent().and_then(Path::file_name) {
+            return parent.to_string_lossy().into_owned();
+        }
+    }
+    own
+}
+
+/// Pooling mode from `1_Pooling/config.json` (mean when the folder has none).
+fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<String> {
+    let mut pool_dir: PathBuf = dir.join("1_Pooling");
+    if let Some(list) = modules.and_then(Value::as_array) {
+        for m in list {
+            let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+            if ty.ends_with("Pooling") {
+                if let Some(p) = m.get("path").and_then(Value::as_str) {
+                    pool_dir = dir.join(p);
+                }
+            }
+        }
+    }
+    let Some(cfg) = read_json_opt(&pool_dir.join("config.json"))? else {
+        return Ok("mean".to_string());
+    };
+    let flag = |k: &str| cfg.get(k).and_then(Value::as_bool).unwrap_or(false);
+    if let Some(mode) = cfg.get("pooling_mode").and_then(Value::as_str) {
+        return match mode {
+            "mean" | "cls" | "max" => Ok(mode.to_string()),
+            other => Err(Error::unsupported(format!(
+                "pooling mode '{other}' is not supported (mean, cls or max)"
+            ))),
+        };
+    }
+    let modes: Vec<&str> = [
+        ("pooling_mode_mean_tokens", "mean"),
+        ("pooling_mode_cls_token", "cls"),
+        ("pooling_mode_max_tokens", "max"),
+        ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+        ("pooling_mode_weightedmean_tokens", "weightedmean"),
+        ("pooling_mode_lasttoken", "lasttoken"),
+    ]
+    .iter()
+    .filter(|(k, _)| flag(k))
+    .map(|(_, m)| *m)
+    .collect();
+    match modes.as_slice() {
+        [] => Ok("mean".to_string()),
+        [m @ ("mean" | "cls" | "max")] => Ok((*m).to_string()),
+        [other] => Err(Error::unsupported(format!(
+            "pooling mode '{other}' is not supported (mean, cls or max)"
+        ))),
+        many => Err(Error::unsupported(format!(
+            "several pooling modes at once ({}) are not supported",
+            many.join(", ")
+        ))),
+    }
+}
+
+/// Reads a HF / sentence-transformers BERT folder into a [`ModelFile`].
+///
+/// # Errors
+/// I/O and JSON errors naming the file; [`ErrorKind::Unsupported`] for
+/// architectures or options the engine cannot run.
+pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
+    if !dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{}: not a directory", dir.display()),
+        ));
+    }
+    let config_path = dir.join("config.json");
+    let cfg = read_json(&config_path)?;
+    let cfile = "config.json";
+    let model_type = cfg.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let archs: Vec<&str> = cfg
+        .get("architectures")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if model_type != "bert" {
+        return Err(Error::unsupported(format!(
+            "{}: model_type '{model_type}' (architectures {archs:?}) is not supported; only BERT encoders (model_type 'bert') run",
+            config_path.display()
+        )));
+    }
+    if let Some(p) = cfg.get("position_embedding_type").and_then(Value::as_str) {
+        if p != "absolute" {
+            return Err(Error::unsupported(format!(
+                "{}: position_embedding_type '{p}' is not supported (absolute only)",
+                config_path.display()
+            )));
+        }
+    }
+    if cfg.get("is_decoder").and_then(Value::as_bool) == Some(true) {
+        return Err(Error::unsupported("decoder BERT models are not supported"));
+    }
+    let hidden_act = match cfg
+        .get("hidden_act")
+        .and_then(Value::as_str)
+        .unwrap_or("gelu")
+    {
+        "gelu" => "gelu",
+        "gelu_new" | "gelu_pytorch_tanh" => "gelu_tanh",
+        other => {
+            return Err(Error::unsupported(format!(
+                "{}: hidden_act '{other}' is not supported (gelu, gelu_new)",
+                config_path.display()
+            )))
+        }
+    };
+    let hidden = cfg_usize(&cfg, "hidden_size", cfile)?;
+    let layers = cfg_usize(&cfg, "num_hidden_layers", cfile)?;
+    let heads = cfg_usize(&cfg, "num_attention_heads", cfile)?;
+    let inter = cfg_usize(&cfg, "intermediate_size", cfile)?;
+    let max_pos = cfg_usize(&cfg, "max_position_embeddings", cfile)?;
+    let type_vocab = cfg
+        .get("type_vocab_size")
+        .and_then(Value::as_u64)
+        .unwrap_or(2);
+    let eps = cfg
+        .get("layer_norm_eps")
+        .and_then(Value::as_f64)
+        .unwrap_or(1e-12);
+
+    let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
+    let tok_json = read_json_opt(&dir.join("tokenizer.json"))?;
+    let normalizer = tok_json.as_ref().and_then(|t| t.get("normalizer"));
+    if let Some(n) = normalizer {
+        let ty = n.get("type").and_then(Value::as_str).unwrap_or("");
+        if !ty.is_empty() && ty != "BertNormalizer" {
+            return Err(Error::unsupported(format!(
+                "tokenizer.json normalizer '{ty}' is not supported (BertNormalizer only)"
+            )));
+        }
+    }
+    // The fast tokenizer's normalizer is what sentence-transformers runs; the
+    // slow tokenizer config is the fallback.
+    let bool_of = |norm_key: &str, cfg_key: &str, default: bool| -> bool {
+        normalizer
+            .and_then(|n| n.get(norm_key))
+            .and_then(Value::as_bool)
+            .or_else(|| {
+                tok_cfg
+                    .as_ref()
+                    .and_then(|c| c.get(cfg_key))
+                    .and_then(Value::as_bool)
+            })
+            .unwrap_or(default)
+    };
+    let lowercase = bool_of("lowercase", "do_lower_case", true);
+    let chinese = bool_of("handle_chinese_chars", "tokenize_chinese_chars", true);
+    let strip_accents: Option<bool> = normalizer
+        .and_then(|n| n.get("strip_accents"))
+        .and_then(Value::as_bool)
+        .or_else(|| {
+            tok_cfg
+                .as_ref()
+                .and_then(|c| c.get("strip_accents"))
+                .and_then(Value::as_bool)
+        });
+
+    let st_cfg = read_json_opt(&dir.join("sentence_bert_config.json"))?;
+    if st_cfg
+        .as_ref()
+        .and_then(|c| c.get("do_lower_case"))
+        .and_then(Value::as_bool)
+        == Some(true)
+        && !lowercase
+    {
+        return Err(Error::unsupported(
+            "sentence_bert_config.json lowercases input text but the tokenizer does not; this combination is not supported",
+        ));
+    }
+    let max_seq = st_cfg
+        .as_ref()
+        .and_then(|c| c.get("max_seq_length"))
+        .and_then(Value::as_u64)
+        .or_else(|| {
+            tok_cfg
+                .as_ref()
+                .and_then(|c| c.get("model_max_length"))
+                .and_then(Value::as_u64)
+        })
+        .map(|v| (v as usize).min(max_pos))
+        .unwrap_or(max_pos);
+
+    let modules = read_json_opt(&dir.join("modules.json"))?;
+    let normalize = modules.as_ref().and_then(Value::as_array).is_some_and(|l| {
+        l.iter().any(|m| {
+            m.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("Normalize"))
+        })
+    });
+    if let Some(list) = modules.as_ref().and_then(Value::as_array) {
+        for m in list {
+            let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+            let known =
+                ty.ends_with("Transformer") || ty.ends_with("Pooling") || ty.ends_with("Normalize");
+            if !known {
+                return Err(Error::unsupported(format!(
+                    "modules.json: module '{ty}' is not supported (Transformer, Pooling, Normalize only)"
+                )));
+            }
+        }
+    }
+    let pooling = pooling_mode(dir, modules.as_ref())?;
+
+    let tokens = read_vocab(dir)?;
+    let specials = special_ids(&tokens, tok_cfg.as_ref())?;
+    let vocab = Vocab::new(tokens, specials)?;
+
+    let st_path = dir.join("model.safetensors");
+    if !st_path.is_file() {
+        let what = if dir.join("pytorch_model.bin").is_file() {
+            " (only pytorch_model.bin found: pickled checkpoints are not read; save the model as safetensors)"
+        } else {
+            ""
+        };
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{}: missing{what}", st_path.display()),
+        ));
+    }
+    let backing = Arc::new(Backing::map(&st_path)?);
+    let tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
+
+    let mut md = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        md.insert(k.to_string(), v);
+    };
+    put(
+        "model_name",
+        opts.name.clone().unwrap_or_else(|| default_name(dir)),
+    );
+    put(
+        "model_version",
+        opts.version.clone().unwrap_or_else(|| "1.0.0".to_string()),
+    );
+    put("embedding_dim", hidden.to_string());
+    put("vocab_size", vocab.len().to_string());
+    put("num_layers", layers.to_string());
+    put("num_attention_heads", heads.to_string());
+    put("hidden_size", hidden.to_string());
+    put("intermediate_size", inter.to_string());
+    put("max_position_emb", max_pos.to_string());
+    put("created_at", now_iso8601());
+    put("architecture", "bert".to_string());
+    put("pooling", pooling);
+    put("normalize", normalize.to_string());
+    put("max_seq_length", max_seq.to_string());
+    put("do_lower_case", lowercase.to_string());
+    put("tokenize_chinese_chars", chinese.to_string());
+    if let Some(s) = strip_accents {
+        put("strip_accents", s.to_string());
+    }
+    put("layer_norm_eps", format!("{eps:e}"));
+    put("hidden_act", hidden_act.to_string());
+    put("type_vocab_size", type_vocab.to_string());
+    if let Some(src) = cfg.get("_name_or_path").and_then(Value::as_str) {
+        put("source_model", src.to_string());
+    }
+
+    let mut file = ModelFile::new(FormatKind::HfSafetensors, backing, md, Some(vocab), tensors)?;
+    file.details
+        .push(("source".to_string(), dir.display().to_string()));
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names() {
+        assert_eq!(
+            canonical_bert_name("bert.encoder.layer.0.output.LayerNorm.gamma").as_deref(),
+            Some("encoder.layer.0.output.LayerNorm.weight")
+        );
+        assert_eq!(
+            canonical_bert_name("embeddings.LayerNorm.beta").as_deref(),
+            Some("embeddings.LayerNorm.bias")
+        );
+        assert_eq!(canonical_bert_name("embeddings.position_ids"), None);
+        assert_eq!(canonical_bert_name("cls.predictions.bias"), None);
+        assert_eq!(
+            canonical_bert_name("pooler.dense.weight").as_deref(),
+            Some("pooler.dense.weight")
+        );
+    }
+
+    #[test]
+    fn order_key_sorts_layers_numerically() {
+        let mut v = vec![
+            "encoder.layer.10.a",
+            "pooler.dense.weight",
+            "encoder.layer.2.a",
+            "embeddings.x",
+        ];
+        v.sort_by_key(|n| tensor_order_key(n));
+        assert_eq!(
+            v,
+            [
+                "embeddings.x",
+                "encoder.layer.2.a",
+                "encoder.layer.10.a",
+                "pooler.dense.weight"
+            ]
+        );
+    }
+
+    #[test]
+    fn iso_date_shape() {
+        let s = now_iso8601();
+        assert_eq!(s.len(), 20, "{s}");
+        assert!(s.ends_with('Z'));
+    }
+}

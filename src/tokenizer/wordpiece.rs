@@ -1,0 +1,253 @@
+//! Greedy longest-match-first WordPiece, as HF `tokenizers`' `WordPiece` model.
+//!
+//! Lookups never allocate: continuation tokens (`##xyz`) are stored in a second map
+//! keyed by the text after the prefix, so a candidate is always a slice of the word.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::vocab::Vocab;
+
+/// A small, fast non-cryptographic hasher (FxHash-style) for the token maps. The
+/// vocabulary is trusted data, so hash flooding is not a concern.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            self.add(u64::from_le_bytes(a));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut a = [0u8; 8];
+            a[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(a) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+type FxMap = HashMap<Box<str>, u32, BuildHasherDefault<FxHasher>>;
+
+/// The WordPiece model: two lookup maps and the limits.
+#[derive(Debug, Clone)]
+pub struct WordPiece {
+    /// Tokens that may start a word (every vocabulary entry, as HF does).
+    start: FxMap,
+    /// Continuation tokens keyed by the text after the prefix.
+    cont: FxMap,
+    /// Longest key in `start`, in bytes.
+    max_start_bytes: usize,
+    /// Longest key in `cont`, in bytes.
+    max_cont_bytes: usize,
+    unk: u32,
+    max_input_chars_per_word: usize,
+}
+
+impl WordPiece {
+    /// Builds the maps from `vocab`. When a token repeats, the first id wins (as
+    /// [`Vocab::id`]).
+    pub fn new(vocab: &Vocab, continuation_prefix: &str, max_input_chars_per_word: usize) -> Self {
+        let n = vocab.len();
+        let mut start = FxMap::with_capacity_and_hasher(n, Default::default());
+        let mut cont = FxMap::with_capacity_and_hasher(n / 4, Default::default());
+        let (mut max_start_bytes, mut max_cont_bytes) = (0, 0);
+        for (i, t) in vocab.tokens().iter().enumerate() {
+            let id = i as u32;
+            start.entry(t.as_str().into()).or_insert(id);
+            max_start_bytes = max_start_bytes.max(t.len());
+            if let Some(rest) = t.strip_prefix(continuation_prefix) {
+                cont.entry(rest.into()).or_insert(id);
+                max_cont_bytes = max_cont_bytes.max(rest.len());
+            }
+        }
+        WordPiece {
+            start,
+            cont,
+            max_start_bytes,
+            max_cont_bytes,
+            unk: vocab.specials().unk,
+            max_input_chars_per_word,
+        }
+    }
+
+    /// Appends the ids of one pre-tokenized word to `out`: its pieces, or a single
+    /// `[UNK]` if it is longer than the limit or some position matches no token.
+    pub fn tokenize_word(&self, word: &str, out: &mut Vec<u32>) {
+        // A word of at most `limit` bytes has at most `limit` chars.
+        if word.len() > self.max_input_chars_per_word
+            && word.chars().count() > self.max_input_chars_per_word
+        {
+            out.push(self.unk);
+            return;
+        }
+        let mark = out.len();
+        let mut start = 0usize;
+        while start < word.len() {
+            let (map, max_bytes) = if start == 0 {
+                (&self.start, self.max_start_bytes)
+            } else {
+                (&self.cont, self.max_cont_bytes)
+            };
+            // No key is longer than `max_bytes`: start the search there (on a char
+            // boundary), which is equivalent to starting at the end of the word.
+            let mut end = word.len().min(start + max_bytes);
+            while !word.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut found = None;
+            while end > start {
+                if let Some(&id) = map.get(&word[start..end]) {
+                    found = Some(id);
+                    break;
+                }
+                // Shrink by one character.
+                end -= 1;
+                while !word.is_char_boundary(end) {
+                    end -= 1;
+                }
+            }
+            match found {
+                Some(id) => {
+                    out.push(id);
+                    start = end;
+                }
+                None => {
+                    out.truncate(mark);
+                    out.push(self.unk);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocab(extra: &[&str]) -> Vocab {
+        let mut v: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        Vocab::from_tokens_bert(v).unwrap()
+    }
+
+    /// The plain HF algorithm (allocating a candidate string per step), as oracle.
+    fn oracle(v: &Vocab, word: &str, max_chars: usize) -> Vec<u32> {
+        let unk = v.specials().unk;
+        if word.chars().count() > max_chars {
+            return vec![unk];
+        }
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < word.len() {
+            let mut end = word.len();
+            let mut cur = None;
+            while start < end {
+                let mut sub = word[start..end].to_string();
+                if start > 0 {
+                    sub = format!("##{sub}");
+                }
+                if let Some(id) = v.id(&sub) {
+                    cur = Some(id);
+                    break;
+                }
+                end -= word[start..end].chars().last().map_or(1, |c| c.len_utf8());
+            }
+            match cur {
+                Some(id) => out.push(id),
+                None => return vec![unk],
+            }
+            start = end;
+        }
+        out
+    }
+
+    fn tok(wp: &WordPiece, w: &str) -> Vec<u32> {
+        let mut out = vec![42];
+        wp.tokenize_word(w, &mut out);
+        assert_eq!(out[0], 42, "existing ids must be kept");
+        out.remove(0);
+        out
+    }
+
+    #[test]
+    fn greedy_longest_match() {
+        let v = vocab(&[
+            "un", "##aff", "##able", "una", "##ff", "ο", "##δ", "##ο", "##σ",
+        ]);
+        let wp = WordPiece::new(&v, "##", 100);
+        // Greedy: "una" (8) beats "un", then "##ff" (9), "##able" (7).
+        assert_eq!(tok(&wp, "unaffable"), [8, 9, 7]);
+        assert_eq!(tok(&wp, "un"), [5]);
+        assert_eq!(tok(&wp, "οδοσ"), [10, 11, 12, 13]);
+        // "unaffx": no piece for "x" -> single [UNK]
+        assert_eq!(tok(&wp, "unaffx"), [1]);
+        assert_eq!(tok(&wp, "x"), [1]);
+    }
+
+    #[test]
+    fn long_words_are_unk() {
+        let v = vocab(&["a", "##a", "é", "##é"]);
+        let wp = WordPiece::new(&v, "##", 100);
+        assert_eq!(tok(&wp, &"a".repeat(100)).len(), 100);
+        assert_eq!(tok(&wp, &"a".repeat(101)), [1]);
+        // 100 two-byte chars are 200 bytes but still within the limit.
+        assert_eq!(tok(&wp, &"é".repeat(100)).len(), 100);
+        assert_eq!(tok(&wp, &"é".repeat(101)), [1]);
+    }
+
+    #[test]
+    fn matches_oracle() {
+        let v = vocab(&[
+            "a", "ab", "abc", "##b", "##bc", "##c", "##d", "é", "##é", "中", "##中", "c", "bcd",
+        ]);
+        let wp = WordPiece::new(&v, "##", 5);
+        let alphabet = ['a', 'b', 'c', 'd', 'é', '中'];
+        // All words up to length 4 over the alphabet, plus some longer ones.
+        let mut words = vec![String::new()];
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for w in &words {
+                for c in alphabet {
+                    next.push(format!("{w}{c}"));
+                }
+            }
+            for w in &next {
+                assert_eq!(tok(&wp, w), oracle(&v, w, 5), "{w:?}");
+            }
+            words = next;
+        }
+        for w in ["abcabc", "ééééé", "éééééé"] {
+            assert_eq!(tok(&wp, w), oracle(&v, w, 5), "{w:?}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Helpers shared by the integration tests: paths to the repository, the shared
+//! reference data and the real model, temporary directories.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `$EMBD_SHARED_DIR`, else `<repo>/../shared` (else `<repo>/../../shared`, for a git
+/// worktree one level deeper than the main checkout).
+pub fn shared_dir() -> PathBuf {
+    let dir = match std::env::var_os("EMBD_SHARED_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let near = repo().join("../shared");
+            let far = repo().join("../../shared");
+            if !near.is_dir() && far.join("reference").is_dir() {
+                far
+            } else {
+                near
+            }
+        }
+    };
+    assert!(
+        dir.join("reference").is_dir(),
+        "shared data directory {} (with reference/) is absent: set EMBD_SHARED_DIR",
+        dir.display()
+    );
+    dir
+}
+
+/// `path` if it exists; `None` (after a skip line) when it is absent and
+/// `EMBD_SKIP_MODEL_TESTS=1`; otherwise the test fails saying how to fetch the model.
+pub fn model_path(rel: &str, test: &str) -> Option<PathBuf> {
+    let path = repo().join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("EMBD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!(
+            "skipping {test}: {} is absent (EMBD_SKIP_MODEL_TESTS=1)",
+            path.display()
+        );
+        return None;
+    }
+    panic!(
+        "{} is absent: run scripts/fetch_model.sh to fetch and convert the model \
+         (or set EMBD_SKIP_MODEL_TESTS=1 to skip model tests)",
+        path.display()
+    );
+}
+
+/// The HF folder of all-MiniLM-L6-v2 (see [`model_path`]).
+pub fn minilm_hf_dir(test: &str) -> Option<PathBuf> {
+    model_path("models/all-MiniLM-L6-v2-hf", test)
+}
+
+/// The converted all-MiniLM-L6-v2 `.weights` (see [`model_path`]).
+pub fn minilm_weights(test: &str) -> Option<PathBuf> {
+    model_path("models/all-MiniLM-L6-v2.weights", test)
+}
+
+/// One parsed line of a reference JSONL file.
+pub struct RefCase {
+    /// The exact text.
+    pub text: String,
+    /// Token ids incl. [CLS]/[SEP].
+    pub input_ids: Vec<u32>,
+    /// The reference embedding, when the file has one.
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// Every line of `shared/reference/<name>`.
+pub fn read_reference(name: &str) -> Vec<RefCase> {
+    let path = shared_dir().join("reference").join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{name} line {}: bad JSON: {e}", i + 1));
+            let text = v["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name} line {}: no text", i + 1))
+                .to_string();
+            let input_ids = v["input_ids"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name} line {}: no input_ids", i + 1))
+                .iter()
+                .map(|x| x.as_u64().expect("id is an integer") as u32)
+                .collect();
+            let embedding = v.get("embedding").and_then(|e| e.as_array()).map(|a| {
+                a.iter()
+                    .map(|x| x.as_f64().expect("embedding value is a number") as f32)
+                    .collect()
+            });
+            RefCase {
+                text,
+                input_ids,
+                embedding,
+            }
+        })
+        .collect()
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `<tmp>/embd-it-<pid>-<tag>`.
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("embd-it-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `embd` binary built for this test run.
+pub fn embd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_embd"))
+}
