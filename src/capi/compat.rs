@@ -16,7 +16,8 @@
 //!   always 1;
 //! * handles are validated (a freed or foreign handle gives
 //!   `CPP_EMBEDDER_ERROR_INVALID_INPUT` instead of a crash);
-//! * `tokenizer_decode` honours `skip_special`.
+//! * `tokenizer_decode` honours `skip_special` (it is the tokenizer's
+//!   `decode`, HF's WordPiece decoder rule).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use super::handles::{self, Live};
 use super::last_error::to_cstring;
 use crate::error::ErrorKind;
 use crate::formats::{ModelFile, ReadOptions};
+use crate::model::config::ModelConfig;
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 use crate::{Embedder, Options, Vocab};
 
 pub(crate) const COMPAT_MAGIC: u64 = 0x4350_5045_4d42_4544; // "CPPEMBED"
@@ -150,7 +153,8 @@ fn status(body: impl FnOnce() -> CResult<()>) -> c_int {
 /// A loaded model behind a compat handle.
 pub(crate) struct CompatModel {
     embedder: Embedder,
-    vocab: Vocab,
+    /// The model's tokenizer, for `tokenizer_decode` and the special ids.
+    tokenizer: Tokenizer,
 }
 
 /// What `embedder_create_with_config` was given.
@@ -181,49 +185,21 @@ impl CompatHandle {
     }
 }
 
-/// Reads a `vocab.txt`: one token per line, ids by line number, trailing `\r`
-/// stripped, empty lines kept as tokens (so ids never shift).
+/// Reads a `vocab.txt` with the tokenizer's reader (one token per line, ids by
+/// line number), refusing files over 64 MiB.
 fn read_vocab_txt(path: &Path) -> CResult<Vocab> {
     const MAX_VOCAB_FILE: u64 = 64 << 20;
-    let meta = std::fs::metadata(path).map_err(|e| {
+    let fail = |msg: String| {
         CFail(
             code::VOCAB_NOT_LOADED,
-            format!("Failed to load tokenizer from: {}: {e}", path.display()),
+            format!("Failed to load tokenizer from: {msg}"),
         )
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_VOCAB_FILE {
-        return Err(CFail(
-            code::VOCAB_NOT_LOADED,
-            format!("vocabulary file {} is larger than 64 MiB", path.display()),
-        ));
+        return Err(fail(format!("{}: larger than 64 MiB", path.display())));
     }
-    let bytes = std::fs::read(path).map_err(|e| {
-        CFail(
-            code::VOCAB_NOT_LOADED,
-            format!("Failed to load tokenizer from: {}: {e}", path.display()),
-        )
-    })?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| {
-        CFail(
-            code::VOCAB_NOT_LOADED,
-            format!(
-                "vocabulary file {} is not UTF-8 at byte {}",
-                path.display(),
-                e.valid_up_to()
-            ),
-        )
-    })?;
-    let text = text.strip_suffix('\n').unwrap_or(text);
-    let tokens: Vec<String> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
-        .collect();
-    Vocab::from_tokens_bert(tokens).map_err(|e| {
-        CFail(
-            code::VOCAB_NOT_LOADED,
-            format!("vocabulary file {}: {e}", path.display()),
-        )
-    })
+    Vocab::from_vocab_txt(path).map_err(|e| fail(e.to_string()))
 }
 
 /// cpp_embedder's sibling vocabulary: `dir/model.bin` -> `dir/model.vocab`
@@ -287,8 +263,14 @@ fn load_model(path: &str, vocab_path: Option<&str>, cfg: CompatConfig) -> CResul
         .vocab
         .clone()
         .ok_or_else(|| CFail(code::VOCAB_NOT_LOADED, "no vocabulary".into()))?;
+    let tcfg = ModelConfig::from_metadata(&file.metadata)
+        .map(|c| TokenizerConfig::from_model_config(&c))
+        .unwrap_or_else(|_| TokenizerConfig::bert_uncased());
     let embedder = Embedder::from_model_file(file, &opts).map_err(fail)?;
-    Ok(CompatModel { embedder, vocab })
+    Ok(CompatModel {
+        embedder,
+        tokenizer: Tokenizer::new(vocab, tcfg),
+    })
 }
 
 /// Reads a C path argument (NULL is allowed by the caller's rules).
@@ -549,7 +531,7 @@ pub extern "C" fn embedder_get_vocab_size(handle_: *mut c_void) -> u32 {
     boundary(0, || {
         Ok(handle(handle_)?
             .current()
-            .map_or(0, |m| m.vocab.len() as u32))
+            .map_or(0, |m| m.tokenizer.vocab().len() as u32))
     })
 }
 
@@ -790,11 +772,11 @@ pub unsafe extern "C" fn tokenizer_encode(
         })?;
         let mut ids = m.embedder.tokenize_full(t);
         if ids.len() > max_len {
-            let sep = m.vocab.specials().sep;
+            let sep = m.tokenizer.vocab().specials().sep;
             ids.truncate(max_len - 1);
             ids.push(sep);
         }
-        ids.resize(max_len, m.vocab.specials().pad);
+        ids.resize(max_len, m.tokenizer.vocab().specials().pad);
         // SAFETY: writable for output_size >= max_len ids per the contract.
         let out = unsafe { slice_mut(output, max_len, "output") }
             .map_err(|f| CFail(code::INVALID_INPUT, f.msg))?;
@@ -803,32 +785,6 @@ pub unsafe extern "C" fn tokenizer_encode(
         unsafe { actual_length.write(max_len as u32) };
         Ok(())
     })
-}
-
-/// Decodes ids like HF's WordPiece decoder (the same rule as the tokenizer's
-/// `decode`): tokens joined by spaces, `##` pieces glued to the previous token,
-/// ids outside the vocabulary skipped, the five special tokens skipped when
-/// `skip_special`.
-fn decode(vocab: &Vocab, ids: &[u32], skip_special: bool) -> String {
-    let specials = vocab.specials().as_array();
-    let mut s = String::new();
-    let mut first = true;
-    for &id in ids {
-        if skip_special && specials.contains(&id) {
-            continue;
-        }
-        let Some(tok) = vocab.token(id) else { continue };
-        if first {
-            s.push_str(tok);
-            first = false;
-        } else if let Some(rest) = tok.strip_prefix("##") {
-            s.push_str(rest);
-        } else {
-            s.push(' ');
-            s.push_str(tok);
-        }
-    }
-    s
 }
 
 /// cpp_embedder: decodes ids into a NUL-terminated string; `skip_special`
@@ -859,7 +815,7 @@ pub unsafe extern "C" fn tokenizer_decode(
         // SAFETY: readable for `num_tokens` ids per the contract.
         let ids = unsafe { slice(token_ids, num_tokens as usize, "token_ids") }
             .map_err(|f| CFail(code::INVALID_INPUT, f.msg))?;
-        let s = decode(&m.vocab, ids, skip_special != 0);
+        let s = m.tokenizer.decode(ids, skip_special != 0);
         let need = s.len() + 1;
         if need > output_size as usize {
             return Err(CFail(
@@ -878,7 +834,13 @@ pub unsafe extern "C" fn tokenizer_decode(
 
 fn special(tokenizer: *mut c_void, pick: impl FnOnce(crate::SpecialIds) -> u32) -> u32 {
     boundary(0, || {
-        Ok(pick(tok_handle(tokenizer)?.loaded()?.vocab.specials()))
+        Ok(pick(
+            tok_handle(tokenizer)?
+                .loaded()?
+                .tokenizer
+                .vocab()
+                .specials(),
+        ))
     })
 }
 
@@ -1011,19 +973,6 @@ mod tests {
             sibling_vocab(Path::new("a.b/model")),
             PathBuf::from("a.b/model.vocab")
         );
-    }
-
-    #[test]
-    fn decode_glues_pieces_and_skips_specials() {
-        let toks: Vec<String> = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hel", "##lo", "world",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let v = Vocab::from_tokens_bert(toks).unwrap();
-        assert_eq!(decode(&v, &[2, 5, 6, 7, 3, 0, 99], true), "hello world");
-        assert_eq!(decode(&v, &[2, 5, 6, 3], false), "[CLS] hello [SEP]");
     }
 
     #[test]

@@ -13,7 +13,7 @@ fn last() -> String {
 
 #[test]
 fn open_null_arguments_name_the_parameter() {
-    let mut m: *mut embd_model = 1usize as *mut embd_model;
+    let mut m: *mut embd_model = std::ptr::dangling_mut();
     // SAFETY: NULL path is allowed by the contract; `m` is writable.
     let st = unsafe { embd_open(null(), null(), &mut m) };
     assert_eq!(st, embd_status::NullArgument);
