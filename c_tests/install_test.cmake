@@ -1,7 +1,9 @@
 # ctest script: install the built package to a temporary prefix, then build and
 # run consumers against the *installed* files, with find_package(embedder
 # CONFIG REQUIRED) (shared, static and the C++ wrapper) and with pkg-config.
-# Inputs: BUILD_DIR WORK_DIR CONSUMER_DIR C_COMPILER CXX_COMPILER GENERATOR.
+# Also builds a consumer of the source tree through FetchContent.
+# Inputs: BUILD_DIR WORK_DIR CONSUMER_DIR SOURCE_DIR CARGO_TARGET_DIR
+# CARGO_FEATURES C_COMPILER CXX_COMPILER GENERATOR.
 cmake_minimum_required(VERSION 3.16)
 
 function(run)
@@ -40,10 +42,7 @@ endforeach()
 
 # 3. pkg-config consumer
 find_program(PKG_CONFIG pkg-config)
-if(NOT PKG_CONFIG)
-  message(WARNING "pkg-config not found: skipping the pkg-config consumer")
-  return()
-endif()
+if(PKG_CONFIG)
 get_filename_component(pcdir "${pc}" DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} "${pcdir}")
 run("${PKG_CONFIG}" --cflags embedder)
@@ -57,3 +56,16 @@ string(STRIP "${LAST_OUTPUT}" libdir)
 run("${C_COMPILER}" -std=c11 -Wall -Wextra -Werror ${cflags} "${CONSUMER_DIR}/consumer.c" -o "${WORK_DIR}/consumer_pc"
     ${libs} "-Wl,-rpath,${libdir}")
 run("${WORK_DIR}/consumer_pc")
+else()
+  message(WARNING "pkg-config not found: skipping the pkg-config consumer")
+endif()
+
+# 4. FetchContent / add_subdirectory of the source tree (reusing the cargo
+#    target directory of the main build, so nothing is rebuilt).
+run("${CMAKE_COMMAND}" -S "${CONSUMER_DIR}/../fetch_consumer" -B "${WORK_DIR}/fetch-build" -G "${GENERATOR}"
+    "-DEMBEDDER_SOURCE_DIR=${SOURCE_DIR}" "-DEMBEDDER_CARGO_TARGET_DIR=${CARGO_TARGET_DIR}"
+    "-DEMBEDDER_CARGO_FEATURES=${CARGO_FEATURES}"
+    "-DCMAKE_C_COMPILER=${C_COMPILER}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+run("${CMAKE_COMMAND}" --build "${WORK_DIR}/fetch-build")
+run("${WORK_DIR}/fetch-build/consumer")
+run("${WORK_DIR}/fetch-build/consumer_static")
