@@ -3,7 +3,10 @@
 #   1. ASan + UBSan build of the C tests (EMBEDDER_SANITIZE=ON), all tests;
 #   2. the same tests under valgrind (plain build), zero errors and zero
 #      definite/indirect leaks required.
-# Usage: c_tests/run.sh [--no-valgrind] [--no-asan] [-- extra ctest args]
+# Usage: c_tests/run.sh [--no-asan] [--no-valgrind | --valgrind-full] [-- extra ctest args]
+#   By default the valgrind pass runs the tests that need no model (the
+#   inference tests take minutes each under valgrind); --valgrind-full runs
+#   them all (about 15-30 minutes on 2 cores).
 # Env:   BUILD_ROOT (default: build-ctest), CARGO_TARGET_DIR (shared with cargo
 #        by default so the crate is not rebuilt from scratch), EMBEDDER_TEST_MODEL.
 set -euo pipefail
@@ -19,6 +22,7 @@ ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-valgrind) valgrind=0 ;;
+    --valgrind-full) valgrind=2 ;;
     --no-asan) asan=0 ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -45,14 +49,17 @@ if [ "$asan" = 1 ]; then
     ctest --test-dir "$BUILD_ROOT/asan" --output-on-failure -j "$JOBS" "${ctest_args[@]}" || status=1
 fi
 
-if [ "$valgrind" = 1 ]; then
+if [ "$valgrind" != 0 ]; then
   if command -v valgrind >/dev/null; then
     echo "== valgrind =="
     cmake -S "$ROOT" -B "$BUILD_ROOT/valgrind" "${common[@]}" -DEMBEDDER_SANITIZE=OFF \
       "-DEMBEDDER_TEST_LAUNCHER=valgrind;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite,indirect;--show-leak-kinds=definite,indirect;--suppressions=$ROOT/c_tests/valgrind.supp;--quiet"
     cmake --build "$BUILD_ROOT/valgrind" -j "$JOBS"
     # the install test runs compilers, not our code: skip it under valgrind
-    ctest --test-dir "$BUILD_ROOT/valgrind" --output-on-failure -j "$JOBS" -LE install --timeout 1800 "${ctest_args[@]}" || status=1
+    exclude='install'
+    [ "$valgrind" = 1 ] && exclude='install|model'
+    EMBD_TEST_ROUNDS=1 ctest --test-dir "$BUILD_ROOT/valgrind" --output-on-failure -j "$JOBS" -LE "$exclude" \
+      --timeout 3600 "${ctest_args[@]}" || status=1
   else
     echo "valgrind not installed: skipping the valgrind pass" >&2
   fi

@@ -7,7 +7,9 @@
 
 #define N_THREADS 8
 #define N_TEXTS 8
-#define ROUNDS 6
+#define DEFAULT_ROUNDS 6
+
+static int rounds = DEFAULT_ROUNDS; /* EMBD_TEST_ROUNDS overrides (valgrind runs use 1) */
 
 static const char *const texts[N_TEXTS] = {
     "The cat sits outside",
@@ -32,7 +34,7 @@ static void *worker(void *arg) {
         thread_failures[id]++;
         return NULL;
     }
-    for (r = 0; r < ROUNDS; r++) {
+    for (r = 0; r < rounds; r++) {
         /* two different texts per call, varying with the thread and round */
         const char *pair[2];
         int a = (id + r) % N_TEXTS, b = (id * 3 + r + 1) % N_TEXTS;
@@ -62,6 +64,8 @@ int main(int argc, char **argv) {
     pthread_t th[N_THREADS];
     size_t i;
     embd_options *o = embd_options_new();
+    const char *env_rounds = getenv("EMBD_TEST_ROUNDS");
+    if (env_rounds && atoi(env_rounds) > 0) rounds = atoi(env_rounds);
     REQUIRE(o);
     /* 2 worker threads per call, so 8 callers x 2 exercise nested parallelism */
     REQUIRE(embd_options_set_threads(o, 2) == EMBD_STATUS_OK);

@@ -192,3 +192,70 @@ fn handles_are_unregistered_on_free() {
     assert!(handles::lookup(o as usize).is_none());
     let _ = before;
 }
+
+/// The converted model, if present (tests below skip without it).
+fn model_path() -> Option<std::path::PathBuf> {
+    let p =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2.weights");
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found", p.display());
+        None
+    }
+}
+
+#[test]
+fn encode_matches_the_safe_api() {
+    let Some(path) = model_path() else { return };
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let mut m = null_mut();
+    // SAFETY: NUL-terminated path, writable out-handle.
+    let st = unsafe { embd_open(cpath.as_ptr(), null(), &mut m) };
+    assert_eq!(st, embd_status::Ok, "{}", last());
+    let dim = embd_dim(m);
+    let texts = [c"A classic mbox mailbox.".as_ptr(), c"hello".as_ptr()];
+    let mut out = vec![0f32; 2 * dim];
+    // SAFETY: 2 valid texts, `out` has 2*dim floats.
+    let st = unsafe { embd_encode(m, texts.as_ptr(), 2, out.as_mut_ptr(), out.len()) };
+    assert_eq!(st, embd_status::Ok, "{}", last());
+    let e = crate::Embedder::open(&path, &crate::Options::new()).unwrap();
+    let want = e.embed(&["A classic mbox mailbox.", "hello"]).unwrap();
+    assert_eq!(out, want);
+    embd_free(m);
+    assert!(handles::lookup(m as usize).is_none());
+}
+
+#[test]
+fn compat_reads_legacy_cpp_embedder_files() {
+    use super::compat::{embedder_create, embedder_destroy, embedder_embed, embedder_get_error};
+    let Some(path) = model_path() else { return };
+    let file = crate::ModelFile::open(&path, crate::ReadOptions::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("embd-capi-legacy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let legacy = dir.join("model.bin");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&legacy).unwrap());
+    crate::formats::legacy::write_legacy(&file, &mut w).unwrap();
+    drop(w);
+    let text = c"Return true if the object is a frame object.";
+    let mut got = vec![[0f32; 384]; 2];
+    for (i, p) in [&path, &legacy].iter().enumerate() {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: NUL-terminated path.
+        let h = unsafe { embedder_create(c.as_ptr()) };
+        // SAFETY: embedder_get_error returns a NUL-terminated string.
+        let msg = unsafe { CStr::from_ptr(embedder_get_error()) };
+        assert!(!h.is_null(), "{}: {msg:?}", p.display());
+        // SAFETY: valid handle, text and 384-float buffer.
+        let rc = unsafe { embedder_embed(h, text.as_ptr(), got[i].as_mut_ptr(), 384) };
+        assert_eq!(rc, 0);
+        embedder_destroy(h);
+    }
+    let max = got[0]
+        .iter()
+        .zip(&got[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(max < 1e-5, "legacy and EMBD files differ by {max}");
+    std::fs::remove_dir_all(&dir).ok();
+}
