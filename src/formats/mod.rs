@@ -8,10 +8,14 @@
 //!
 //! [`ModelFile::open`] detects the container by its magic and dispatches.
 
+pub mod amb;
 pub mod bytes;
+pub mod coreml_blob;
 pub mod embd;
+pub mod finalfusion;
 pub mod hf;
 pub mod legacy;
+pub mod lwt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -115,6 +119,14 @@ pub enum FormatKind {
     EmbdLegacy,
     /// A HuggingFace folder with `model.safetensors` (converter input).
     HfSafetensors,
+    /// finalfusion `.fifu` word embeddings (static; `architecture` = `static`).
+    Finalfusion,
+    /// A Core ML weight blob (`weight.bin`, storage v2) with our JSON manifest.
+    CoremlBlob,
+    /// embee.cpp AMB (`.amb`, magic "AMBEE"), as resolved in docs/formats/amb.md.
+    Amb,
+    /// LightwatchAI2 `.lwt` (magic "LWATCHV1"), as resolved in docs/formats/lwt.md.
+    Lwt,
 }
 
 impl FormatKind {
@@ -124,6 +136,10 @@ impl FormatKind {
             FormatKind::Embd => "embd",
             FormatKind::EmbdLegacy => "embd-legacy",
             FormatKind::HfSafetensors => "hf-safetensors",
+            FormatKind::Finalfusion => "finalfusion",
+            FormatKind::CoremlBlob => "coreml-blob",
+            FormatKind::Amb => "amb",
+            FormatKind::Lwt => "lwt",
         }
     }
 }
@@ -342,7 +358,7 @@ impl ModelFile {
         for (i, t) in tensors.iter().enumerate() {
             if let TensorData::Mapped { start, len } = t.data {
                 let end = start.checked_add(len);
-                if end.map_or(true, |e| e > backing.bytes().len()) {
+                if end.is_none_or(|e| e > backing.bytes().len()) {
                     return Err(Error::format(
                         format!("tensor '{}'", t.name),
                         start as u64,
@@ -371,6 +387,9 @@ impl ModelFile {
     /// Opens `path`, detecting the container from its first bytes.
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
         let path = path.as_ref();
+        if coreml_blob::is_blob_dir(path) {
+            return coreml_blob::read_dir(path, opts);
+        }
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
     }
@@ -393,6 +412,15 @@ impl ModelFile {
                 return legacy::read(backing, opts);
             }
             return embd::read(backing, opts);
+        }
+        if b.starts_with(finalfusion::MAGIC) {
+            return finalfusion::read(backing, opts);
+        }
+        if b.starts_with(amb::MAGIC) {
+            return amb::read(backing, opts);
+        }
+        if b.starts_with(lwt::MAGIC) {
+            return lwt::read(backing, opts);
         }
         let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
         Err(Error::new(

@@ -1,7 +1,9 @@
 //! Integration tests: one binary, one module per area.
 
 mod common;
+mod containers;
 mod convert;
+mod engine;
 mod formats;
 mod header;
 mod tokenizer;
