@@ -551,7 +551,7 @@ pub unsafe extern "C" fn embedder_embed(
     output: *mut f32,
     output_size: u32,
 ) -> c_int {
-    let norm = handle(handle_).map_or(1, |h| c_int::from(h.config.normalize));
+    let norm = boundary(1, || Ok(c_int::from(handle(handle_)?.config.normalize)));
     // SAFETY: forwarded contract.
     unsafe { embedder_embed_ex(handle_, text, output, output_size, norm) }
 }
@@ -621,7 +621,7 @@ pub unsafe extern "C" fn embedder_embed_batch(
     output: *mut f32,
     output_size: u32,
 ) -> c_int {
-    let norm = handle(handle_).map_or(1, |h| c_int::from(h.config.normalize));
+    let norm = boundary(1, || Ok(c_int::from(handle(handle_)?.config.normalize)));
     // SAFETY: forwarded contract.
     unsafe { embedder_embed_batch_ex(handle_, texts, num_texts, output, output_size, norm) }
 }
@@ -724,7 +724,7 @@ pub extern "C" fn embedder_get_tokenizer(handle_: *mut c_void) -> *mut c_void {
 }
 
 /// cpp_embedder: encodes `text` as [CLS] ids [SEP] truncated to `max_length`
-/// (0 -> 256, values below 2 -> 2) and padded with [PAD] to `max_length`;
+/// (0 -> 256, values below 2 -> 2, above 2^20 refused with code 22) and padded with [PAD] to `max_length`;
 /// `*actual_length` receives the padded length.
 ///
 /// # Safety
@@ -757,6 +757,12 @@ pub unsafe extern "C" fn tokenizer_encode(
             1 => 2,
             n => n,
         } as usize;
+        if max_len > crate::MAX_BATCH {
+            return Err(CFail(
+                code::SEQUENCE_TOO_LONG,
+                format!("max_length {max_len} is larger than {}", crate::MAX_BATCH),
+            ));
+        }
         if max_len > output_size as usize {
             return Err(CFail(
                 code::BUFFER_TOO_SMALL,
@@ -770,6 +776,16 @@ pub unsafe extern "C" fn tokenizer_encode(
                 format!("text is not valid UTF-8 (byte offset {})", e.valid_up_to()),
             )
         })?;
+        if t.len() > crate::MAX_TEXT_BYTES {
+            return Err(CFail(
+                code::SEQUENCE_TOO_LONG,
+                format!(
+                    "text is {} bytes, more than {}",
+                    t.len(),
+                    crate::MAX_TEXT_BYTES
+                ),
+            ));
+        }
         let mut ids = m.embedder.tokenize_full(t);
         if ids.len() > max_len {
             let sep = m.tokenizer.vocab().specials().sep;
