@@ -101,6 +101,9 @@ int main(int argc, char **argv) {
         CHECK(n == 6 && ids[0] == 101 && ids[4] == ref_ids_0[4] && ids[5] == 102);
         CHECK_CODE(tokenizer_encode(tok, ref_texts[0], ids, 10, &n, 0), CPP_EMBEDDER_ERROR_BUFFER_TOO_SMALL);
         CHECK_CODE(tokenizer_encode(tok, ref_texts[0], ids, 64, NULL, 20), CPP_EMBEDDER_ERROR_NULL_POINTER);
+        /* a huge max_length is refused instead of allocating it */
+        CHECK_CODE(tokenizer_encode(tok, ref_texts[0], ids, UINT32_MAX, &n, UINT32_MAX),
+                   CPP_EMBEDDER_ERROR_SEQUENCE_TOO_LONG);
         CHECK_CODE(tokenizer_decode(tok, ref_ids_0, 12, s, sizeof s, 1), CPP_EMBEDDER_OK);
         CHECK(strcmp(s, "return true if the object is a frame object .") == 0);
         CHECK_CODE(tokenizer_decode(tok, ref_ids_0, 12, s, sizeof s, 0), CPP_EMBEDDER_OK);

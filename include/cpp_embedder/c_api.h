@@ -155,8 +155,9 @@ CPP_EMBEDDER_API CppEmbedderError embedder_embed_batch_ex(EmbedderHandle handle,
 /** The handle's tokenizer (borrowed; never destroy). NULL for NULL or when no
  *  model is loaded. Invalid after embedder_destroy (detected). */
 CPP_EMBEDDER_API TokenizerHandle embedder_get_tokenizer(EmbedderHandle handle);
-/** Writes [CLS] ids [SEP] truncated to max_length (0: 256) and padded with
- *  [PAD] to exactly max_length ids; *actual_length = max_length. */
+/** Writes [CLS] ids [SEP] truncated to max_length (0: 256; 1: 2; above 2^20:
+ *  CPP_EMBEDDER_ERROR_SEQUENCE_TOO_LONG) and padded with [PAD] to exactly
+ *  max_length ids; *actual_length = max_length. */
 CPP_EMBEDDER_API CppEmbedderError tokenizer_encode(TokenizerHandle tokenizer, const char* text,
                                                    uint32_t* output, uint32_t output_size,
                                                    uint32_t* actual_length, uint32_t max_length);
