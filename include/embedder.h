@@ -270,8 +270,8 @@ void embd_options_free(embd_options *options);
 embd_status embd_options_set_threads(embd_options *options, size_t threads);
 
 /**
- * Overrides the model's maximum sequence length (tokens including [CLS] and
- * [SEP]); longer texts are truncated. Checked against the model by `embd_open`
+ * Overrides the model's maximum sequence length (tokens including `[CLS]` and
+ * `[SEP]`); longer texts are truncated. Checked against the model by `embd_open`
  * (must be between 2 and the model's position-embedding count, else
  * `EMBD_STATUS_MODEL`).
  *
@@ -371,8 +371,8 @@ void embd_free(embd_model *model);
 size_t embd_dim(const embd_model *model);
 
 /**
- * Returns the effective maximum sequence length in tokens, including [CLS]
- * and [SEP] (after the `embd_options_set_max_seq_length` override).
+ * Returns the effective maximum sequence length in tokens, including `[CLS]`
+ * and `[SEP]` (after the `embd_options_set_max_seq_length` override).
  *
  * - `model`: borrowed for the duration of the call.
  *
@@ -512,8 +512,8 @@ embd_status embd_encode(const embd_model *model, const char *const *texts, size_
 embd_status embd_encode_texts(const embd_model *model, const embd_text *texts, size_t n_texts, float *out, size_t out_len);
 
 /**
- * Tokenizes a text as the model sees it: [CLS], the WordPiece ids truncated
- * to `embd_max_seq_length(model) - 2`, [SEP].
+ * Tokenizes a text as the model sees it: `[CLS]`, the WordPiece ids truncated
+ * to `embd_max_seq_length(model) - 2`, `[SEP]`.
  *
  * - `model`: borrowed for the duration of the call.
  * - `text`, `text_len`: UTF-8 bytes, borrowed for the duration of the call; no
@@ -542,7 +542,7 @@ embd_status embd_tokenize(const embd_model *model, const char *text, size_t text
 
 /**
  * Counts the tokens of a text as the model sees it (same as the count
- * `embd_tokenize` gives: [CLS] and [SEP] included, truncated to the maximum
+ * `embd_tokenize` gives: `[CLS]` and `[SEP]` included, truncated to the maximum
  * sequence length).
  *
  * - `model`: borrowed for the duration of the call.

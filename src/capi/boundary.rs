@@ -1,5 +1,5 @@
-//! The C boundary: every export runs its body through [`ffi_boundary`] (status
-//! functions) or [`ffi_boundary_or`] (getters), which catch panics, record the
+//! The C boundary: every export runs its body through `ffi_boundary` (status
+//! functions) or `ffi_boundary_or` (getters), which catch panics, record the
 //! last error and convert failures to statuses. Also the checked conversions
 //! from raw C arguments to Rust values (NULL checks naming the parameter, UTF-8,
 //! slice bounds).

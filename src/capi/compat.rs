@@ -723,8 +723,8 @@ pub extern "C" fn embedder_get_tokenizer(handle_: *mut c_void) -> *mut c_void {
     })
 }
 
-/// cpp_embedder: encodes `text` as [CLS] ids [SEP] truncated to `max_length`
-/// (0 -> 256, values below 2 -> 2, above 2^20 refused with code 22) and padded with [PAD] to `max_length`;
+/// cpp_embedder: encodes `text` as `[CLS]` ids `[SEP]` truncated to `max_length`
+/// (0 -> 256, values below 2 -> 2, above 2^20 refused with code 22) and padded with `[PAD]` to `max_length`;
 /// `*actual_length` receives the padded length.
 ///
 /// # Safety
@@ -804,7 +804,7 @@ pub unsafe extern "C" fn tokenizer_encode(
 }
 
 /// cpp_embedder: decodes ids into a NUL-terminated string; `skip_special`
-/// != 0 drops [PAD] [UNK] [CLS] [SEP] [MASK] (honoured, unlike cpp_embedder).
+/// != 0 drops `[PAD]` `[UNK]` `[CLS]` `[SEP]` `[MASK]` (honoured, unlike cpp_embedder).
 ///
 /// # Safety
 /// `token_ids` NULL or readable for `num_tokens` ids; `output` NULL or
@@ -860,25 +860,25 @@ fn special(tokenizer: *mut c_void, pick: impl FnOnce(crate::SpecialIds) -> u32) 
     })
 }
 
-/// cpp_embedder: the [CLS] id (101 for BERT uncased); 0 for NULL.
+/// cpp_embedder: the `[CLS]` id (101 for BERT uncased); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn tokenizer_cls_token_id(tokenizer: *mut c_void) -> u32 {
     special(tokenizer, |s| s.cls)
 }
 
-/// cpp_embedder: the [SEP] id (102 for BERT uncased); 0 for NULL.
+/// cpp_embedder: the `[SEP]` id (102 for BERT uncased); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn tokenizer_sep_token_id(tokenizer: *mut c_void) -> u32 {
     special(tokenizer, |s| s.sep)
 }
 
-/// cpp_embedder: the [PAD] id (0 for BERT uncased); 0 for NULL.
+/// cpp_embedder: the `[PAD]` id (0 for BERT uncased); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn tokenizer_pad_token_id(tokenizer: *mut c_void) -> u32 {
     special(tokenizer, |s| s.pad)
 }
 
-/// cpp_embedder: the [UNK] id (100 for BERT uncased); 0 for NULL.
+/// cpp_embedder: the `[UNK]` id (100 for BERT uncased); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn tokenizer_unk_token_id(tokenizer: *mut c_void) -> u32 {
     special(tokenizer, |s| s.unk)

@@ -1,10 +1,10 @@
 //! The C ABI: `embd_*` functions over the safe [`Embedder`](crate::Embedder)
-//! API, and the cpp_embedder compatibility functions in [`compat`].
+//! API, and the cpp_embedder compatibility functions in `compat`.
 //!
 //! This layer has no logic beyond argument checking, conversion and status
-//! mapping. Every export runs inside [`boundary::ffi_boundary`] (panics are
+//! mapping. Every export runs inside `boundary::ffi_boundary` (panics are
 //! caught and become `EMBD_STATUS_INTERNAL_PANIC`), resolves handles through the
-//! registry in [`handles`], and reports failures as an [`embd_status`] plus a
+//! registry in `handles`, and reports failures as an `embd_status` plus a
 //! per-thread message (`embd_last_error`). `include/embedder.h` is generated
 //! from this module by cbindgen (see `build.rs`); the `///` docs here are the
 //! header's documentation.
@@ -141,8 +141,8 @@ pub extern "C" fn embd_options_set_threads(
     })
 }
 
-/// Overrides the model's maximum sequence length (tokens including [CLS] and
-/// [SEP]); longer texts are truncated. Checked against the model by `embd_open`
+/// Overrides the model's maximum sequence length (tokens including `[CLS]` and
+/// `[SEP]`); longer texts are truncated. Checked against the model by `embd_open`
 /// (must be between 2 and the model's position-embedding count, else
 /// `EMBD_STATUS_MODEL`).
 ///
@@ -331,8 +331,8 @@ pub extern "C" fn embd_dim(model: *const embd_model) -> usize {
     getter("embd_dim", model, 0, |m| m.embedder.dim())
 }
 
-/// Returns the effective maximum sequence length in tokens, including [CLS]
-/// and [SEP] (after the `embd_options_set_max_seq_length` override).
+/// Returns the effective maximum sequence length in tokens, including `[CLS]`
+/// and `[SEP]` (after the `embd_options_set_max_seq_length` override).
 ///
 /// - `model`: borrowed for the duration of the call.
 ///
@@ -579,8 +579,8 @@ pub unsafe extern "C" fn embd_encode_texts(
 // Tokens
 // ---------------------------------------------------------------------------
 
-/// Tokenizes a text as the model sees it: [CLS], the WordPiece ids truncated
-/// to `embd_max_seq_length(model) - 2`, [SEP].
+/// Tokenizes a text as the model sees it: `[CLS]`, the WordPiece ids truncated
+/// to `embd_max_seq_length(model) - 2`, `[SEP]`.
 ///
 /// - `model`: borrowed for the duration of the call.
 /// - `text`, `text_len`: UTF-8 bytes, borrowed for the duration of the call; no
@@ -639,7 +639,7 @@ pub unsafe extern "C" fn embd_tokenize(
 }
 
 /// Counts the tokens of a text as the model sees it (same as the count
-/// `embd_tokenize` gives: [CLS] and [SEP] included, truncated to the maximum
+/// `embd_tokenize` gives: `[CLS]` and `[SEP]` included, truncated to the maximum
 /// sequence length).
 ///
 /// - `model`: borrowed for the duration of the call.
