@@ -1,4 +1,4 @@
-//! The C ABI: `embd_*` functions over the safe [`Embedder`](crate::Embedder)
+//! The C ABI: `embd_*` functions over the safe `Embedder`
 //! API, and the cpp_embedder compatibility functions in `compat`.
 //!
 //! This layer has no logic beyond argument checking, conversion and status

@@ -1,5 +1,5 @@
 //! `embd_status`: the stable status numbers of the C API, the one mapping from
-//! [`ErrorKind`](crate::ErrorKind) to a status, and `embd_status_str`.
+//! `ErrorKind` to a status, and `embd_status_str`.
 
 use std::ffi::c_char;
 
