@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod capi;
 pub mod convert;
 pub mod embedder;
 pub mod error;

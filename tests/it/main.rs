@@ -6,4 +6,5 @@ mod convert;
 mod cross_format;
 mod engine;
 mod formats;
+mod header;
 mod tokenizer;
