@@ -12,7 +12,7 @@
 //!
 //! [`Embeddings`] is the typed API (lookup equal to the real library's:
 //! a known word gives its stored row, an unknown word the L2-normalized sum of
-//! its subword rows). [`Embeddings::to_model_file`] / [`Embeddings::from_model_file`]
+//! its subword rows). [`Embeddings::model_file`] / [`Embeddings::from_model_file`]
 //! map it onto the generic [`ModelFile`] tensor store (metadata `architecture` =
 //! `static`), so that inspect, verify and convert treat it like any container.
 //!
