@@ -21,6 +21,9 @@ cargo clippy --release --all-targets -- -D warnings
 step "cargo test (unit, integration, reference parity, header freshness)"
 cargo test --release
 
+step "cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+
 if [ -x c_tests/run.sh ]; then
   step "C/C++ tests (CMake + ctest, valgrind)"
   c_tests/run.sh
