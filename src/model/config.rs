@@ -284,7 +284,7 @@ impl ModelConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn minilm_md() -> BTreeMap<String, String> {

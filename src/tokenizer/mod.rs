@@ -485,19 +485,7 @@ mod tests {
         assert!(c.lowercase && c.strip_accents && c.clean_text && c.handle_chinese_chars);
         assert_eq!(c.max_input_chars_per_word, 100);
         assert_eq!(c.continuation_prefix, "##");
-        let mut md: std::collections::BTreeMap<String, String> = [
-            ("model_name", "all-MiniLM-L6-v2"),
-            ("embedding_dim", "384"),
-            ("vocab_size", "30522"),
-            ("num_layers", "6"),
-            ("num_attention_heads", "12"),
-            ("hidden_size", "384"),
-            ("intermediate_size", "1536"),
-            ("max_position_emb", "512"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let mut md = crate::model::config::tests::minilm_md();
         let mc = crate::ModelConfig::from_metadata(&md).unwrap();
         assert_eq!(TokenizerConfig::from_model_config(&mc), c);
         md.insert("do_lower_case".into(), "false".into());
