@@ -102,8 +102,18 @@ static int flush_batch(const embd_model *m, const buffer *b, const size_t *lens,
     embd_status st = embd_encode_texts(m, texts, n, out, n * dim);
     if (st != EMBD_STATUS_OK) {
         char what[64];
-        snprintf(what, sizeof what, "lines %zu-%zu", first_line, first_line + n - 1);
-        return fail(what, st); /* e.g. "text 2 is not valid UTF-8 at byte 5" */
+        size_t bad = n;
+        if (st == EMBD_STATUS_INVALID_UTF8) {
+            /* The message names texts[i] of this batch; find the input line. */
+            size_t count = 0;
+            for (bad = 0; bad < n; ++bad)
+                if (embd_count_tokens(m, texts[bad].ptr, texts[bad].len, &count) == EMBD_STATUS_INVALID_UTF8) break;
+        }
+        if (bad < n)
+            snprintf(what, sizeof what, "line %zu", first_line + bad);
+        else
+            snprintf(what, sizeof what, "lines %zu-%zu", first_line, first_line + n - 1);
+        return fail(what, st);
     }
     for (size_t i = 0; i < n; ++i) print_row(out + i * dim, dim, as_array);
     return 0;

@@ -181,7 +181,8 @@ type Option func(*config)
 func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
 
 // WithMaxSeqLength overrides the model's maximum sequence length in tokens
-// (0 = the model's own). Open fails with StatusModel when out of range.
+// (0 = the model's own). Open fails (StatusInvalidArgument or StatusModel)
+// when it is outside 2..the model's position-embedding count.
 func WithMaxSeqLength(n int) Option { return func(c *config) { c.maxSeqLen = n } }
 
 // WithNormalize forces L2 normalization of the vectors on or off (default:

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -231,8 +232,12 @@ func TestOptions(t *testing.T) {
 	if math.Abs(math.Sqrt(norm)-1) < 1e-3 {
 		t.Errorf("WithNormalize(false) still gives a unit vector")
 	}
-	if _, err := embedder.Open(modelPath(t), embedder.WithMaxSeqLength(100000)); !errors.Is(err, embedder.StatusModel) {
-		t.Errorf("max seq 100000: %v, want StatusModel", err)
+	// Out of the model's range: refused at Open with a message naming the option.
+	_, err = embedder.Open(modelPath(t), embedder.WithMaxSeqLength(100000))
+	var e *embedder.Error
+	if !errors.As(err, &e) || !(e.Status == embedder.StatusModel || e.Status == embedder.StatusInvalidArgument) ||
+		!strings.Contains(e.Message, "max_seq_length") {
+		t.Errorf("max seq 100000: %v, want StatusModel or StatusInvalidArgument naming max_seq_length", err)
 	}
 	if _, err := embedder.Open(modelPath(t), embedder.WithThreads(-1)); !errors.Is(err, embedder.StatusInvalidArgument) {
 		t.Errorf("threads -1: %v, want StatusInvalidArgument", err)
@@ -263,18 +268,17 @@ func TestConcurrent(t *testing.T) {
 				if d := maxAbsDiff(got, want[i]); d > 1e-6 {
 					errs <- fmt.Errorf("goroutine %d text %d: diff %g", g, i, d)
 				}
-				// An error on this goroutine carries this goroutine's message,
-				// even with other goroutines failing differently at the same time.
-				bad := fmt.Sprintf("goroutine %d \xff", g)
-				_, err = m.Embed([]string{"ok", "ok", bad}[:1+g%3])
-				if g%3 == 2 {
-					var e *embedder.Error
-					if !errors.As(err, &e) || e.Status != embedder.StatusInvalidUTF8 || !strings.Contains(e.Message, "2") {
-						errors.As(err, &e)
-						errs <- fmt.Errorf("goroutine %d: want invalid UTF-8 of text 2, got %v", g, err)
-					}
-				} else if err != nil {
-					errs <- err
+				// A failure carries this goroutine's own message (index and byte
+				// offset), even with other goroutines failing differently at the
+				// same time: the message is read in the same C call.
+				idx := g % 4
+				batch := []string{"ok", "ok", "ok", "ok"}[:idx+1]
+				batch[idx] = strings.Repeat("x", g+r) + "\xff"
+				_, err = m.Embed(batch)
+				var e *embedder.Error
+				wantMsg := fmt.Sprintf("texts[%d] is not valid UTF-8 (invalid byte sequence at byte offset %d)", idx, g+r)
+				if !errors.As(err, &e) || e.Status != embedder.StatusInvalidUTF8 || !strings.Contains(e.Message, wantMsg) {
+					errs <- fmt.Errorf("goroutine %d: want %q, got %v", g, wantMsg, err)
 				}
 				if n, err := m.CountTokens(texts[i]); err != nil || n < 2 {
 					errs <- fmt.Errorf("CountTokens: %d %v", n, err)
@@ -373,5 +377,26 @@ func TestStatusAndVersion(t *testing.T) {
 	}
 	if v := embedder.Version(); strings.Count(v, ".") != 2 {
 		t.Errorf("Version %q", v)
+	}
+}
+
+func TestFinalizerFreesForgottenModels(t *testing.T) {
+	path := modelPath(t)
+	for i := 0; i < 3; i++ {
+		m, err := embedder.Open(path, embedder.WithThreads(1), embedder.WithVerifyChecksums(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.CountTokens("forgotten"); err != nil {
+			t.Fatal(err)
+		}
+		// not closed: the finalizer frees it
+	}
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	m := openModel(t, embedder.WithThreads(1))
+	if v, err := m.EmbedOne("still fine"); err != nil || len(v) != 384 {
+		t.Fatalf("after finalizers: %v", err)
 	}
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# End to end, from the source tree: build the library with CMake (which drives
+# cargo), install it to a temporary prefix, then build and run the examples
+# against the *installed* package only:
+#   1. C and C++ examples: examples/CMakeLists.txt configured standalone with
+#      find_package(embedder CONFIG REQUIRED) (CMAKE_PREFIX_PATH=<prefix>),
+#      built with -Wall -Wextra -Werror, run by ctest (shared library), plus a
+#      static-library build of the C example;
+#   2. C with pkg-config only: cc embed_lines.c $(pkg-config --cflags --libs embedder);
+#   3. Go: examples/go/run_tests.sh with EMBEDDER_PREFIX=<prefix> (#cgo pkg-config).
+# Exits non-zero on any failure.
+# Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), BUILD_ROOT
+# (default <repo>/build-examples), CARGO_TARGET_DIR (default <repo>/target, shared
+# with cargo so the crate is not rebuilt), PREFIX (default: a temporary
+# directory, removed at exit), JOBS (default 2), SKIP_GO=1 to skip step 3.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+BUILD_ROOT="${BUILD_ROOT:-$ROOT/build-examples}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+MODEL="${EMBD_MODEL:-$ROOT/models/all-MiniLM-L6-v2.weights}"
+JOBS="${JOBS:-2}"
+say() { printf '\n==> %s\n' "$*"; }
+
+tmp=""
+cleanup() { [ -z "$tmp" ] || rm -rf "$tmp"; }
+trap cleanup EXIT
+if [ -z "${PREFIX:-}" ]; then
+  tmp="$(mktemp -d)"
+  PREFIX="$tmp/prefix"
+fi
+[ -f "$MODEL" ] || echo "note: model $MODEL not found; the example tests will fail" >&2
+
+say "build the library (cmake -> cargo build --release --lib) and install it to $PREFIX"
+cmake -S "$ROOT" -B "$BUILD_ROOT/lib" -DCMAKE_BUILD_TYPE=Release -DEMBEDDER_BUILD_TESTS=OFF \
+  "-DEMBEDDER_CARGO_TARGET_DIR=$TARGET_DIR"
+cmake --build "$BUILD_ROOT/lib" -j "$JOBS"
+cmake --install "$BUILD_ROOT/lib" --prefix "$PREFIX"
+
+say "C and C++ examples against the installed package (find_package), shared library"
+rm -rf "$BUILD_ROOT/examples" "$BUILD_ROOT/examples-static"
+cmake -S "$HERE" -B "$BUILD_ROOT/examples" "-DCMAKE_PREFIX_PATH=$PREFIX" "-DEMBEDDER_EXAMPLES_MODEL=$MODEL"
+cmake --build "$BUILD_ROOT/examples" -j "$JOBS"
+ctest --test-dir "$BUILD_ROOT/examples" --output-on-failure -j "$JOBS"
+
+say "C example linked statically (embedder::embedder_static)"
+cmake -S "$HERE" -B "$BUILD_ROOT/examples-static" "-DCMAKE_PREFIX_PATH=$PREFIX" "-DEMBEDDER_EXAMPLES_MODEL=$MODEL" \
+  -DEMBEDDER_EXAMPLES_STATIC=ON
+cmake --build "$BUILD_ROOT/examples-static" -j "$JOBS" --target embed_lines
+if ldd "$BUILD_ROOT/examples-static/embed_lines" | grep -q libembedder; then
+  echo "embed_lines (static) still links libembedder.so" >&2
+  exit 1
+fi
+ctest --test-dir "$BUILD_ROOT/examples-static" --output-on-failure -R '^example_c_embed_lines$'
+
+say "C example with pkg-config only"
+pcdir="$(dirname "$(find "$PREFIX" -path '*/pkgconfig/embedder.pc' | head -n1)")"
+export PKG_CONFIG_PATH="$pcdir"
+libdir="$(pkg-config --variable=libdir embedder)"
+# shellcheck disable=SC2046  # word splitting of pkg-config output is intended
+cc -std=c11 -Wall -Wextra -Werror -pedantic $(pkg-config --cflags embedder) "$HERE/c/embed_lines.c" \
+  -o "$BUILD_ROOT/embed_lines_pc" $(pkg-config --libs embedder) "-Wl,-rpath,$libdir"
+out="$(printf 'hello world\nsecond line\n' | "$BUILD_ROOT/embed_lines_pc" --array "$MODEL")"
+[ "$(printf '%s\n' "$out" | wc -l)" = 2 ] || { echo "embed_lines_pc: expected 2 lines" >&2; exit 1; }
+[ "$(printf '%s\n' "$out" | head -n1 | tr ',' '\n' | wc -l)" = 384 ] || { echo "embed_lines_pc: expected 384 numbers" >&2; exit 1; }
+echo "embed_lines_pc: 2 lines of 384 numbers"
+
+if [ "${SKIP_GO:-0}" != 1 ]; then
+  say "Go binding against the installed package (pkg-config)"
+  EMBEDDER_PREFIX="$PREFIX" EMBD_MODEL="$MODEL" "$HERE/go/run_tests.sh"
+fi
+
+say "examples against the installed package: all passed"
