@@ -101,7 +101,9 @@ static int flush_batch(const embd_model *m, const buffer *b, const size_t *lens,
     }
     embd_status st = embd_encode_texts(m, texts, n, out, n * dim);
     if (st != EMBD_STATUS_OK) {
-        char what[64];
+        char what[64], msg[512];
+        /* Copy the message now: the search below makes failing calls too. */
+        snprintf(msg, sizeof msg, "%s", embd_last_error());
         size_t bad = n;
         if (st == EMBD_STATUS_INVALID_UTF8) {
             /* The message names texts[i] of this batch; find the input line. */
@@ -113,7 +115,8 @@ static int flush_batch(const embd_model *m, const buffer *b, const size_t *lens,
             snprintf(what, sizeof what, "line %zu", first_line + bad);
         else
             snprintf(what, sizeof what, "lines %zu-%zu", first_line, first_line + n - 1);
-        return fail(what, st);
+        fprintf(stderr, "%s: %s: %s (status %d): %s\n", prog, what, embd_status_str(st), (int)st, msg);
+        return 1;
     }
     for (size_t i = 0; i < n; ++i) print_row(out + i * dim, dim, as_array);
     return 0;
