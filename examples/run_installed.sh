@@ -4,15 +4,17 @@
 # against the *installed* package only:
 #   1. C and C++ examples: examples/CMakeLists.txt configured standalone with
 #      find_package(embedder CONFIG REQUIRED) (CMAKE_PREFIX_PATH=<prefix>),
-#      built with -Wall -Wextra -Werror, run by ctest (shared library), plus a
-#      static-library build of the C example;
+#      built with -Wall -Wextra -Werror, run by ctest (shared library), then a
+#      subset again under valgrind, plus a static-library build of the C example;
 #   2. C with pkg-config only: cc embed_lines.c $(pkg-config --cflags --libs embedder);
 #   3. Go: examples/go/run_tests.sh with EMBEDDER_PREFIX=<prefix> (#cgo pkg-config).
 # Exits non-zero on any failure.
 # Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), BUILD_ROOT
 # (default <repo>/build-examples), CARGO_TARGET_DIR (default <repo>/target, shared
 # with cargo so the crate is not rebuilt), PREFIX (default: a temporary
-# directory, removed at exit), JOBS (default 2), SKIP_GO=1 to skip step 3.
+# directory, removed at exit), JOBS (default 2), SKIP_GO=1 to skip step 3,
+# VALGRIND=0 to skip the valgrind pass, VALGRIND=full to run the larger
+# example tests under valgrind too (several minutes).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -53,6 +55,24 @@ if ldd "$BUILD_ROOT/examples-static/embed_lines" | grep -q libembedder; then
   exit 1
 fi
 ctest --test-dir "$BUILD_ROOT/examples-static" --output-on-failure -R '^example_c_embed_lines$'
+
+if [ "${VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
+  say "C and C++ examples under valgrind (zero errors, zero definite/indirect leaks)"
+  # Inference under valgrind is slow (about 15 s for one short text, minutes
+  # for the larger tests): by default one text and the error paths;
+  # VALGRIND=full adds the 5-line, semantic search and Swift-call tests.
+  valgrind_tests='^example_(c_embed_lines_one|c_embed_lines_bad_utf8|c_embed_lines_missing_model|c_embed_lines_empty_input|c_embed_lines_usage|cpp_semantic_search_missing_model)$'
+  if [ "${VALGRIND:-1}" = full ]; then
+    valgrind_tests='^example_(c_embed_lines|c_embed_lines_one|c_embed_lines_bad_utf8|c_embed_lines_missing_model|c_embed_lines_empty_input|c_embed_lines_usage|cpp_semantic_search|cpp_semantic_search_missing_model|swift_c_calls)$'
+  fi
+  rm -rf "$BUILD_ROOT/examples-valgrind"
+  cmake -S "$HERE" -B "$BUILD_ROOT/examples-valgrind" "-DCMAKE_PREFIX_PATH=$PREFIX" "-DEMBEDDER_EXAMPLES_MODEL=$MODEL" \
+    -DCMAKE_BUILD_TYPE=Debug \
+    "-DEMBEDDER_EXAMPLES_LAUNCHER=valgrind;--error-exitcode=99;--leak-check=full;--errors-for-leak-kinds=definite,indirect;--show-leak-kinds=definite,indirect;--suppressions=$ROOT/c_tests/valgrind.supp;--quiet"
+  cmake --build "$BUILD_ROOT/examples-valgrind" -j "$JOBS"
+  ctest --test-dir "$BUILD_ROOT/examples-valgrind" --output-on-failure -j "$JOBS" --timeout 1800 \
+    -R "$valgrind_tests"
+fi
 
 say "C example with pkg-config only"
 pcdir="$(dirname "$(find "$PREFIX" -path '*/pkgconfig/embedder.pc' | head -n1)")"
