@@ -32,5 +32,8 @@ do {
 do {
     _ = try Model(path: "/nonexistent.weights")
 } catch let e as EmbedderError {
-    print("expected error: \(e)")   // "model file not found (status 20): embd_open: ..."
+    print("expected error: \(e)")   // "file not found (status 20): embd_open: ..."
+} catch {
+    print("unexpected error: \(error)")
+    exit(1)
 }
