@@ -120,7 +120,9 @@ fi
 say "cmd/embd-go-demo"
 mkdir -p "$ROOT/target"
 go build -o "$ROOT/target/embd-go-demo" ./cmd/embd-go-demo
-"$ROOT/target/embd-go-demo" -threads 2 | tee /dev/stderr | grep -q "dim 384"
+demo_out="$("$ROOT/target/embd-go-demo" -threads 2)"
+printf '%s\n' "$demo_out"
+case "$demo_out" in *"dim 384"*) ;; *) echo "embd-go-demo: unexpected output" >&2; exit 1 ;; esac
 if "$ROOT/target/embd-go-demo" -m /nonexistent.weights 2>/dev/null; then
   echo "embd-go-demo: a missing model must fail" >&2
   exit 1
