@@ -5,7 +5,8 @@
 #   1. C and C++ examples: examples/CMakeLists.txt configured standalone with
 #      find_package(embedder CONFIG REQUIRED) (CMAKE_PREFIX_PATH=<prefix>),
 #      built with -Wall -Wextra -Werror, run by ctest (shared library), then a
-#      subset again under valgrind, plus a static-library build of the C example;
+#      all again with ASan + UBSan, a subset under valgrind, plus a
+#      static-library build of the C example;
 #   2. C with pkg-config only: cc embed_lines.c $(pkg-config --cflags --libs embedder);
 #   3. Go: examples/go/run_tests.sh with EMBEDDER_PREFIX=<prefix> (#cgo pkg-config).
 # Exits non-zero on any failure.
@@ -55,6 +56,14 @@ if ldd "$BUILD_ROOT/examples-static/embed_lines" | grep -q libembedder; then
   exit 1
 fi
 ctest --test-dir "$BUILD_ROOT/examples-static" --output-on-failure -R '^example_c_embed_lines$'
+
+say "C and C++ examples with ASan + UBSan (all example tests)"
+rm -rf "$BUILD_ROOT/examples-asan"
+cmake -S "$HERE" -B "$BUILD_ROOT/examples-asan" "-DCMAKE_PREFIX_PATH=$PREFIX" "-DEMBEDDER_EXAMPLES_MODEL=$MODEL" \
+  -DCMAKE_BUILD_TYPE=Debug -DEMBEDDER_EXAMPLES_SANITIZE=ON
+cmake --build "$BUILD_ROOT/examples-asan" -j "$JOBS"
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --test-dir "$BUILD_ROOT/examples-asan" --output-on-failure -j "$JOBS"
 
 if [ "${VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
   say "C and C++ examples under valgrind (zero errors, zero definite/indirect leaks)"

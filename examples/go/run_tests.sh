@@ -10,6 +10,9 @@
 # Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), EMBD_SHARED_DIR
 # (reference data; default <repo>/../shared when it exists), CARGO_TARGET_DIR
 # (default <repo>/target), JOBS (default 2).
+# Runs: gofmt -l, go vet, go test -v, go test -race (concurrency tests),
+# go test -asan (GO_ASAN=0 skips), cmd/embd-go-demo. -race and -asan are
+# probed first and skipped only when this Go installation cannot build them.
 # Installs Go (Debian golang-go) and pkg-config when missing. Exits non-zero on
 # any failure.
 set -euo pipefail
@@ -116,6 +119,14 @@ if go test -race -count=1 -run '^$' . >/dev/null 2>&1; then
   go test -race -count=1 -run 'TestConcurrent|TestCloseWhileInUse' .
 else
   say "go test -race: not supported by this Go installation; skipped"
+fi
+# AddressSanitizer over the Go side and the cgo helpers (the C code in the
+# preamble): same probe-then-require rule.
+if [ "${GO_ASAN:-1}" != 0 ] && go test -asan -count=1 -run '^$' . >/dev/null 2>&1; then
+  say "go test -asan"
+  go test -asan -count=1 .
+else
+  say "go test -asan: not supported by this Go installation (or GO_ASAN=0); skipped"
 fi
 say "cmd/embd-go-demo"
 mkdir -p "$ROOT/target"
