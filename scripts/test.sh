@@ -29,7 +29,10 @@ if [ -x c_tests/run.sh ]; then
   c_tests/run.sh
 fi
 
-if [ -d examples/go ] && [ -f examples/go/go.mod ]; then
+if [ -x examples/run_installed.sh ]; then
+  step "examples against the installed package: C/C++ (ctest, valgrind), Go (go test via examples/go/run_tests.sh)"
+  examples/run_installed.sh
+elif [ -d examples/go ] && [ -f examples/go/go.mod ]; then
   step "Go binding (go test)"
   examples/go/run_tests.sh
 fi

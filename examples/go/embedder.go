@@ -1,0 +1,398 @@
+// Package embedder is a Go binding (cgo) of the embedder C library: sentence
+// embeddings on the CPU.
+//
+//	m, err := embedder.Open("all-MiniLM-L6-v2.weights", embedder.WithThreads(2))
+//	if err != nil { ... }
+//	defer m.Close()
+//	vecs, err := m.Embed([]string{"The cat sits outside", "A man is playing guitar"})
+//
+// The library is found through pkg-config (embedder.pc, installed by
+// `cmake --install`; set PKG_CONFIG_PATH=<prefix>/lib/pkgconfig).
+//
+// Errors are *Error values carrying the library's status code and message;
+// errors.Is(err, embedder.StatusNotFound) tests the code. A *Model is safe for
+// concurrent use by many goroutines: the C model is immutable and the library
+// takes no global lock, so calls run in parallel. Close waits for running
+// calls; later calls return ErrClosed.
+package embedder
+
+/*
+#cgo pkg-config: embedder
+#include <stdlib.h>
+#include <string.h>
+#include <embedder.h>
+
+// Every helper below calls one embd_* function and, when it fails, copies
+// embd_last_error() into malloc'd memory in the SAME C call: the message is
+// per OS thread, and a goroutine may move to another thread between two cgo
+// calls. The caller frees *err with free().
+
+static char *embd_go_copy_error(void) {
+	const char *e = embd_last_error();
+	size_t n = strlen(e);
+	char *c = (char *)malloc(n + 1);
+	if (c != NULL) memcpy(c, e, n + 1);
+	return c;
+}
+
+static embd_status embd_go_open(const char *path, size_t threads, size_t max_seq, int normalize,
+                                int verify, embd_model **out, char **err) {
+	*err = NULL;
+	*out = NULL;
+	embd_options *o = embd_options_new();
+	if (o == NULL) {
+		*err = embd_go_copy_error();
+		return EMBD_STATUS_INTERNAL;
+	}
+	embd_status st = embd_options_set_threads(o, threads);
+	if (st == EMBD_STATUS_OK) st = embd_options_set_max_seq_length(o, max_seq);
+	if (st == EMBD_STATUS_OK) st = embd_options_set_normalize(o, normalize);
+	if (st == EMBD_STATUS_OK) st = embd_options_set_verify_checksums(o, verify);
+	if (st == EMBD_STATUS_OK) st = embd_open(path, o, out);
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
+	embd_options_free(o);
+	return st;
+}
+
+// Texts arrive as one buffer of concatenated UTF-8 bytes plus one length per
+// text (Go memory without Go pointers, so cgo may pass it); the embd_text
+// (pointer, length) pairs are built here, in C memory.
+static embd_status embd_go_encode(const embd_model *m, const char *buf, const size_t *lens, size_t n,
+                                  float *out, size_t out_len, char **err) {
+	*err = NULL;
+	embd_text *texts = (embd_text *)malloc(n * sizeof(embd_text));
+	if (texts == NULL) {
+		*err = NULL;
+		return EMBD_STATUS_OUT_OF_MEMORY;
+	}
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		texts[i].ptr = lens[i] ? buf + off : NULL;
+		texts[i].len = lens[i];
+		off += lens[i];
+	}
+	embd_status st = embd_encode_texts(m, texts, n, out, out_len);
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
+	free(texts);
+	return st;
+}
+
+static embd_status embd_go_tokenize(const embd_model *m, _GoString_ s, uint32_t *ids, size_t ids_len,
+                                    size_t *n, char **err) {
+	size_t len = _GoStringLen(s);
+	embd_status st = embd_tokenize(m, len ? _GoStringPtr(s) : NULL, len, ids, ids_len, n);
+	*err = st != EMBD_STATUS_OK ? embd_go_copy_error() : NULL;
+	return st;
+}
+
+static embd_status embd_go_count_tokens(const embd_model *m, _GoString_ s, size_t *n, char **err) {
+	size_t len = _GoStringLen(s);
+	embd_status st = embd_count_tokens(m, len ? _GoStringPtr(s) : NULL, len, n);
+	*err = st != EMBD_STATUS_OK ? embd_go_copy_error() : NULL;
+	return st;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Status is an embd_status code of the C library. Numbers are stable. A Status
+// is also an error, so errors.Is(err, StatusNotFound) matches any *Error with
+// that code.
+type Status int32
+
+// The embd_status codes (include/embedder.h).
+const (
+	StatusOK              Status = 0
+	StatusNullArgument    Status = 1
+	StatusInvalidArgument Status = 2
+	StatusInvalidHandle   Status = 3
+	StatusBufferTooSmall  Status = 4
+	StatusInvalidUTF8     Status = 5
+	StatusLimitExceeded   Status = 6
+	StatusNotFound        Status = 20
+	StatusIO              Status = 21
+	StatusUnknownFormat   Status = 30
+	StatusFormat          Status = 31
+	StatusChecksum        Status = 32
+	StatusUnsupported     Status = 40
+	StatusModel           Status = 41
+	StatusOutOfMemory     Status = 50
+	StatusInternal        Status = 90
+	StatusInternalPanic   Status = 91
+)
+
+// String is the library's static phrase for the status (embd_status_str).
+func (s Status) String() string { return C.GoString(C.embd_status_str(C.int32_t(s))) }
+
+// Error makes a Status usable as an error target for errors.Is.
+func (s Status) Error() string { return "embedder: " + s.String() }
+
+// Error is a failure reported by the C library: the status code and the
+// detailed message of embd_last_error().
+type Error struct {
+	Status  Status
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("embedder: %s (status %d): %s", e.Status.String(), int32(e.Status), e.Message)
+}
+
+// Unwrap returns the Status, so errors.Is(err, StatusX) works.
+func (e *Error) Unwrap() error { return e.Status }
+
+// ErrClosed is returned by the methods of a Model after Close.
+var ErrClosed = &Error{Status: StatusInvalidHandle, Message: "model is closed"}
+
+// newError builds an *Error from a status and a message copied by a C helper
+// (freed here).
+func newError(st C.embd_status, msg *C.char) *Error {
+	e := &Error{Status: Status(st)}
+	if msg != nil {
+		e.Message = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	} else {
+		e.Message = e.Status.String()
+	}
+	return e
+}
+
+// Version is the C library's version, "MAJOR.MINOR.PATCH".
+func Version() string { return C.GoString(C.embd_version()) }
+
+type config struct {
+	threads   int
+	maxSeqLen int
+	normalize int // -1 model default, 0 off, 1 on
+	verify    int
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithThreads sets the worker threads one call may use (0 = all CPUs, the default).
+func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
+
+// WithMaxSeqLength overrides the model's maximum sequence length in tokens
+// (0 = the model's own). Open fails (StatusInvalidArgument or StatusModel)
+// when it is outside 2..the model's position-embedding count.
+func WithMaxSeqLength(n int) Option { return func(c *config) { c.maxSeqLen = n } }
+
+// WithNormalize forces L2 normalization of the vectors on or off (default:
+// the model's metadata).
+func WithNormalize(on bool) Option {
+	return func(c *config) {
+		c.normalize = 0
+		if on {
+			c.normalize = 1
+		}
+	}
+}
+
+// WithVerifyChecksums turns verification of the file's checksums at Open on
+// (the default) or off.
+func WithVerifyChecksums(on bool) Option {
+	return func(c *config) {
+		c.verify = 0
+		if on {
+			c.verify = 1
+		}
+	}
+}
+
+// Model is an open model. Safe for concurrent use; Close it when done (a
+// finalizer frees a forgotten one).
+type Model struct {
+	mu     sync.RWMutex // read-held by every call, write-held by Close
+	h      *C.embd_model
+	dim    int
+	maxSeq int
+	name   string
+}
+
+// Open loads a model file (EMBD .weights or a legacy cpp_embedder file).
+func Open(path string, opts ...Option) (*Model, error) {
+	cfg := config{normalize: -1, verify: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.threads < 0 || cfg.maxSeqLen < 0 {
+		return nil, &Error{Status: StatusInvalidArgument, Message: "threads and max sequence length must not be negative"}
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var h *C.embd_model
+	var msg *C.char
+	st := C.embd_go_open(cpath, C.size_t(cfg.threads), C.size_t(cfg.maxSeqLen), C.int(cfg.normalize),
+		C.int(cfg.verify), &h, &msg)
+	if st != C.EMBD_STATUS_OK {
+		return nil, newError(st, msg)
+	}
+	m := &Model{
+		h:      h,
+		dim:    int(C.embd_dim(h)),
+		maxSeq: int(C.embd_max_seq_length(h)),
+		name:   C.GoString(C.embd_model_name(h)),
+	}
+	runtime.SetFinalizer(m, (*Model).free)
+	return m, nil
+}
+
+// free releases the C model; used by Close and the finalizer.
+func (m *Model) free() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.h != nil {
+		C.embd_free(m.h)
+		m.h = nil
+	}
+}
+
+// Close frees the model after the calls running on it return. Closing twice
+// is a no-op. Later calls return ErrClosed.
+func (m *Model) Close() error {
+	m.free()
+	runtime.SetFinalizer(m, nil)
+	return nil
+}
+
+// acquire read-locks the model and returns its handle, or ErrClosed.
+func (m *Model) acquire() (*C.embd_model, error) {
+	m.mu.RLock()
+	if m.h == nil {
+		m.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return m.h, nil
+}
+
+// Dim is the number of floats per embedding (384 for all-MiniLM-L6-v2); 0
+// after Close.
+func (m *Model) Dim() int {
+	if _, err := m.acquire(); err != nil {
+		return 0
+	}
+	defer m.mu.RUnlock()
+	return m.dim
+}
+
+// MaxSeqLength is the maximum sequence length in tokens, [CLS] and [SEP]
+// included; 0 after Close.
+func (m *Model) MaxSeqLength() int {
+	if _, err := m.acquire(); err != nil {
+		return 0
+	}
+	defer m.mu.RUnlock()
+	return m.maxSeq
+}
+
+// Name is the model's name from its metadata.
+func (m *Model) Name() string { return m.name }
+
+// Embed returns one vector of Dim() floats per text, computed as one batch
+// (each text gets exactly the vector it gets alone). Texts are UTF-8 (invalid
+// UTF-8 gives StatusInvalidUTF8); NUL bytes are ordinary text.
+func (m *Model) Embed(texts []string) ([][]float32, error) {
+	h, err := m.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	if len(texts) == 0 {
+		return [][]float32{}, nil
+	}
+	total := 0
+	for _, t := range texts {
+		total += len(t)
+	}
+	// One buffer of all the bytes and one length per text: neither holds Go
+	// pointers, so both may be passed to C.
+	buf := make([]byte, 0, total+1)
+	lens := make([]C.size_t, len(texts))
+	for i, t := range texts {
+		buf = append(buf, t...)
+		lens[i] = C.size_t(len(t))
+	}
+	buf = append(buf, 0) // never empty: &buf[0] is always valid
+	flat := make([]float32, len(texts)*m.dim)
+	var msg *C.char
+	st := C.embd_go_encode(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(texts)),
+		(*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)), &msg)
+	if st != C.EMBD_STATUS_OK {
+		return nil, newError(st, msg)
+	}
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = flat[i*m.dim : (i+1)*m.dim : (i+1)*m.dim]
+	}
+	return out, nil
+}
+
+// EmbedOne returns the vector of one text.
+func (m *Model) EmbedOne(text string) ([]float32, error) {
+	v, err := m.Embed([]string{text})
+	if err != nil {
+		return nil, err
+	}
+	return v[0], nil
+}
+
+// Tokenize returns the token ids the model sees for text: [CLS], the
+// WordPiece ids truncated to MaxSeqLength()-2, [SEP].
+func (m *Model) Tokenize(text string) ([]uint32, error) {
+	h, err := m.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	ids := make([]uint32, m.maxSeq+2) // never more than maxSeq ids
+	var n C.size_t
+	var msg *C.char
+	st := C.embd_go_tokenize(h, text, (*C.uint32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), &n, &msg)
+	if st != C.EMBD_STATUS_OK {
+		return nil, newError(st, msg)
+	}
+	return ids[:int(n):int(n)], nil
+}
+
+// CountTokens returns len(Tokenize(text)) without building the ids.
+func (m *Model) CountTokens(text string) (int, error) {
+	h, err := m.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer m.mu.RUnlock()
+	var n C.size_t
+	var msg *C.char
+	st := C.embd_go_count_tokens(h, text, &n, &msg)
+	if st != C.EMBD_STATUS_OK {
+		return 0, newError(st, msg)
+	}
+	return int(n), nil
+}
+
+// CosineSimilarity returns the cosine similarity of two vectors of equal
+// length (0 when either is all zeros); it panics if the lengths differ.
+func CosineSimilarity(a, b []float32) float32 {
+	if len(a) != len(b) {
+		panic(fmt.Sprintf("embedder: CosineSimilarity of vectors of lengths %d and %d", len(a), len(b)))
+	}
+	var dot, na, nb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return float32(dot / (math.Sqrt(na) * math.Sqrt(nb)))
+}

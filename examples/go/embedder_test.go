@@ -1,0 +1,402 @@
+package embedder_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	embedder "github.com/embedder/embedder-go"
+)
+
+// findUp looks for rel in the working directory and its parents.
+func findUp(rel string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// missing skips the test on a developer machine, but fails it in CI.
+func missing(t *testing.T, format string, args ...interface{}) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// modelPath: $EMBD_MODEL, else models/all-MiniLM-L6-v2.weights in a parent directory.
+func modelPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("EMBD_MODEL"); p != "" {
+		return p
+	}
+	if p := findUp(filepath.Join("models", "all-MiniLM-L6-v2.weights")); p != "" {
+		return p
+	}
+	missing(t, "model not found: set EMBD_MODEL to all-MiniLM-L6-v2.weights")
+	return ""
+}
+
+func openModel(t *testing.T, opts ...embedder.Option) *embedder.Model {
+	t.Helper()
+	m, err := embedder.Open(modelPath(t), opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+type reference struct {
+	Text      string    `json:"text"`
+	InputIDs  []uint32  `json:"input_ids"`
+	Embedding []float32 `json:"embedding"`
+}
+
+// referenceFile: $EMBD_SHARED_DIR/reference/minilm_reference.jsonl, else
+// ../../../shared (the repository's sibling shared/), else any parent's shared/.
+func referenceFile(t *testing.T) string {
+	t.Helper()
+	rel := filepath.Join("reference", "minilm_reference.jsonl")
+	if d := os.Getenv("EMBD_SHARED_DIR"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, rel)); err == nil {
+			return filepath.Join(d, rel)
+		}
+	}
+	if p := filepath.Join("..", "..", "..", "shared", rel); fileExists(p) {
+		return p
+	}
+	if p := findUp(filepath.Join("shared", rel)); p != "" {
+		return p
+	}
+	missing(t, "minilm_reference.jsonl not found: set EMBD_SHARED_DIR")
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func loadReferences(t *testing.T, texts ...string) []reference {
+	t.Helper()
+	f, err := os.Open(referenceFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := map[string]bool{}
+	for _, s := range texts {
+		want[s] = true
+	}
+	var refs []reference
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r reference
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("reference line: %v", err)
+		}
+		if want[r.Text] {
+			refs = append(refs, r)
+			delete(want, r.Text)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 0 {
+		t.Fatalf("texts not in the reference file: %v", want)
+	}
+	return refs
+}
+
+var refTexts = []string{
+	"Return true if the object is a frame object.",
+	"A classic mbox mailbox.",
+	"The café served crème brûlée to a naïve señor from Zürich.",
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+func TestParity(t *testing.T) {
+	refs := loadReferences(t, refTexts...)
+	m := openModel(t, embedder.WithThreads(2))
+	if m.Dim() != 384 || m.MaxSeqLength() != 256 {
+		t.Fatalf("dim %d, max seq %d", m.Dim(), m.MaxSeqLength())
+	}
+	texts := make([]string, len(refs))
+	for i, r := range refs {
+		texts[i] = r.Text
+	}
+	got, err := m.Embed(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range refs {
+		if d := maxAbsDiff(got[i], r.Embedding); d > 1e-4 {
+			t.Errorf("%q: max |diff| %g > 1e-4", r.Text, d)
+		}
+		one, err := m.EmbedOne(r.Text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(one, got[i]); d > 1e-6 {
+			t.Errorf("%q: EmbedOne differs from the batch by %g", r.Text, d)
+		}
+		ids, err := m.Tokenize(r.Text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(r.InputIDs) {
+			t.Errorf("%q: ids %v, want %v", r.Text, ids, r.InputIDs)
+		}
+		n, err := m.CountTokens(r.Text)
+		if err != nil || n != len(r.InputIDs) {
+			t.Errorf("%q: CountTokens %d, %v; want %d", r.Text, n, err, len(r.InputIDs))
+		}
+	}
+	if s := embedder.CosineSimilarity(got[0], got[0]); math.Abs(float64(s)-1) > 1e-5 {
+		t.Errorf("self similarity %v", s)
+	}
+}
+
+func TestStringsNeedNoNUL(t *testing.T) {
+	m := openModel(t, embedder.WithThreads(1))
+	// Embedded NUL bytes are ordinary text (BERT cleaning drops them); empty text is fine.
+	v, err := m.Embed([]string{"a\x00b", "ab", "", strings.Repeat("long text ", 500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsDiff(v[0], v[1]); d > 1e-6 {
+		t.Errorf("a\\x00b vs ab: %g", d)
+	}
+	for i, row := range v {
+		if len(row) != 384 || cap(row) != 384 {
+			t.Errorf("row %d: len %d cap %d", i, len(row), cap(row))
+		}
+	}
+	ids, err := m.Tokenize("")
+	if err != nil || len(ids) != 2 || ids[0] != 101 || ids[1] != 102 {
+		t.Errorf("Tokenize(\"\") = %v, %v", ids, err)
+	}
+	n, err := m.CountTokens(strings.Repeat("word ", 1000))
+	if err != nil || n != 256 {
+		t.Errorf("CountTokens(long) = %d, %v; want 256 (truncated)", n, err)
+	}
+	empty, err := m.Embed(nil)
+	if err != nil || len(empty) != 0 {
+		t.Errorf("Embed(nil) = %v, %v", empty, err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	raw := openModel(t, embedder.WithNormalize(false), embedder.WithVerifyChecksums(false), embedder.WithMaxSeqLength(128))
+	if raw.MaxSeqLength() != 128 {
+		t.Errorf("MaxSeqLength %d", raw.MaxSeqLength())
+	}
+	v, err := raw.EmbedOne(refTexts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := 0.0
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	if math.Abs(math.Sqrt(norm)-1) < 1e-3 {
+		t.Errorf("WithNormalize(false) still gives a unit vector")
+	}
+	// Out of the model's range: refused at Open with a message naming the option.
+	_, err = embedder.Open(modelPath(t), embedder.WithMaxSeqLength(100000))
+	var e *embedder.Error
+	if !errors.As(err, &e) || !(e.Status == embedder.StatusModel || e.Status == embedder.StatusInvalidArgument) ||
+		!strings.Contains(e.Message, "max_seq_length") {
+		t.Errorf("max seq 100000: %v, want StatusModel or StatusInvalidArgument naming max_seq_length", err)
+	}
+	if _, err := embedder.Open(modelPath(t), embedder.WithThreads(-1)); !errors.Is(err, embedder.StatusInvalidArgument) {
+		t.Errorf("threads -1: %v, want StatusInvalidArgument", err)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	m := openModel(t, embedder.WithThreads(1))
+	texts := []string{refTexts[0], refTexts[1], refTexts[2], "The cat sits outside", "A man is playing guitar", ""}
+	want, err := m.Embed(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, rounds = 16, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*rounds*2)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				i := (g + r) % len(texts)
+				got, err := m.EmbedOne(texts[i])
+				if err != nil {
+					errs <- err
+					continue
+				}
+				if d := maxAbsDiff(got, want[i]); d > 1e-6 {
+					errs <- fmt.Errorf("goroutine %d text %d: diff %g", g, i, d)
+				}
+				// A failure carries this goroutine's own message (index and byte
+				// offset), even with other goroutines failing differently at the
+				// same time: the message is read in the same C call.
+				idx := g % 4
+				batch := []string{"ok", "ok", "ok", "ok"}[:idx+1]
+				batch[idx] = strings.Repeat("x", g+r) + "\xff"
+				_, err = m.Embed(batch)
+				var e *embedder.Error
+				wantMsg := fmt.Sprintf("texts[%d] is not valid UTF-8 (invalid byte sequence at byte offset %d)", idx, g+r)
+				if !errors.As(err, &e) || e.Status != embedder.StatusInvalidUTF8 || !strings.Contains(e.Message, wantMsg) {
+					errs <- fmt.Errorf("goroutine %d: want %q, got %v", g, wantMsg, err)
+				}
+				if n, err := m.CountTokens(texts[i]); err != nil || n < 2 {
+					errs <- fmt.Errorf("CountTokens: %d %v", n, err)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestCloseWhileInUse(t *testing.T) {
+	m, err := embedder.Open(modelPath(t), embedder.WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				v, err := m.EmbedOne("closing soon")
+				if err != nil && !errors.Is(err, embedder.ErrClosed) {
+					t.Errorf("unexpected error: %v", err)
+				}
+				if err == nil && len(v) != 384 {
+					t.Errorf("len %d", len(v))
+				}
+			}
+		}()
+	}
+	_ = m.Close()
+	wg.Wait()
+}
+
+func TestErrors(t *testing.T) {
+	_, err := embedder.Open(filepath.Join(t.TempDir(), "missing.weights"))
+	var e *embedder.Error
+	if !errors.As(err, &e) || e.Status != embedder.StatusNotFound || !errors.Is(err, embedder.StatusNotFound) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if !strings.Contains(e.Message, "missing.weights") || !strings.Contains(err.Error(), "status 20") {
+		t.Errorf("message %q / %q", e.Message, err.Error())
+	}
+
+	junk := filepath.Join(t.TempDir(), "junk.weights")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a model ", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := embedder.Open(junk); !errors.Is(err, embedder.StatusUnknownFormat) {
+		t.Errorf("junk file: %v, want StatusUnknownFormat", err)
+	}
+
+	m := openModel(t)
+	if _, err := m.Embed([]string{"fine", "bad \xc3\x28"}); !errors.Is(err, embedder.StatusInvalidUTF8) {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+	if _, err := m.Tokenize("\xff"); !errors.Is(err, embedder.StatusInvalidUTF8) {
+		t.Errorf("Tokenize invalid UTF-8: %v", err)
+	}
+	if _, err := m.CountTokens("\xff"); !errors.Is(err, embedder.StatusInvalidUTF8) {
+		t.Errorf("CountTokens invalid UTF-8: %v", err)
+	}
+
+	// closed model
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := m.Embed([]string{"x"}); err != embedder.ErrClosed || !errors.Is(err, embedder.StatusInvalidHandle) {
+		t.Errorf("Embed after Close: %v", err)
+	}
+	if _, err := m.EmbedOne("x"); !errors.Is(err, embedder.ErrClosed) {
+		t.Errorf("EmbedOne after Close: %v", err)
+	}
+	if _, err := m.Tokenize("x"); !errors.Is(err, embedder.ErrClosed) {
+		t.Errorf("Tokenize after Close: %v", err)
+	}
+	if _, err := m.CountTokens("x"); !errors.Is(err, embedder.ErrClosed) {
+		t.Errorf("CountTokens after Close: %v", err)
+	}
+	if m.Dim() != 0 || m.MaxSeqLength() != 0 {
+		t.Errorf("Dim/MaxSeqLength after Close: %d %d", m.Dim(), m.MaxSeqLength())
+	}
+}
+
+func TestStatusAndVersion(t *testing.T) {
+	if embedder.StatusNotFound.String() == "" || embedder.Status(12345).String() != "unknown status" {
+		t.Errorf("status strings: %q %q", embedder.StatusNotFound.String(), embedder.Status(12345).String())
+	}
+	if v := embedder.Version(); strings.Count(v, ".") != 2 {
+		t.Errorf("Version %q", v)
+	}
+}
+
+func TestFinalizerFreesForgottenModels(t *testing.T) {
+	path := modelPath(t)
+	for i := 0; i < 3; i++ {
+		m, err := embedder.Open(path, embedder.WithThreads(1), embedder.WithVerifyChecksums(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.CountTokens("forgotten"); err != nil {
+			t.Fatal(err)
+		}
+		// not closed: the finalizer frees it
+	}
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	m := openModel(t, embedder.WithThreads(1))
+	if v, err := m.EmbedOne("still fine"); err != nil || len(v) != 384 {
+		t.Fatalf("after finalizers: %v", err)
+	}
+}

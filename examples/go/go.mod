@@ -1,0 +1,3 @@
+module github.com/embedder/embedder-go
+
+go 1.19

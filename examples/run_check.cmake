@@ -1,0 +1,63 @@
+# ctest helper: runs one example and checks its exit code and output.
+#   cmake -DCMD=<;-list> [-DINPUT=file] [-DEXPECT_RC=0] [-DEXPECT_LINES=n]
+#         [-DEXPECT_DIM=n] [-DSTDOUT_REGEX=re] [-DSTDERR_REGEX=re] [-DENV=<;-list of K=V>]
+#         -P run_check.cmake
+# EXPECT_DIM: every stdout line is a JSON vector ({"embedding": [...]} or
+# [...]) of exactly that many finite numbers.
+cmake_minimum_required(VERSION 3.16)
+
+if(NOT DEFINED EXPECT_RC)
+  set(EXPECT_RC 0)
+endif()
+set(input_args)
+if(DEFINED INPUT AND NOT INPUT STREQUAL "")
+  set(input_args INPUT_FILE "${INPUT}")
+endif()
+set(cmd ${CMD})
+if(DEFINED ENV AND NOT ENV STREQUAL "")
+  set(cmd "${CMAKE_COMMAND}" -E env ${ENV} ${CMD})
+endif()
+execute_process(COMMAND ${cmd} ${input_args}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(report "command: ${CMD}\nexit: ${rc}\nstderr:\n${err}\nstdout (first 600 chars):\n")
+string(SUBSTRING "${out}" 0 600 head)
+string(APPEND report "${head}\n")
+
+if(NOT rc STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "expected exit ${EXPECT_RC}\n${report}")
+endif()
+if(DEFINED STDOUT_REGEX AND NOT out MATCHES "${STDOUT_REGEX}")
+  message(FATAL_ERROR "stdout does not match '${STDOUT_REGEX}'\n${report}")
+endif()
+if(DEFINED STDERR_REGEX AND NOT err MATCHES "${STDERR_REGEX}")
+  message(FATAL_ERROR "stderr does not match '${STDERR_REGEX}'\n${report}")
+endif()
+
+# Lines of stdout (a final newline does not start another line).
+string(REGEX REPLACE "\n$" "" body "${out}")
+if(body STREQUAL "")
+  set(lines)
+else()
+  string(REPLACE ";" "\\;" body "${body}")
+  string(REPLACE "\n" ";" lines "${body}")
+endif()
+list(LENGTH lines n)
+if(DEFINED EXPECT_LINES AND NOT n EQUAL EXPECT_LINES)
+  message(FATAL_ERROR "expected ${EXPECT_LINES} output lines, got ${n}\n${report}")
+endif()
+if(DEFINED EXPECT_DIM)
+  set(num "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?")
+  set(i 0)
+  foreach(line IN LISTS lines)
+    math(EXPR i "${i} + 1")
+    if(NOT line MATCHES "^(\\{\"embedding\": )?\\[${num}(, ${num})*\\]\\}?$")
+      message(FATAL_ERROR "line ${i} is not a JSON vector of numbers\n${report}")
+    endif()
+    string(REGEX MATCHALL "${num}" values "${line}")
+    list(LENGTH values d)
+    if(NOT d EQUAL EXPECT_DIM)
+      message(FATAL_ERROR "line ${i} has ${d} numbers, expected ${EXPECT_DIM}\n${report}")
+    endif()
+  endforeach()
+endif()
+message(STATUS "ok: ${n} lines")
