@@ -24,18 +24,11 @@ cargo test --release
 step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
-if [ -x c_tests/run.sh ]; then
-  step "C/C++ tests (CMake + ctest, valgrind)"
-  c_tests/run.sh
-fi
+step "C/C++ tests (CMake + ctest: ASan+UBSan, then valgrind)"
+c_tests/run.sh
 
-if [ -x examples/run_installed.sh ]; then
-  step "examples against the installed package: C/C++ (ctest, valgrind), Go (go test via examples/go/run_tests.sh)"
-  examples/run_installed.sh
-elif [ -d examples/go ] && [ -f examples/go/go.mod ]; then
-  step "Go binding (go test)"
-  examples/go/run_tests.sh
-fi
+step "examples against the installed package: C/C++ (ctest, ASan, valgrind), Go (go test)"
+examples/run_installed.sh
 
 if [ -x bench/run.sh ]; then
   step "benchmark check mode (outputs agree with ONNX Runtime; no timing)"
