@@ -273,7 +273,7 @@ embd_status embd_options_set_threads(embd_options *options, size_t threads);
  * Overrides the model's maximum sequence length (tokens including `[CLS]` and
  * `[SEP]`); longer texts are truncated. Checked against the model by `embd_open`
  * (must be between 2 and the model's position-embedding count, else
- * `EMBD_STATUS_MODEL`).
+ * `EMBD_STATUS_INVALID_ARGUMENT`).
  *
  * - `options`: borrowed for the duration of the call.
  * - `max_seq_length`: 0 means the model's own value (the default).
@@ -315,8 +315,14 @@ embd_status embd_options_set_normalize(embd_options *options, int normalize);
 embd_status embd_options_set_verify_checksums(embd_options *options, int verify);
 
 /**
- * Opens a model file (EMBD `.weights` or a legacy cpp_embedder file),
+ * Opens a model file of any supported container,
  * validates it and prepares the engine.
+ *
+ * Any supported file works: EMBD `.weights` (and legacy cpp_embedder files),
+ * HF folders, AMB, LWT and Core ML blob folders holding a BERT encoder, and
+ * finalfusion `.fifu` word embeddings, which give a static embedder (a text's
+ * vector is the L2-normalized mean of its whitespace-separated words' vectors;
+ * `embd_tokenize` then returns word indices, `UINT32_MAX` for unknown words).
  *
  * - `path`: NUL-terminated UTF-8 file path, borrowed for the duration of the
  *   call.
@@ -376,7 +382,8 @@ size_t embd_dim(const embd_model *model);
  *
  * - `model`: borrowed for the duration of the call.
  *
- * Returns 0 if `model` is NULL or not a live model.
+ * Returns 0 if `model` is NULL or not a live model, and for static
+ * word-embedding models (no token limit).
  *
  * Thread safety: safe to call concurrently on the same model.
  */

@@ -255,16 +255,7 @@ impl Embedder {
     /// [`ErrorKind::BufferTooSmall`] if `out` is too short,
     /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`] / [`MAX_TEXT_BYTES`].
     pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
-        let need = self.check_batch(texts.len(), out.len())?;
-        for (i, t) in texts.iter().enumerate() {
-            let len = t.as_ref().len();
-            if len > MAX_TEXT_BYTES {
-                return Err(Error::new(
-                    ErrorKind::LimitExceeded,
-                    format!("text {i} has {len} bytes, more than the limit of {MAX_TEXT_BYTES}"),
-                ));
-            }
-        }
+        let need = check_batch(texts, out.len(), self.dim())?;
         let dim = self.dim();
         let mut ids: Vec<Vec<u32>> = Vec::new();
         for (group, dst) in texts
@@ -319,23 +310,7 @@ impl Embedder {
 
     /// Checks the batch size and output length; returns `n x dim`.
     fn check_batch(&self, n: usize, out_len: usize) -> Result<usize> {
-        if n > MAX_BATCH {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!("batch of {n} inputs exceeds the limit of {MAX_BATCH}"),
-            ));
-        }
-        let need = n * self.dim();
-        if out_len < need {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall,
-                format!(
-                    "output buffer holds {out_len} floats, {n} x {} = {need} are needed",
-                    self.dim()
-                ),
-            ));
-        }
-        Ok(need)
+        check_sizes(n, out_len, self.dim())
     }
 
     fn take_workspace(&self) -> Workspace {
@@ -409,6 +384,40 @@ impl Embedder {
             }),
         }
     }
+}
+
+/// Checks a batch request: at most [`MAX_BATCH`] inputs and an output of at
+/// least `n x dim` floats. Returns `n x dim`.
+fn check_sizes(n: usize, out_len: usize, dim: usize) -> Result<usize> {
+    if n > MAX_BATCH {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!("batch of {n} inputs exceeds the limit of {MAX_BATCH}"),
+        ));
+    }
+    let need = n * dim;
+    if out_len < need {
+        return Err(Error::new(
+            ErrorKind::BufferTooSmall,
+            format!("output buffer holds {out_len} floats, {n} x {dim} = {need} are needed"),
+        ));
+    }
+    Ok(need)
+}
+
+/// [`check_sizes`] plus every text within [`MAX_TEXT_BYTES`]; shared by every engine.
+pub(crate) fn check_batch<S: AsRef<str>>(texts: &[S], out_len: usize, dim: usize) -> Result<usize> {
+    let need = check_sizes(texts.len(), out_len, dim)?;
+    for (i, t) in texts.iter().enumerate() {
+        let len = t.as_ref().len();
+        if len > MAX_TEXT_BYTES {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!("text {i} has {len} bytes, more than the limit of {MAX_TEXT_BYTES}"),
+            ));
+        }
+    }
+    Ok(need)
 }
 
 /// Cosine similarity of two vectors of equal length (0 when either is zero).

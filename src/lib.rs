@@ -11,6 +11,7 @@
 pub mod capi;
 pub mod convert;
 pub mod embedder;
+pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod kernels;
@@ -19,6 +20,7 @@ pub mod options;
 pub mod tokenizer;
 
 pub use embedder::{cosine_similarity, Embedder, ModelInfo, MAX_BATCH, MAX_TEXT_BYTES};
+pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use model::config::{Activation, ModelConfig, Pooling};

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::boundary::{Fail, FfiResult};
 use super::compat::{CompatHandle, COMPAT_MAGIC};
 use super::status::embd_status;
-use crate::{Embedder, ModelInfo, Options};
+use crate::{Engine, ModelInfo, Options};
 
 pub(crate) const MODEL_MAGIC: u64 = 0x454d_4244_4d4f_444c; // "EMBDMODL"
 pub(crate) const OPTIONS_MAGIC: u64 = 0x454d_4244_4f50_5453; // "EMBDOPTS"
@@ -27,7 +27,7 @@ pub(crate) const OPTIONS_MAGIC: u64 = 0x454d_4244_4f50_5453; // "EMBDOPTS"
 /// once. Created by `embd_open`, destroyed by `embd_free`.
 pub struct embd_model {
     pub(crate) magic: u64,
-    pub(crate) embedder: Embedder,
+    pub(crate) embedder: Engine,
     pub(crate) info: ModelInfo,
     pub(crate) name: CString,
 }

@@ -20,7 +20,7 @@ pub mod version;
 use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex};
 
-use crate::{Embedder, Options};
+use crate::{Engine, Options};
 use boundary::{
     c_str, ffi_boundary, ffi_boundary_or, slice, slice_mut, text_slice, write_opt, Fail, FfiResult,
 };
@@ -144,7 +144,7 @@ pub extern "C" fn embd_options_set_threads(
 /// Overrides the model's maximum sequence length (tokens including `[CLS]` and
 /// `[SEP]`); longer texts are truncated. Checked against the model by `embd_open`
 /// (must be between 2 and the model's position-embedding count, else
-/// `EMBD_STATUS_MODEL`).
+/// `EMBD_STATUS_INVALID_ARGUMENT`).
 ///
 /// - `options`: borrowed for the duration of the call.
 /// - `max_seq_length`: 0 means the model's own value (the default).
@@ -218,8 +218,14 @@ pub extern "C" fn embd_options_set_verify_checksums(
 // Model lifetime
 // ---------------------------------------------------------------------------
 
-/// Opens a model file (EMBD `.weights` or a legacy cpp_embedder file),
+/// Opens a model file of any supported container,
 /// validates it and prepares the engine.
+///
+/// Any supported file works: EMBD `.weights` (and legacy cpp_embedder files),
+/// HF folders, AMB, LWT and Core ML blob folders holding a BERT encoder, and
+/// finalfusion `.fifu` word embeddings, which give a static embedder (a text's
+/// vector is the L2-normalized mean of its whitespace-separated words' vectors;
+/// `embd_tokenize` then returns word indices, `UINT32_MAX` for unknown words).
 ///
 /// - `path`: NUL-terminated UTF-8 file path, borrowed for the duration of the
 ///   call.
@@ -263,7 +269,7 @@ pub unsafe extern "C" fn embd_open(
             let g = o.opts.lock().unwrap_or_else(|e| e.into_inner());
             g.clone()
         };
-        let embedder = Embedder::open(path, &opts)?;
+        let embedder = Engine::open(path, &opts)?;
         let info = embedder.info();
         let name = last_error::to_cstring(&info.name);
         let m = Arc::new(embd_model {
@@ -336,7 +342,8 @@ pub extern "C" fn embd_dim(model: *const embd_model) -> usize {
 ///
 /// - `model`: borrowed for the duration of the call.
 ///
-/// Returns 0 if `model` is NULL or not a live model.
+/// Returns 0 if `model` is NULL or not a live model, and for static
+/// word-embedding models (no token limit).
 ///
 /// Thread safety: safe to call concurrently on the same model.
 #[no_mangle]

@@ -1365,3 +1365,44 @@ fn lwt_reader_never_panics() {
         let _ = ModelFile::from_bytes(x, NO_CRC);
     });
 }
+
+/// `Engine::open` on a `.fifu` written by the reference crate gives the static
+/// embedder: each text is the L2-normalized mean of its words' vectors as the
+/// reference library returns them (known words: stored rows; unknown: subwords).
+#[test]
+fn fifu_opens_as_static_embedder() {
+    let w = words(20);
+    let vocab = BucketSubwordVocab::new(w.clone(), 3, 6, BucketIndexer::new(8));
+    let e = Embeddings::new(None, vocab, NdArray::new(matrix(20 + 256, 8, 7)), norms(20));
+    let tmp = crate::common::TempDir::new("fifu-static");
+    let path = tmp.path().join("w.fifu");
+    std::fs::write(&path, write_ref(&e)).unwrap();
+    let engine = embedder::Engine::open(&path, &embedder::Options::new()).unwrap();
+    assert_eq!(engine.dim(), 8);
+    assert_eq!(engine.max_seq_length(), 0);
+    let texts = [
+        format!("{} {}", w[0], w[3]),
+        format!("{} unseenword", w[5]),
+        String::new(),
+    ];
+    let got = engine.embed(&texts).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let vecs: Vec<Vec<f32>> = t
+            .split_whitespace()
+            .filter_map(|word| e.embedding(word).map(|v| v.to_vec()))
+            .collect();
+        let mut want = vec![0f32; 8];
+        if !vecs.is_empty() {
+            for v in &vecs {
+                for (a, b) in want.iter_mut().zip(v) {
+                    *a += b / vecs.len() as f32;
+                }
+            }
+            let n = want.iter().map(|x| x * x).sum::<f32>().sqrt();
+            want.iter_mut().for_each(|x| *x /= n);
+        }
+        assert_close(&got[i * 8..(i + 1) * 8], &want, t);
+    }
+    let ids = engine.tokenize(&format!("{} unseenword", w[5]));
+    assert_eq!(ids, vec![5, u32::MAX]);
+}

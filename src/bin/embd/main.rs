@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::embd::{write_file, WriteOptions};
 use embedder::formats::hf::HfOptions;
-use embedder::{Embedder, Error, ErrorKind, ModelFile, Options, ReadOptions};
+use embedder::{Embedder, Engine, Error, ErrorKind, ModelFile, Options, ReadOptions};
 
 use io_util::{read_texts, write_npy};
 use progress::Progress;
@@ -186,13 +186,13 @@ fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf, Error> {
     ))
 }
 
-fn open_model(args: &ModelArgs) -> Result<Embedder, Error> {
+fn open_model(args: &ModelArgs) -> Result<Engine, Error> {
     let path = resolve_model(&args.model)?;
     let mut opts = Options::new();
     if let Some(t) = args.threads {
         opts = opts.threads(t);
     }
-    Embedder::open(&path, &opts)
+    Engine::open(&path, &opts)
 }
 
 fn main() -> ExitCode {

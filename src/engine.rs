@@ -1,0 +1,232 @@
+//! [`Engine`]: whatever model a file holds, behind one interface.
+//!
+//! A BERT encoder file (`architecture` = `bert`, the default) opens as an
+//! [`Embedder`]; a static word-embedding file (finalfusion `.fifu`, or any
+//! container whose metadata says `architecture` = `static`) opens as a
+//! [`StaticEmbedder`]. The C API's `embd_open` and the CLI use this type, so every
+//! supported file works through the same calls.
+
+use std::path::Path;
+
+use crate::embedder::{check_batch, Embedder, ModelInfo};
+use crate::error::{Error, ErrorKind, Result};
+use crate::formats::finalfusion::Embeddings;
+use crate::formats::{FormatKind, ModelFile, ReadOptions};
+use crate::model::config::Pooling;
+use crate::options::Options;
+
+/// A static sentence embedder over word vectors (finalfusion).
+///
+/// A text's vector is the mean of the vectors of its whitespace-separated words
+/// (known words: their stored row; unknown words: the normalized sum of their
+/// subword n-gram rows, as the finalfusion library returns; words with neither
+/// are skipped), L2-normalized unless `Options::normalize(false)`. A text with no
+/// word that has a vector gets the zero vector.
+#[derive(Debug)]
+pub struct StaticEmbedder {
+    emb: Embeddings,
+    name: String,
+    format: FormatKind,
+    normalize: bool,
+}
+
+impl StaticEmbedder {
+    /// Builds the embedder over a model file whose metadata says `static`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Model`] when the file holds no word embeddings.
+    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<StaticEmbedder> {
+        let format = file.format;
+        let name = file
+            .metadata
+            .get("model_name")
+            .cloned()
+            .unwrap_or_else(|| "static-word-embeddings".to_string());
+        if opts.max_seq_length.is_some() {
+            return Err(Error::invalid_argument(
+                "max_seq_length does not apply to static word-embedding models",
+            ));
+        }
+        Ok(StaticEmbedder {
+            emb: Embeddings::from_model_file(file)?,
+            name,
+            format,
+            normalize: opts.normalize.unwrap_or(true),
+        })
+    }
+
+    /// The word embeddings.
+    pub fn embeddings(&self) -> &Embeddings {
+        &self.emb
+    }
+
+    /// Output dimension.
+    pub fn dim(&self) -> usize {
+        self.emb.dims()
+    }
+
+    /// Vocabulary index of each whitespace-separated word, `u32::MAX` for words
+    /// outside the vocabulary (their vector, if any, comes from subwords).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        text.split_whitespace()
+            .map(|w| {
+                self.emb
+                    .word_index(w)
+                    .and_then(|i| u32::try_from(i).ok())
+                    .unwrap_or(u32::MAX)
+            })
+            .collect()
+    }
+
+    /// Number of whitespace-separated words.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+
+    /// Embeds a batch into `out` (row-major `n x dim`).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_into`] for buffer size and limits.
+    pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
+        let dim = self.dim();
+        check_batch(texts, out.len(), dim)?;
+        for (t, row) in texts.iter().zip(out.chunks_mut(dim)) {
+            match self.emb.embed_text(t.as_ref(), self.normalize) {
+                Some(v) if v.len() == dim => row.copy_from_slice(&v),
+                Some(_) => {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        "static embedding has the wrong dimension",
+                    ))
+                }
+                None => row.fill(0.0),
+            }
+        }
+        Ok(())
+    }
+
+    /// Facts about the model (layers and heads are 0; `max_seq_length` 0 = unbounded).
+    pub fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: self.name.clone(),
+            format: self.format,
+            dim: self.dim(),
+            num_layers: 0,
+            num_heads: 0,
+            hidden_size: self.dim(),
+            vocab_size: self.emb.words().len(),
+            max_seq_length: 0,
+            pooling: Pooling::Mean,
+            normalize: self.normalize,
+        }
+    }
+}
+
+/// Any model this library runs.
+#[derive(Debug)]
+pub enum Engine {
+    /// A BERT-family encoder.
+    Bert(Embedder),
+    /// Static word embeddings.
+    Static(StaticEmbedder),
+}
+
+impl Engine {
+    /// Opens any supported model file, dispatching on its `architecture`.
+    ///
+    /// # Errors
+    /// As [`Embedder::open`]; [`ErrorKind::Unsupported`] for architectures that
+    /// only convert (GPT-2).
+    pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Engine> {
+        let path = path.as_ref();
+        let file = ModelFile::open(
+            path,
+            ReadOptions {
+                verify_checksums: opts.verify_checksums,
+            },
+        )?;
+        Engine::from_model_file(file, opts).map_err(|e| e.context(path.display()))
+    }
+
+    /// Builds the engine a parsed model file asks for.
+    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Engine> {
+        match file.metadata.get("architecture").map(String::as_str) {
+            Some("static") => Ok(Engine::Static(StaticEmbedder::from_model_file(file, opts)?)),
+            Some("gpt2") => Err(Error::unsupported(
+                "GPT-2 models can be converted and inspected but not run as sentence embedders",
+            )),
+            _ => Ok(Engine::Bert(Embedder::from_model_file(file, opts)?)),
+        }
+    }
+
+    /// Output dimension.
+    pub fn dim(&self) -> usize {
+        match self {
+            Engine::Bert(e) => e.dim(),
+            Engine::Static(s) => s.dim(),
+        }
+    }
+
+    /// Maximum tokens per input (0 = unbounded, static models).
+    pub fn max_seq_length(&self) -> usize {
+        match self {
+            Engine::Bert(e) => e.max_seq_length(),
+            Engine::Static(_) => 0,
+        }
+    }
+
+    /// Facts about the model.
+    pub fn info(&self) -> ModelInfo {
+        match self {
+            Engine::Bert(e) => e.info(),
+            Engine::Static(s) => s.info(),
+        }
+    }
+
+    /// Token ids (BERT: with `[CLS]`/`[SEP]`, truncated; static: word indices).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        match self {
+            Engine::Bert(e) => e.tokenize(text),
+            Engine::Static(s) => s.tokenize(text),
+        }
+    }
+
+    /// Token ids without truncation.
+    pub fn tokenize_full(&self, text: &str) -> Vec<u32> {
+        match self {
+            Engine::Bert(e) => e.tokenize_full(text),
+            Engine::Static(s) => s.tokenize(text),
+        }
+    }
+
+    /// `tokenize(text).len()`.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        match self {
+            Engine::Bert(e) => e.count_tokens(text),
+            Engine::Static(s) => s.count_tokens(text),
+        }
+    }
+
+    /// Embeds a batch into `out` (row-major `n x dim`).
+    pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
+        match self {
+            Engine::Bert(e) => e.embed_into(texts, out),
+            Engine::Static(s) => s.embed_into(texts, out),
+        }
+    }
+
+    /// Embeds a batch into a new row-major vector.
+    pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; texts.len() * self.dim()];
+        self.embed_into(texts, &mut out)?;
+        Ok(out)
+    }
+
+    /// The BERT embedder, if this is one.
+    pub fn as_bert(&self) -> Option<&Embedder> {
+        match self {
+            Engine::Bert(e) => Some(e),
+            Engine::Static(_) => None,
+        }
+    }
+}
