@@ -125,8 +125,8 @@ impl StaticEmbedder {
 /// Any model this library runs.
 #[derive(Debug)]
 pub enum Engine {
-    /// A BERT-family encoder.
-    Bert(Embedder),
+    /// A BERT-family encoder (boxed: it is much larger than the static variant).
+    Bert(Box<Embedder>),
     /// Static word embeddings.
     Static(StaticEmbedder),
 }
@@ -155,7 +155,9 @@ impl Engine {
             Some("gpt2") => Err(Error::unsupported(
                 "GPT-2 models can be converted and inspected but not run as sentence embedders",
             )),
-            _ => Ok(Engine::Bert(Embedder::from_model_file(file, opts)?)),
+            _ => Ok(Engine::Bert(Box::new(Embedder::from_model_file(
+                file, opts,
+            )?))),
         }
     }
 
