@@ -125,10 +125,10 @@ impl StaticEmbedder {
 /// Any model this library runs.
 #[derive(Debug)]
 pub enum Engine {
-    /// A BERT-family encoder (boxed: it is much larger than the static variant).
+    /// A BERT-family encoder.
     Bert(Box<Embedder>),
     /// Static word embeddings.
-    Static(StaticEmbedder),
+    Static(Box<StaticEmbedder>),
 }
 
 impl Engine {
@@ -151,7 +151,9 @@ impl Engine {
     /// Builds the engine a parsed model file asks for.
     pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Engine> {
         match file.metadata.get("architecture").map(String::as_str) {
-            Some("static") => Ok(Engine::Static(StaticEmbedder::from_model_file(file, opts)?)),
+            Some("static") => Ok(Engine::Static(Box::new(StaticEmbedder::from_model_file(
+                file, opts,
+            )?))),
             Some("gpt2") => Err(Error::unsupported(
                 "GPT-2 models can be converted and inspected but not run as sentence embedders",
             )),
