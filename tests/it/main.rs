@@ -4,4 +4,5 @@ mod common;
 mod containers;
 mod convert;
 mod formats;
+mod fuzz_regressions;
 mod tokenizer;
