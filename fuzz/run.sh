@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-1000000}
+STATUS=0
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
@@ -18,5 +19,6 @@ for t in "${TARGETS[@]}"; do
   cargo +nightly fuzz run "$t" "fuzz/target/corpus-work/$t" "fuzz/corpus/$t" -- \
     -runs="$RUNS" -workers=1 -jobs=1 -max_len=8192 -timeout=10 \
     -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
-    -artifact_prefix="fuzz/artifacts/$t/"
+    -artifact_prefix="fuzz/artifacts/$t/" || { echo "!! $t: crash, see fuzz/artifacts/$t/"; STATUS=1; }
 done
+exit $STATUS
