@@ -22,10 +22,13 @@ use embedder::formats::{
 use embedder::tokenizer::{Tokenizer, TokenizerConfig};
 use embedder::{ModelConfig, SpecialIds, Vocab};
 
+/// A fuzz entry point.
+pub type Target = fn(&[u8]);
+
 /// Every target: `(name, entry point)`. The name is the cargo-fuzz target name,
 /// the folder of its seed corpus (`fuzz/corpus/<name>/`) and of its crash
 /// inputs (`tests/data/fuzz/<name>/`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("embd", fuzz_embd),
     ("legacy", fuzz_legacy),
     ("finalfusion", fuzz_finalfusion),
@@ -316,8 +319,8 @@ pub fn fuzz_safetensors(data: &[u8]) {
 
 const SMALL_TOKENS: &[&str] = &[
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi", "there", "ο", "##δ", "##ο", "##σ", "a",
-    "b", "c", "ab", "x", "y", "##a", "##b", "##c", "cafe", "##fe", "ca", "中", "文", "$", "+",
-    ",", "!", "café", "[", "]", "##", "#",
+    "b", "c", "ab", "x", "y", "##a", "##b", "##c", "cafe", "##fe", "ca", "中", "文", "$", "+", ",",
+    "!", "café", "[", "]", "##", "#",
 ];
 
 fn small_tokenizer(cfg: TokenizerConfig) -> Tokenizer {

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use embedder::formats::{
-    amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, Backing, DType, FormatKind,
-    ModelFile, ReadOptions, TensorEntry,
+    amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, Backing, DType, FormatKind, ModelFile,
+    ReadOptions, TensorEntry,
 };
 use embedder::Vocab;
 

@@ -498,8 +498,9 @@ fn parse(b: &[u8]) -> Result<Parsed> {
             _ => {}
         }
         if id != ID_EXPLICIT_VOCAB {
-            let end = body_at as u64 + len;
-            if c.pos() as u64 != end {
+            // `len` is only compared (a lying length is reported, not trusted).
+            let end = (body_at as u64).checked_add(len);
+            if Some(c.pos() as u64) != end {
                 p.details.push((
                     format!("chunk {k} length"),
                     format!("stored {len}, parsed {}", c.pos() - body_at),

@@ -358,7 +358,7 @@ impl ModelFile {
         for (i, t) in tensors.iter().enumerate() {
             if let TensorData::Mapped { start, len } = t.data {
                 let end = start.checked_add(len);
-                if end.map_or(true, |e| e > backing.bytes().len()) {
+                if end.is_none_or(|e| e > backing.bytes().len()) {
                     return Err(Error::format(
                         format!("tensor '{}'", t.name),
                         start as u64,
