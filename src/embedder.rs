@@ -9,11 +9,17 @@
 //! ```
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::formats::{FormatKind, ModelFile};
+use crate::formats::{FormatKind, ModelFile, ReadOptions};
+use crate::kernels::Par;
+use crate::model::bert::{BertModel, Workspace};
 use crate::model::config::{ModelConfig, Pooling};
 use crate::options::Options;
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
 /// Most texts accepted by one embedding call; larger requests are refused with
 /// [`ErrorKind::LimitExceeded`] (split them into several calls).
@@ -49,9 +55,52 @@ pub struct ModelInfo {
     pub normalize: bool,
 }
 
+/// Tokens processed together by one worker in one forward pass. A batch is
+/// cut into chunks of whole sequences of at most this many tokens (a single
+/// sequence longer than this forms its own chunk).
+pub const CHUNK_TOKENS: usize = 2048;
+
+/// Texts tokenized ahead of the forward pass in [`Embedder::embed_into`]; ids of
+/// at most this many texts are held at once.
+const TEXT_GROUP: usize = 1024;
+
+/// Chunks with fewer tokens run on one thread even when workers are idle.
+const MIN_SPLIT_TOKENS: usize = 96;
+
+/// Most worker threads accepted in [`Options::threads`].
+const MAX_THREADS: usize = 1024;
+
 /// An open model: immutable, `Send + Sync`, shareable across threads.
+///
+/// # Memory per call
+///
+/// Each worker thread processes chunks of at most [`CHUNK_TOKENS`] tokens
+/// (or one sequence, if longer) and owns one workspace of
+/// `tokens x (5 x hidden + intermediate)` floats plus `heads x len²` attention
+/// scores (one head's when the worker runs serially). For all-MiniLM-L6-v2 that
+/// is about 28 MiB per worker; workspaces are kept between calls and reused, so
+/// memory is bounded by `threads x workspace`, independent of the batch size.
+/// [`Embedder::embed_into`] additionally holds the token ids of at most 1024
+/// texts at a time.
 pub struct Embedder {
-    _todo: (),
+    cfg: ModelConfig,
+    format: FormatKind,
+    model: BertModel,
+    max_seq_length: usize,
+    normalize: bool,
+    threads: usize,
+    pool: Option<rayon::ThreadPool>,
+    workspaces: Mutex<Vec<Workspace>>,
+    tokenizer: Tokenizer,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("model", &self.cfg.model_name)
+            .field("threads", &self.threads)
+            .finish()
+    }
 }
 
 impl Embedder {
@@ -61,52 +110,134 @@ impl Embedder {
     /// # Errors
     /// I/O, format, checksum, unsupported or model errors, naming the problem.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Embedder> {
-        let _ = (path.as_ref(), opts);
-        Err(Error::new(ErrorKind::Internal, "engine not built yet"))
+        let file = ModelFile::open(
+            path.as_ref(),
+            ReadOptions {
+                verify_checksums: opts.verify_checksums,
+            },
+        )?;
+        Self::from_model_file(file, opts)
     }
 
     /// Builds the engine over an already parsed model file.
-    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Embedder> {
-        let _ = (file, opts);
-        Err(Error::new(ErrorKind::Internal, "engine not built yet"))
+    ///
+    /// # Errors
+    /// [`ErrorKind::Model`] / [`ErrorKind::Unsupported`] for bad metadata or a
+    /// missing, mistyped or misshapen tensor (named in the message);
+    /// [`ErrorKind::InvalidArgument`] for options out of range.
+    pub fn from_model_file(mut file: ModelFile, opts: &Options) -> Result<Embedder> {
+        let cfg = ModelConfig::from_metadata(&file.metadata)?;
+        let max_seq_length = match opts.max_seq_length {
+            None => cfg.max_seq_length,
+            Some(n) if (2..=cfg.max_position).contains(&n) => n,
+            Some(n) => {
+                return Err(Error::invalid_argument(format!(
+                    "max_seq_length {n} must be in 2..={} (max_position_emb)",
+                    cfg.max_position
+                )))
+            }
+        };
+        let normalize = opts.normalize.unwrap_or(cfg.normalize);
+        let threads = match opts.threads {
+            None | Some(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Some(n) if n <= MAX_THREADS => n,
+            Some(n) => {
+                return Err(Error::invalid_argument(format!(
+                    "threads {n} exceeds the maximum of {MAX_THREADS}"
+                )))
+            }
+        };
+        let vocab = file
+            .vocab
+            .take()
+            .ok_or_else(|| Error::model("model file has no vocabulary"))?;
+        if vocab.len() != cfg.vocab_size {
+            return Err(Error::model(format!(
+                "vocabulary has {} tokens but metadata 'vocab_size' is {}",
+                vocab.len(),
+                cfg.vocab_size
+            )));
+        }
+        let format = file.format;
+        let file = Arc::new(file);
+        let model = BertModel::load(&file, &cfg)?;
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("embedder-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::new(ErrorKind::Io, format!("cannot start worker threads: {e}"))
+                    })?,
+            )
+        } else {
+            None
+        };
+        let tokenizer = Tokenizer::new(vocab, TokenizerConfig::from_model_config(&cfg));
+        Ok(Embedder {
+            cfg,
+            format,
+            model,
+            max_seq_length,
+            normalize,
+            threads,
+            pool,
+            workspaces: Mutex::new(Vec::new()),
+            tokenizer,
+        })
     }
 
     /// Output dimension.
     pub fn dim(&self) -> usize {
-        0
+        self.model.hidden_size()
     }
 
     /// Effective maximum sequence length (tokens incl. [CLS]/[SEP]).
     pub fn max_seq_length(&self) -> usize {
-        0
+        self.max_seq_length
     }
 
     /// The model's configuration (as read from the file).
     pub fn config(&self) -> &ModelConfig {
-        unimplemented!()
+        &self.cfg
     }
 
     /// Facts about the model.
     pub fn info(&self) -> ModelInfo {
-        unimplemented!()
+        ModelInfo {
+            name: self.cfg.model_name.clone(),
+            format: self.format,
+            dim: self.dim(),
+            num_layers: self.cfg.num_layers,
+            num_heads: self.cfg.num_heads,
+            hidden_size: self.cfg.hidden_size,
+            vocab_size: self.cfg.vocab_size,
+            max_seq_length: self.max_seq_length,
+            pooling: self.cfg.pooling,
+            normalize: self.normalize,
+        }
+    }
+
+    /// Worker threads used by one call.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Token ids as the model sees them: `[CLS]`, text ids truncated to
     /// `max_seq_length - 2`, `[SEP]`.
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        let _ = text;
-        Vec::new()
+        self.tokenizer.encode(text, Some(self.max_seq_length))
     }
 
     /// Token ids without truncation (still with `[CLS]`/`[SEP]`).
     pub fn tokenize_full(&self, text: &str) -> Vec<u32> {
-        let _ = text;
-        Vec::new()
+        self.tokenizer.encode(text, None)
     }
 
     /// `tokenize(text).len()`, without building the vector when possible.
     pub fn count_tokens(&self, text: &str) -> usize {
-        self.tokenize(text).len()
+        self.tokenizer.count_tokens(text, Some(self.max_seq_length))
     }
 
     /// Embeds a batch into a new row-major `n x dim` vector.
@@ -124,8 +255,34 @@ impl Embedder {
     /// [`ErrorKind::BufferTooSmall`] if `out` is too short,
     /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`] / [`MAX_TEXT_BYTES`].
     pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
-        let _ = (texts, out);
-        Err(Error::new(ErrorKind::Internal, "engine not built yet"))
+        let need = self.check_batch(texts.len(), out.len())?;
+        for (i, t) in texts.iter().enumerate() {
+            let len = t.as_ref().len();
+            if len > MAX_TEXT_BYTES {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!("text {i} has {len} bytes, more than the limit of {MAX_TEXT_BYTES}"),
+                ));
+            }
+        }
+        let dim = self.dim();
+        let mut ids: Vec<Vec<u32>> = Vec::new();
+        for (group, dst) in texts
+            .chunks(TEXT_GROUP)
+            .zip(out[..need].chunks_mut(TEXT_GROUP * dim.max(1)))
+        {
+            ids.clear();
+            let tokenize = |t: &S| self.tokenize(t.as_ref());
+            match &self.pool {
+                Some(pool) if group.len() > 1 => {
+                    pool.install(|| group.par_iter().map(tokenize).collect_into_vec(&mut ids))
+                }
+                _ => ids.extend(group.iter().map(tokenize)),
+            }
+            let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+            self.run(&refs, dst)?;
+        }
+        Ok(())
     }
 
     /// Embeds one text.
@@ -135,9 +292,122 @@ impl Embedder {
 
     /// Embeds already tokenized inputs (each with `[CLS]`/`[SEP]`, at most
     /// `max_seq_length` ids, every id below the vocabulary size).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] naming the first bad input (length outside
+    /// `2..=max_seq_length`, id out of range), [`ErrorKind::BufferTooSmall`],
+    /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`].
     pub fn embed_ids(&self, ids: &[&[u32]], out: &mut [f32]) -> Result<()> {
-        let _ = (ids, out);
-        Err(Error::new(ErrorKind::Internal, "engine not built yet"))
+        let need = self.check_batch(ids.len(), out.len())?;
+        let vocab = self.cfg.vocab_size;
+        for (i, s) in ids.iter().enumerate() {
+            if s.len() < 2 || s.len() > self.max_seq_length {
+                return Err(Error::invalid_argument(format!(
+                    "input {i} has {} token ids; expected 2..={} ([CLS] and [SEP] included)",
+                    s.len(),
+                    self.max_seq_length
+                )));
+            }
+            if let Some((j, id)) = s.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
+                return Err(Error::invalid_argument(format!(
+                    "input {i}: token id {id} at position {j} is not below the vocabulary size {vocab}"
+                )));
+            }
+        }
+        self.run(ids, &mut out[..need])
+    }
+
+    /// Checks the batch size and output length; returns `n x dim`.
+    fn check_batch(&self, n: usize, out_len: usize) -> Result<usize> {
+        if n > MAX_BATCH {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!("batch of {n} inputs exceeds the limit of {MAX_BATCH}"),
+            ));
+        }
+        let need = n * self.dim();
+        if out_len < need {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!(
+                    "output buffer holds {out_len} floats, {n} x {} = {need} are needed",
+                    self.dim()
+                ),
+            ));
+        }
+        Ok(need)
+    }
+
+    fn take_workspace(&self) -> Workspace {
+        self.workspaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn put_workspace(&self, ws: Workspace) {
+        self.workspaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ws);
+    }
+
+    fn forward_chunk(&self, seqs: &[&[u32]], par: Par, out: &mut [f32]) -> Result<()> {
+        let mut ws = self.take_workspace();
+        let r = self
+            .model
+            .forward(seqs, &mut ws, par, self.cfg.pooling, self.normalize, out);
+        self.put_workspace(ws);
+        r
+    }
+
+    /// Runs validated inputs: cuts them into chunks of whole sequences and
+    /// spreads the chunks over the workers; when there are fewer chunks than
+    /// workers (one long text), each chunk's kernels are split instead. Either
+    /// way every vector is bit-identical to the one the text gets alone.
+    fn run(&self, seqs: &[&[u32]], out: &mut [f32]) -> Result<()> {
+        let dim = self.dim();
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        let target = CHUNK_TOKENS.min(total.div_ceil(self.threads).max(1));
+        let mut chunks: Vec<(&[&[u32]], &mut [f32])> = Vec::new();
+        let mut rest_out = out;
+        let mut start = 0;
+        while start < seqs.len() {
+            let mut end = start;
+            let mut tokens = 0;
+            while end < seqs.len() && (end == start || tokens + seqs[end].len() <= target) {
+                tokens += seqs[end].len();
+                end += 1;
+            }
+            let (dst, tail) = std::mem::take(&mut rest_out).split_at_mut((end - start) * dim);
+            rest_out = tail;
+            chunks.push((&seqs[start..end], dst));
+            start = end;
+        }
+        match &self.pool {
+            None => chunks
+                .into_iter()
+                .try_for_each(|(s, o)| self.forward_chunk(s, Par::Serial, o)),
+            Some(pool) if chunks.len() >= self.threads => pool.install(|| {
+                chunks
+                    .into_par_iter()
+                    .try_for_each(|(s, o)| self.forward_chunk(s, Par::Serial, o))
+            }),
+            Some(pool) => pool.install(|| {
+                chunks.into_iter().try_for_each(|(s, o)| {
+                    // Splitting the kernels of a short chunk costs more in
+                    // synchronisation than it saves.
+                    let tokens: usize = s.iter().map(|x| x.len()).sum();
+                    let par = if tokens >= MIN_SPLIT_TOKENS {
+                        Par::Threads(self.threads)
+                    } else {
+                        Par::Serial
+                    };
+                    self.forward_chunk(s, par, o)
+                })
+            }),
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod convert;
 pub mod embedder;
 pub mod error;
 pub mod formats;
+pub mod kernels;
 pub mod model;
 pub mod options;
 pub mod tokenizer;

@@ -384,11 +384,16 @@ impl ModelFile {
         })
     }
 
-    /// Opens `path`, detecting the container from its first bytes.
+    /// Opens `path`, detecting the container from its first bytes; a directory is
+    /// read as a Core ML blob folder (with `manifest.json`) or a HF folder (with
+    /// `config.json`).
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
         let path = path.as_ref();
         if coreml_blob::is_blob_dir(path) {
             return coreml_blob::read_dir(path, opts);
+        }
+        if path.is_dir() && path.join("config.json").is_file() {
+            return hf::read_dir(path, &hf::HfOptions::default());
         }
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))

@@ -3,6 +3,7 @@
 mod common;
 mod containers;
 mod convert;
+mod engine;
 mod formats;
 mod fuzz_regressions;
 mod tokenizer;

@@ -174,14 +174,6 @@ fn open_model(args: &ModelArgs) -> Result<Embedder, Error> {
     Embedder::open(&path, &opts)
 }
 
-fn open_any(path: &Path, opts: ReadOptions) -> Result<ModelFile, Error> {
-    if path.is_dir() {
-        ModelFile::open_hf_dir(path, &HfOptions::default())
-    } else {
-        ModelFile::open(path, opts)
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -204,7 +196,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             no_checksums,
             to,
         } => {
-            let model = if src.is_dir() {
+            let model = if src.is_dir() && src.join("config.json").is_file() {
                 ModelFile::open_hf_dir(
                     &src,
                     &HfOptions {
@@ -249,7 +241,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Inspect { file, json } => {
-            let m = open_any(&file, ReadOptions::default())?;
+            let m = ModelFile::open(&file, ReadOptions::default())?;
             let out = std::io::stdout();
             let mut out = out.lock();
             if json {

@@ -1,0 +1,280 @@
+//! Plain scalar versions of every kernel and of the whole BERT forward pass,
+//! used as test oracles. They favour obviousness over speed and accumulate in
+//! f64.
+
+use crate::formats::{DType, ModelFile};
+use crate::model::config::{Activation, ModelConfig, Pooling};
+
+/// `C[m x n] = A[m x k] · W[n x k]ᵀ`, triple loop, f64 accumulation.
+pub fn matmul_nt(m: usize, n: usize, k: usize, a: &[f32], w: &[f32]) -> Vec<f32> {
+    let mut c = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0f64;
+            for p in 0..k {
+                s += f64::from(a[i * k + p]) * f64::from(w[j * k + p]);
+            }
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+/// LayerNorm of one row (biased variance), in f64.
+pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> Vec<f32> {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let var = x
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let rstd = 1.0 / (var + f64::from(eps)).sqrt();
+    x.iter()
+        .zip(gamma)
+        .zip(beta)
+        .map(|((&v, &g), &b)| ((f64::from(v) - mean) * rstd * f64::from(g) + f64::from(b)) as f32)
+        .collect()
+}
+
+/// Softmax of one row, in f64.
+pub fn softmax(x: &[f32]) -> Vec<f32> {
+    let m = x
+        .iter()
+        .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
+    let e: Vec<f64> = x.iter().map(|&v| (f64::from(v) - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.iter().map(|v| (v / s) as f32).collect()
+}
+
+/// `erfc(x)` in f64: continued fraction for `x >= 3` (full relative accuracy
+/// in the tail), `1 - erf(x)` otherwise.
+pub fn erfc_f64(x: f64) -> f64 {
+    if x >= 3.0 {
+        // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+        let mut f = x;
+        for k in (1..120).rev() {
+            f = x + (k as f64 / 2.0) / f;
+        }
+        (-x * x).exp() / std::f64::consts::PI.sqrt() / f
+    } else {
+        1.0 - erf_f64(x)
+    }
+}
+
+/// `erf(x)` in f64 to about 1e-15: Taylor series below 3, `1 - erfc` above.
+pub fn erf_f64(x: f64) -> f64 {
+    let ax = x.abs();
+    let r = if ax < 3.0 {
+        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
+        let mut term = ax;
+        let mut s = ax;
+        let x2 = ax * ax;
+        for n in 1..200 {
+            term *= -x2 / n as f64;
+            let t = term / (2 * n + 1) as f64;
+            s += t;
+            if t.abs() < 1e-18 * s.abs() {
+                break;
+            }
+        }
+        s * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        1.0 - erfc_f64(ax)
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// Exact GELU computed in f64 as `x/2 · erfc(-x/√2)` (accurate in both tails).
+pub fn gelu(x: f32) -> f32 {
+    let x = f64::from(x);
+    (0.5 * x * erfc_f64(-x / std::f64::consts::SQRT_2)) as f32
+}
+
+/// Tanh GELU computed in f64.
+pub fn gelu_tanh(x: f32) -> f32 {
+    let x = f64::from(x);
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    (0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())) as f32
+}
+
+/// A tensor as f32 values, dequantizing `int8_per_row` weights with their
+/// `.weight_scale`. Panics if absent (oracle code).
+pub fn tensor(file: &ModelFile, name: &str) -> Vec<f32> {
+    let t = file
+        .tensor(name)
+        .unwrap_or_else(|| panic!("reference: tensor {name} missing"));
+    let mut v = file.tensor_to_f32(t);
+    if t.dtype == DType::I8 {
+        let s = file.tensor_to_f32(
+            file.tensor(&format!("{name}_scale"))
+                .unwrap_or_else(|| panic!("reference: {name}_scale missing")),
+        );
+        let cols = t.shape[1];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x *= s[i / cols];
+        }
+    }
+    v
+}
+
+fn linear(x: &[f32], rows: usize, file: &ModelFile, prefix: &str) -> Vec<f32> {
+    let w = tensor(file, &format!("{prefix}.weight"));
+    let b = tensor(file, &format!("{prefix}.bias"));
+    let n = b.len();
+    let k = w.len() / n;
+    let mut y = matmul_nt(rows, n, k, x, &w);
+    for r in 0..rows {
+        for j in 0..n {
+            y[r * n + j] += b[j];
+        }
+    }
+    y
+}
+
+fn ln_rows(x: &mut [f32], width: usize, file: &ModelFile, prefix: &str, eps: f32) {
+    let g = tensor(file, &format!("{prefix}.weight"));
+    let b = tensor(file, &format!("{prefix}.bias"));
+    for row in x.chunks_mut(width) {
+        let y = layer_norm(row, &g, &b, eps);
+        row.copy_from_slice(&y);
+    }
+}
+
+/// The naive BERT forward pass of one sequence: the last hidden states,
+/// `[ids.len() x hidden]`, token type 0, no padding.
+pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32> {
+    let h = cfg.hidden_size;
+    let l = ids.len();
+    let word = tensor(file, "embeddings.word_embeddings.weight");
+    let pos = tensor(file, "embeddings.position_embeddings.weight");
+    let typ = tensor(file, "embeddings.token_type_embeddings.weight");
+    let mut x = vec![0.0f32; l * h];
+    for (i, &id) in ids.iter().enumerate() {
+        for j in 0..h {
+            x[i * h + j] = word[id as usize * h + j] + typ[j] + pos[i * h + j];
+        }
+    }
+    ln_rows(&mut x, h, file, "embeddings.LayerNorm", cfg.layer_norm_eps);
+    let nh = cfg.num_heads;
+    let d = h / nh;
+    for layer in 0..cfg.num_layers {
+        let p = format!("encoder.layer.{layer}");
+        let q = linear(&x, l, file, &format!("{p}.attention.self.query"));
+        let k = linear(&x, l, file, &format!("{p}.attention.self.key"));
+        let v = linear(&x, l, file, &format!("{p}.attention.self.value"));
+        let mut ctx = vec![0.0f32; l * h];
+        for head in 0..nh {
+            for i in 0..l {
+                let mut scores = vec![0.0f32; l];
+                for (j, s) in scores.iter_mut().enumerate() {
+                    let mut acc = 0.0f64;
+                    for t in 0..d {
+                        acc +=
+                            f64::from(q[i * h + head * d + t]) * f64::from(k[j * h + head * d + t]);
+                    }
+                    *s = (acc / (d as f64).sqrt()) as f32;
+                }
+                let pr = softmax(&scores);
+                for t in 0..d {
+                    let mut acc = 0.0f64;
+                    for j in 0..l {
+                        acc += f64::from(pr[j]) * f64::from(v[j * h + head * d + t]);
+                    }
+                    ctx[i * h + head * d + t] = acc as f32;
+                }
+            }
+        }
+        let ao = linear(&ctx, l, file, &format!("{p}.attention.output.dense"));
+        for (a, b) in x.iter_mut().zip(&ao) {
+            *a += b;
+        }
+        ln_rows(
+            &mut x,
+            h,
+            file,
+            &format!("{p}.attention.output.LayerNorm"),
+            cfg.layer_norm_eps,
+        );
+        let mut inter = linear(&x, l, file, &format!("{p}.intermediate.dense"));
+        for v in inter.iter_mut() {
+            *v = match cfg.activation {
+                Activation::Gelu => gelu(*v),
+                Activation::GeluTanh => gelu_tanh(*v),
+            };
+        }
+        let o = linear(&inter, l, file, &format!("{p}.output.dense"));
+        for (a, b) in x.iter_mut().zip(&o) {
+            *a += b;
+        }
+        ln_rows(
+            &mut x,
+            h,
+            file,
+            &format!("{p}.output.LayerNorm"),
+            cfg.layer_norm_eps,
+        );
+    }
+    x
+}
+
+/// Pools `[len x width]` hidden states and optionally L2-normalises (in f64).
+pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool) -> Vec<f32> {
+    let rows = hidden.len() / width;
+    let mut out: Vec<f64> = match pooling {
+        Pooling::Cls => hidden[..width].iter().map(|&v| f64::from(v)).collect(),
+        Pooling::Mean => (0..width)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| f64::from(hidden[i * width + j]))
+                    .sum::<f64>()
+                    / rows as f64
+            })
+            .collect(),
+        Pooling::Max => (0..width)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| f64::from(hidden[i * width + j]))
+                    .fold(f64::NEG_INFINITY, f64::max)
+            })
+            .collect(),
+    };
+    if normalize {
+        let n = out.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-12);
+        for v in &mut out {
+            *v /= n;
+        }
+    }
+    out.iter().map(|&v| v as f32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_oracle_known_values() {
+        let cases = [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (3.0, 0.999_977_909_503_001_4),
+            (3.5, 0.999_999_256_901_627_7),
+            (-1.5, -0.966_105_146_475_310_7),
+        ];
+        assert!((erfc_f64(5.0) / 1.537_459_794_428_034_8e-12 - 1.0).abs() < 1e-13);
+        assert!((erfc_f64(-1.0) - 1.842_700_792_949_715).abs() < 1e-14);
+        for (x, want) in cases {
+            assert!(
+                (erf_f64(x) - want).abs() < 1e-14,
+                "erf({x}) = {}",
+                erf_f64(x)
+            );
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! The BERT encoder: weight loading with exact checks, and the packed forward
+//! pass.
+//!
+//! # Packed batches
+//!
+//! A chunk of sequences is laid out contiguously, `[total_tokens x hidden]`,
+//! without padding. Dense layers run once over all tokens; attention runs per
+//! sequence and head over that sequence's rows only, so no mask is needed and
+//! no work is spent on padding. Every row's arithmetic is independent of the
+//! other rows (see [`crate::kernels::gemm`]), so a text gets bit-identical
+//! results alone or in any batch, and with any [`Par`] setting.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::formats::{DType, ModelFile};
+use crate::kernels::gemm::{self, Epilogue};
+use crate::kernels::{ops, Par};
+use crate::model::config::{Activation, ModelConfig, Pooling};
+use crate::model::pooling;
+
+/// One weight tensor as f32: borrowed in place from the shared model file, or
+/// owned after a conversion (f16/bf16, dequantized int8, misaligned f32).
+pub enum Param {
+    /// A FLOAT32 tensor of `file`, viewed zero-copy.
+    Mapped {
+        /// Keeps the mapping alive.
+        file: Arc<ModelFile>,
+        /// Index into `file.tensors`.
+        index: usize,
+    },
+    /// Converted values.
+    Owned(Vec<f32>),
+}
+
+impl Param {
+    /// The values. For a mapped tensor this is a view of the file's bytes.
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            Param::Owned(v) => v,
+            // Presence, dtype and alignment were checked at load, so the view
+            // exists; the empty fallback is unreachable and would only make the
+            // bounds-checked kernels refuse the call.
+            Param::Mapped { file, index } => file
+                .tensors
+                .get(*index)
+                .and_then(|t| file.tensor_f32(t))
+                .unwrap_or(&[]),
+        }
+    }
+
+    /// True when the values are read in place from the file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Param::Mapped { .. })
+    }
+}
+
+fn shape_str(s: &[usize]) -> String {
+    let v: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// Loads one tensor, checking presence, dtype and exact shape.
+fn load_param(file: &Arc<ModelFile>, name: &str, shape: &[usize], int8: bool) -> Result<Param> {
+    let index = file
+        .tensors
+        .iter()
+        .position(|t| t.name == name)
+        .ok_or_else(|| Error::model(format!("required tensor '{name}' is missing")))?;
+    let t = &file.tensors[index];
+    if t.shape != shape {
+        return Err(Error::model(format!(
+            "tensor '{name}' has shape {}, expected {}",
+            shape_str(&t.shape),
+            shape_str(shape)
+        )));
+    }
+    let numel: usize = shape.iter().product();
+    if t.byte_len() != numel * t.dtype.size() {
+        return Err(Error::model(format!(
+            "tensor '{name}' has {} data bytes, expected {} for {} {}",
+            t.byte_len(),
+            numel * t.dtype.size(),
+            shape_str(shape),
+            t.dtype
+        )));
+    }
+    match t.dtype {
+        DType::F32 => Ok(if file.tensor_f32(t).is_some() {
+            Param::Mapped {
+                file: Arc::clone(file),
+                index,
+            }
+        } else {
+            Param::Owned(file.tensor_to_f32(t))
+        }),
+        DType::F16 | DType::BF16 => Ok(Param::Owned(file.tensor_to_f32(t))),
+        DType::I8 if shape.len() == 2 => {
+            let scale_name = format!("{name}_scale");
+            let Some(st) = file.tensor(&scale_name) else {
+                return Err(Error::model(format!(
+                    "tensor '{name}' is int8 but '{scale_name}' is missing"
+                )));
+            };
+            if !int8 {
+                return Err(Error::model(format!(
+                    "tensor '{name}' is int8 but metadata 'quantization' is not int8_per_row"
+                )));
+            }
+            if st.dtype != DType::F32 || st.shape != [shape[0]] || st.byte_len() != shape[0] * 4 {
+                return Err(Error::model(format!(
+                    "tensor '{scale_name}' has {} {}, expected f32 [{}]",
+                    st.dtype,
+                    shape_str(&st.shape),
+                    shape[0]
+                )));
+            }
+            let scales = file.tensor_to_f32(st);
+            let mut v = file.tensor_to_f32(t);
+            let cols = shape[1];
+            if cols > 0 {
+                for (row, s) in v.chunks_exact_mut(cols).zip(&scales) {
+                    for x in row {
+                        *x *= *s;
+                    }
+                }
+            }
+            Ok(Param::Owned(v))
+        }
+        d => Err(Error::model(format!(
+            "tensor '{name}' has dtype {d}, expected f32, f16, bf16 (or int8 with a scale)"
+        ))),
+    }
+}
+
+/// Weights of one encoder layer.
+struct Layer {
+    q_w: Param,
+    q_b: Param,
+    k_w: Param,
+    k_b: Param,
+    v_w: Param,
+    v_b: Param,
+    ao_w: Param,
+    ao_b: Param,
+    ln1_g: Param,
+    ln1_b: Param,
+    i_w: Param,
+    i_b: Param,
+    o_w: Param,
+    o_b: Param,
+    ln2_g: Param,
+    ln2_b: Param,
+}
+
+/// A loaded BERT encoder.
+pub struct BertModel {
+    hidden: usize,
+    heads: usize,
+    inter: usize,
+    vocab: usize,
+    max_position: usize,
+    eps: f32,
+    activation: Activation,
+    word: Param,
+    pos: Param,
+    typ: Param,
+    emb_ln_g: Param,
+    emb_ln_b: Param,
+    layers: Vec<Layer>,
+    mapped: usize,
+    owned: usize,
+}
+
+/// Scratch memory for one forward call, reused across layers and calls. Its
+/// buffers only grow; their size is set by the largest chunk processed.
+#[derive(Default)]
+pub struct Workspace {
+    hidden: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    inter: Vec<f32>,
+    scores: Vec<f32>,
+    heads: Vec<f32>,
+}
+
+impl Workspace {
+    /// Bytes currently held.
+    pub fn bytes(&self) -> usize {
+        4 * (self.hidden.len()
+            + self.qkv.len()
+            + self.ctx.len()
+            + self.inter.len()
+            + self.scores.len()
+            + self.heads.len())
+    }
+}
+
+fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+/// Applies `f` to each `width`-wide row of `buf`, in parallel if asked.
+fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sync + Send) {
+    let rows = buf.len() / width.max(1);
+    match par {
+        Par::Threads(t) if t > 1 && rows > 1 => {
+            let per = rows.div_ceil(t);
+            buf.par_chunks_mut(per * width)
+                .for_each(|c| c.chunks_exact_mut(width).for_each(&f));
+        }
+        _ => buf.chunks_exact_mut(width).for_each(f),
+    }
+}
+
+impl BertModel {
+    /// Loads and checks every required tensor against `cfg`: presence, dtype and
+    /// exact shape; the error names the first missing or mismatching tensor.
+    /// FLOAT32 tensors stay in the file (zero-copy); FLOAT16/BFLOAT16 are
+    /// converted and `int8_per_row` weights dequantized to owned f32.
+    pub fn load(file: &Arc<ModelFile>, cfg: &ModelConfig) -> Result<BertModel> {
+        cfg.validate()?;
+        let int8 = match file.metadata.get("quantization").map(|s| s.trim()) {
+            None | Some("") | Some("none") => false,
+            Some("int8_per_row") => true,
+            Some(q) => {
+                return Err(Error::unsupported(format!(
+                    "metadata 'quantization' = '{q}' is not supported (only int8_per_row)"
+                )))
+            }
+        };
+        let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
+        let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
+        let word = p("embeddings.word_embeddings.weight", &[v, h])?;
+        let pos = p(
+            "embeddings.position_embeddings.weight",
+            &[cfg.max_position, h],
+        )?;
+        let typ = p(
+            "embeddings.token_type_embeddings.weight",
+            &[cfg.type_vocab_size, h],
+        )?;
+        let emb_ln_g = p("embeddings.LayerNorm.weight", &[h])?;
+        let emb_ln_b = p("embeddings.LayerNorm.bias", &[h])?;
+        let mut layers = Vec::with_capacity(cfg.num_layers);
+        for l in 0..cfg.num_layers {
+            let n = |s: &str| format!("encoder.layer.{l}.{s}");
+            layers.push(Layer {
+                q_w: p(&n("attention.self.query.weight"), &[h, h])?,
+                q_b: p(&n("attention.self.query.bias"), &[h])?,
+                k_w: p(&n("attention.self.key.weight"), &[h, h])?,
+                k_b: p(&n("attention.self.key.bias"), &[h])?,
+                v_w: p(&n("attention.self.value.weight"), &[h, h])?,
+                v_b: p(&n("attention.self.value.bias"), &[h])?,
+                ao_w: p(&n("attention.output.dense.weight"), &[h, h])?,
+                ao_b: p(&n("attention.output.dense.bias"), &[h])?,
+                ln1_g: p(&n("attention.output.LayerNorm.weight"), &[h])?,
+                ln1_b: p(&n("attention.output.LayerNorm.bias"), &[h])?,
+                i_w: p(&n("intermediate.dense.weight"), &[i, h])?,
+                i_b: p(&n("intermediate.dense.bias"), &[i])?,
+                o_w: p(&n("output.dense.weight"), &[h, i])?,
+                o_b: p(&n("output.dense.bias"), &[h])?,
+                ln2_g: p(&n("output.LayerNorm.weight"), &[h])?,
+                ln2_b: p(&n("output.LayerNorm.bias"), &[h])?,
+            });
+        }
+        let mut m = BertModel {
+            hidden: h,
+            heads: cfg.num_heads,
+            inter: i,
+            vocab: v,
+            max_position: cfg.max_position,
+            eps: cfg.layer_norm_eps,
+            activation: cfg.activation,
+            word,
+            pos,
+            typ,
+            emb_ln_g,
+            emb_ln_b,
+            layers,
+            mapped: 0,
+            owned: 0,
+        };
+        let (mut mapped, mut owned) = (0, 0);
+        m.for_each_param(|p| {
+            if p.is_mapped() {
+                mapped += 1
+            } else {
+                owned += 1
+            }
+        });
+        m.mapped = mapped;
+        m.owned = owned;
+        Ok(m)
+    }
+
+    fn for_each_param(&self, mut f: impl FnMut(&Param)) {
+        for p in [
+            &self.word,
+            &self.pos,
+            &self.typ,
+            &self.emb_ln_g,
+            &self.emb_ln_b,
+        ] {
+            f(p);
+        }
+        for l in &self.layers {
+            for p in [
+                &l.q_w, &l.q_b, &l.k_w, &l.k_b, &l.v_w, &l.v_b, &l.ao_w, &l.ao_b, &l.ln1_g,
+                &l.ln1_b, &l.i_w, &l.i_b, &l.o_w, &l.o_b, &l.ln2_g, &l.ln2_b,
+            ] {
+                f(p);
+            }
+        }
+    }
+
+    /// How many parameter tensors are read in place from the file, and how many
+    /// were converted into owned memory.
+    pub fn param_counts(&self) -> (usize, usize) {
+        (self.mapped, self.owned)
+    }
+
+    /// Hidden size (= output dimension).
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// Workspace floats needed for a chunk of `tokens` total tokens whose longest
+    /// sequence has `max_len` tokens.
+    pub fn workspace_floats(&self, tokens: usize, max_len: usize, par: Par) -> usize {
+        let h = self.hidden;
+        let heads = if par.tasks() > 1 { self.heads } else { 1 };
+        tokens * (5 * h + self.inter)
+            + heads * max_len * max_len
+            + if par.tasks() > 1 { max_len * h } else { 0 }
+    }
+
+    /// Runs the encoder over a chunk of sequences packed contiguously and writes
+    /// one pooled vector of `hidden` floats per sequence into `out`.
+    ///
+    /// Ids must be below the vocabulary size and sequences no longer than the
+    /// position table (the caller validates; violations return an internal
+    /// error rather than panicking).
+    pub fn forward(
+        &self,
+        seqs: &[&[u32]],
+        ws: &mut Workspace,
+        par: Par,
+        pooling: Pooling,
+        normalize: bool,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let h = self.hidden;
+        let nh = self.heads;
+        let d = h / nh;
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        let max_len = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        if total == 0 {
+            return Ok(());
+        }
+        if out.len() < seqs.len() * h {
+            return Err(Error::new(
+                crate::ErrorKind::Internal,
+                "forward: output buffer too small",
+            ));
+        }
+        if max_len > self.max_position {
+            return Err(Error::new(
+                crate::ErrorKind::Internal,
+                "forward: sequence longer than the position table",
+            ));
+        }
+        grow(&mut ws.hidden, total * h);
+        grow(&mut ws.qkv, total * 3 * h);
+        grow(&mut ws.ctx, total * h);
+        grow(&mut ws.inter, total * self.inter);
+        let par_heads = par.tasks() > 1;
+        grow(
+            &mut ws.scores,
+            if par_heads { nh } else { 1 } * max_len * max_len,
+        );
+        if par_heads {
+            grow(&mut ws.heads, max_len * h);
+        }
+
+        // Embeddings: (word + token_type 0) + position, then LayerNorm.
+        let word = self.word.as_slice();
+        let pos = self.pos.as_slice();
+        let typ = &self.typ.as_slice()[..h];
+        let hidden = &mut ws.hidden[..total * h];
+        let mut rows = hidden.chunks_exact_mut(h);
+        for s in seqs {
+            for (i, &id) in s.iter().enumerate() {
+                let id = id as usize;
+                let (Some(row), Some(w), Some(p)) = (
+                    rows.next(),
+                    word.get(id * h..(id + 1) * h).filter(|_| id < self.vocab),
+                    pos.get(i * h..(i + 1) * h),
+                ) else {
+                    return Err(Error::new(
+                        crate::ErrorKind::Internal,
+                        format!("forward: token id {id} or position {i} out of range"),
+                    ));
+                };
+                for j in 0..h {
+                    row[j] = (w[j] + typ[j]) + p[j];
+                }
+            }
+        }
+        let (g, b, eps) = (self.emb_ln_g.as_slice(), self.emb_ln_b.as_slice(), self.eps);
+        for_rows(hidden, h, par, |r| ops::layer_norm(r, g, b, eps));
+
+        let scale = 1.0 / (d as f32).sqrt();
+        for l in &self.layers {
+            let x = &ws.hidden[..total * h];
+            let qkv = &mut ws.qkv[..total * 3 * h];
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.q_w.as_slice(),
+                h,
+                qkv,
+                3 * h,
+                false,
+                Epilogue::Bias(l.q_b.as_slice()),
+                par,
+            );
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.k_w.as_slice(),
+                h,
+                &mut qkv[h..],
+                3 * h,
+                false,
+                Epilogue::Bias(l.k_b.as_slice()),
+                par,
+            );
+            gemm::linear(
+                x,
+                total,
+                h,
+                l.v_w.as_slice(),
+                h,
+                &mut qkv[2 * h..],
+                3 * h,
+                false,
+                Epilogue::Bias(l.v_b.as_slice()),
+                par,
+            );
+
+            // Attention, per sequence and head, over the sequence's own rows.
+            let qkv = &ws.qkv[..total * 3 * h];
+            let ctx = &mut ws.ctx[..total * h];
+            let mut o = 0;
+            for s in seqs {
+                let len = s.len();
+                let q_s = &qkv[o * 3 * h..(o + len) * 3 * h];
+                let ctx_s = &mut ctx[o * h..(o + len) * h];
+                if par_heads {
+                    let heads = &mut ws.heads[..len * h];
+                    let scores = &mut ws.scores[..nh * len * len];
+                    heads
+                        .par_chunks_mut(len * d)
+                        .zip(scores.par_chunks_mut(len * len))
+                        .enumerate()
+                        .for_each(|(hd, (dst, sc))| {
+                            attend(q_s, len, h, d, hd, scale, sc, dst, d);
+                        });
+                    for (i, row) in ctx_s.chunks_exact_mut(h).enumerate() {
+                        for hd in 0..nh {
+                            let src = &heads[hd * len * d + i * d..hd * len * d + (i + 1) * d];
+                            row[hd * d..(hd + 1) * d].copy_from_slice(src);
+                        }
+                    }
+                } else {
+                    let sc = &mut ws.scores[..len * len];
+                    for hd in 0..nh {
+                        attend(q_s, len, h, d, hd, scale, sc, &mut ctx_s[hd * d..], h);
+                    }
+                }
+                o += len;
+            }
+
+            // Attention output: hidden += ctx · Wᵀ, then bias + LayerNorm.
+            let hidden = &mut ws.hidden[..total * h];
+            gemm::linear(
+                &ws.ctx[..total * h],
+                total,
+                h,
+                l.ao_w.as_slice(),
+                h,
+                hidden,
+                h,
+                true,
+                Epilogue::None,
+                par,
+            );
+            let (bb, g, b) = (l.ao_b.as_slice(), l.ln1_g.as_slice(), l.ln1_b.as_slice());
+            for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
+
+            // Feed-forward.
+            let inter = &mut ws.inter[..total * self.inter];
+            let epi = match self.activation {
+                Activation::Gelu => Epilogue::BiasGelu(l.i_b.as_slice()),
+                Activation::GeluTanh => Epilogue::BiasGeluTanh(l.i_b.as_slice()),
+            };
+            gemm::linear(
+                hidden,
+                total,
+                h,
+                l.i_w.as_slice(),
+                self.inter,
+                inter,
+                self.inter,
+                false,
+                epi,
+                par,
+            );
+            gemm::linear(
+                inter,
+                total,
+                self.inter,
+                l.o_w.as_slice(),
+                h,
+                hidden,
+                h,
+                true,
+                Epilogue::None,
+                par,
+            );
+            let (bb, g, b) = (l.o_b.as_slice(), l.ln2_g.as_slice(), l.ln2_b.as_slice());
+            for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
+        }
+
+        let mut o = 0;
+        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(h)) {
+            let len = s.len();
+            pooling::pool(&ws.hidden[o * h..(o + len) * h], h, pooling, normalize, dst);
+            o += len;
+        }
+        Ok(())
+    }
+}
+
+/// One attention head of one sequence: `dst = softmax(scale · Q Kᵀ) · V`.
+/// `qkv` holds the sequence's `[len x 3h]` rows (Q | K | V); `dst` receives
+/// `len x d` values with row stride `ldd`.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    qkv: &[f32],
+    len: usize,
+    h: usize,
+    d: usize,
+    head: usize,
+    scale: f32,
+    scores: &mut [f32],
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    let ld = 3 * h;
+    let c = head * d;
+    gemm::matmul_nt(
+        len,
+        len,
+        d,
+        scale,
+        &qkv[c..],
+        ld,
+        &qkv[h + c..],
+        ld,
+        0.0,
+        scores,
+        len,
+        Par::Serial,
+    );
+    for row in scores.chunks_exact_mut(len) {
+        ops::softmax(row);
+    }
+    gemm::matmul_nn(
+        len,
+        d,
+        len,
+        1.0,
+        scores,
+        len,
+        &qkv[2 * h + c..],
+        ld,
+        0.0,
+        dst,
+        ldd,
+        Par::Serial,
+    );
+}

@@ -1,0 +1,572 @@
+//! Engine tests: parity with sentence-transformers on the real model, batch and
+//! thread invariance, pooling variants and weight dtypes on a random model
+//! checked against the scalar reference forward, and error cases.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use embedder::formats::hf::HfOptions;
+use embedder::formats::{Backing, TensorEntry};
+use embedder::kernels::reference;
+use embedder::{
+    DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Vocab,
+};
+
+use crate::common;
+
+/// The real model read from its HF folder (`model.safetensors` mapped in place).
+fn load_hf() -> Option<ModelFile> {
+    let dir = common::minilm_hf_dir("engine")?;
+    let hf = HfOptions {
+        name: Some("all-MiniLM-L6-v2".into()),
+        version: None,
+    };
+    Some(ModelFile::open_hf_dir(dir, &hf).unwrap())
+}
+
+struct RefLine {
+    text: String,
+    ids: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+fn reference_lines() -> Vec<RefLine> {
+    common::read_reference("minilm_reference.jsonl")
+        .into_iter()
+        .map(|c| RefLine {
+            text: c.text,
+            ids: c.input_ids,
+            embedding: c.embedding.expect("reference line without embedding"),
+        })
+        .collect()
+}
+
+fn embed_all(e: &Embedder, seqs: &[&[u32]], batch: usize) -> Vec<f32> {
+    let dim = e.dim();
+    let mut out = vec![0.0f32; seqs.len() * dim];
+    for (s, o) in seqs.chunks(batch).zip(out.chunks_mut(batch * dim)) {
+        e.embed_ids(s, o).unwrap();
+    }
+    out
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn embedder_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Embedder>();
+}
+
+#[test]
+fn real_model_parity_batch_and_thread_invariance() {
+    let Some(file) = load_hf() else { return };
+    let lines = reference_lines();
+    assert_eq!(lines.len(), 327);
+    let e = Embedder::from_model_file(file, &Options::new().threads(2)).unwrap();
+    assert_eq!(e.dim(), 384);
+    assert_eq!(e.max_seq_length(), 256);
+    let info = e.info();
+    assert_eq!(
+        (info.num_layers, info.num_heads, info.hidden_size),
+        (6, 12, 384)
+    );
+    assert_eq!(info.pooling, Pooling::Mean);
+    assert!(info.normalize);
+
+    let seqs: Vec<&[u32]> = lines.iter().map(|l| l.ids.as_slice()).collect();
+    let all = embed_all(&e, &seqs, seqs.len());
+
+    // (a) parity on every line.
+    let (mut worst_cos, mut worst_cos_i) = (1.0f32, 0);
+    let (mut worst_abs, mut worst_abs_i) = (0.0f32, 0);
+    for (i, (l, got)) in lines.iter().zip(all.chunks(384)).enumerate() {
+        let cos = embedder::cosine_similarity(got, &l.embedding);
+        let abs = got
+            .iter()
+            .zip(&l.embedding)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        if cos < worst_cos {
+            (worst_cos, worst_cos_i) = (cos, i);
+        }
+        if abs > worst_abs {
+            (worst_abs, worst_abs_i) = (abs, i);
+        }
+    }
+    eprintln!(
+        "parity over {} lines: worst cosine {worst_cos:.9} (line {worst_cos_i}), worst max abs diff {worst_abs:.3e} (line {worst_abs_i})",
+        lines.len()
+    );
+    assert!(
+        worst_cos >= 0.99999,
+        "worst cosine {worst_cos} on line {worst_cos_i}"
+    );
+    assert!(
+        worst_abs <= 1e-4,
+        "worst abs diff {worst_abs} on line {worst_abs_i}"
+    );
+
+    // (b) batch invariance, bit for bit.
+    for batch in [1usize, 7, 64] {
+        let got = embed_all(&e, &seqs, batch);
+        assert!(
+            same_bits(&got, &all),
+            "batch size {batch} changes the vectors"
+        );
+    }
+    // Reversed order: each text lands elsewhere in the packed chunk.
+    let rev: Vec<&[u32]> = seqs.iter().rev().copied().collect();
+    let got = embed_all(&e, &rev, 64);
+    for (i, v) in got.chunks(384).enumerate() {
+        assert!(
+            same_bits(v, &all[(seqs.len() - 1 - i) * 384..][..384]),
+            "reversed {i}"
+        );
+    }
+
+    // (c) one thread gives the very same bits as two.
+    let e1 = Embedder::from_model_file(load_hf().unwrap(), &Options::new().threads(1)).unwrap();
+    for batch in [1usize, 64, 327] {
+        let got = embed_all(&e1, &seqs, batch);
+        assert!(
+            same_bits(&got, &all),
+            "1 thread, batch {batch}: differs from 2 threads"
+        );
+    }
+    eprintln!("batch sizes 1/7/64/327 and 1 vs 2 threads: bit-identical");
+
+    // Texts end to end (tokenizer + engine): the same vectors as from the ids.
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    let from_text = e.embed(&texts).unwrap();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(e.tokenize(&l.text), l.ids, "token ids of line {i}");
+    }
+    assert!(
+        same_bits(&from_text, &all),
+        "embed(texts) differs from embed_ids"
+    );
+}
+
+#[test]
+fn real_model_errors_and_limits() {
+    let Some(file) = load_hf() else { return };
+    let e = Embedder::from_model_file(file, &Options::new().threads(1)).unwrap();
+    let mut out = vec![0.0f32; 384];
+    let err = e.embed_ids(&[&[101, 30522, 102]], &mut out).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("30522"), "{err}");
+    let long = vec![1000u32; 257];
+    let err = e.embed_ids(&[&long], &mut out).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("257"), "{err}");
+    let err = e.embed_ids(&[&[101]], &mut out).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let err = e
+        .embed_ids(&[&[101, 102], &[101, 102]], &mut out)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BufferTooSmall);
+    let err = e.embed_into(&["a", "b"], &mut out).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BufferTooSmall);
+    e.embed_ids(&[], &mut []).unwrap();
+    let v = e.embed_one("hello world").unwrap();
+    assert_eq!(v.len(), 384);
+    assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+
+    // Overrides.
+    for bad in [0usize, 1, 513] {
+        let err =
+            Embedder::from_model_file(load_hf().unwrap(), &Options::new().max_seq_length(bad))
+                .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{bad}");
+    }
+    let e = Embedder::from_model_file(
+        load_hf().unwrap(),
+        &Options::new()
+            .max_seq_length(512)
+            .normalize(false)
+            .threads(1),
+    )
+    .unwrap();
+    assert_eq!(e.max_seq_length(), 512);
+    assert!(!e.info().normalize);
+    let long = vec![1000u32; 512];
+    e.embed_ids(&[&long], &mut out).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// A small random model, checked against the scalar reference forward.
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32, offset: f32) -> Vec<f32> {
+        (0..n).map(|_| self.next() * scale + offset).collect()
+    }
+}
+
+const TINY: (usize, usize, usize, usize, usize, usize) = (16, 2, 2, 24, 50, 40); // hidden, heads, layers, inter, vocab, max_pos
+
+#[derive(Clone, Copy, PartialEq)]
+enum WeightType {
+    F32,
+    F16,
+    Int8,
+}
+
+fn tiny_specs() -> Vec<(String, Vec<usize>, f32, f32)> {
+    let (h, _, layers, inter, vocab, max_pos) = TINY;
+    let mut specs = vec![
+        (
+            "embeddings.word_embeddings.weight".to_string(),
+            vec![vocab, h],
+            1.0,
+            0.0,
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            vec![max_pos, h],
+            0.5,
+            0.0,
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, h],
+            0.5,
+            0.0,
+        ),
+        ("embeddings.LayerNorm.weight".into(), vec![h], 0.2, 1.0),
+        ("embeddings.LayerNorm.bias".into(), vec![h], 0.1, 0.0),
+    ];
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}");
+        for (s, shape, sc, off) in [
+            ("attention.self.query.weight", vec![h, h], 0.4, 0.0),
+            ("attention.self.query.bias", vec![h], 0.1, 0.0),
+            ("attention.self.key.weight", vec![h, h], 0.4, 0.0),
+            ("attention.self.key.bias", vec![h], 0.1, 0.0),
+            ("attention.self.value.weight", vec![h, h], 0.4, 0.0),
+            ("attention.self.value.bias", vec![h], 0.1, 0.0),
+            ("attention.output.dense.weight", vec![h, h], 0.4, 0.0),
+            ("attention.output.dense.bias", vec![h], 0.1, 0.0),
+            ("attention.output.LayerNorm.weight", vec![h], 0.2, 1.0),
+            ("attention.output.LayerNorm.bias", vec![h], 0.1, 0.0),
+            ("intermediate.dense.weight", vec![inter, h], 0.4, 0.0),
+            ("intermediate.dense.bias", vec![inter], 0.1, 0.0),
+            ("output.dense.weight", vec![h, inter], 0.3, 0.0),
+            ("output.dense.bias", vec![h], 0.1, 0.0),
+            ("output.LayerNorm.weight", vec![h], 0.2, 1.0),
+            ("output.LayerNorm.bias", vec![h], 0.1, 0.0),
+        ] {
+            specs.push((format!("{p}.{s}"), shape, sc, off));
+        }
+    }
+    specs
+}
+
+fn tiny_model(pooling: &str, normalize: bool, wt: WeightType) -> ModelFile {
+    tiny_model_with(pooling, normalize, wt, |_| {})
+}
+
+fn tiny_model_with(
+    pooling: &str,
+    normalize: bool,
+    wt: WeightType,
+    edit: impl FnOnce(&mut Vec<TensorEntry>),
+) -> ModelFile {
+    let (h, heads, layers, inter, vocab, max_pos) = TINY;
+    let mut rng = Rng(42);
+    let mut tensors = Vec::new();
+    for (name, shape, sc, off) in tiny_specs() {
+        let v = rng.vec(shape.iter().product(), sc, off);
+        let is_matrix = shape.len() == 2 && name.starts_with("encoder");
+        match wt {
+            WeightType::F16 if is_matrix => {
+                let bytes: Vec<u8> = v
+                    .iter()
+                    .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+                    .collect();
+                tensors.push(TensorEntry::owned_bytes(name, DType::F16, shape, &bytes));
+            }
+            WeightType::Int8 if is_matrix => {
+                let cols = shape[1];
+                let mut q = Vec::new();
+                let mut scales = Vec::new();
+                for row in v.chunks(cols) {
+                    let m = row.iter().fold(0.0f32, |a, x| a.max(x.abs())).max(1e-8);
+                    let s = m / 127.0;
+                    scales.push(s);
+                    q.extend(row.iter().map(|x| (x / s).round() as i8 as u8));
+                }
+                let rows = shape[0];
+                tensors.push(TensorEntry::owned_bytes(name.clone(), DType::I8, shape, &q));
+                tensors.push(TensorEntry::owned_f32(
+                    format!("{name}_scale"),
+                    vec![rows],
+                    &scales,
+                ));
+            }
+            _ => tensors.push(TensorEntry::owned_f32(name, shape, &v)),
+        }
+    }
+    edit(&mut tensors);
+    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    tokens.extend((5..vocab).map(|i| format!("w{i}")));
+    let vocab_v = Vocab::from_tokens_bert(tokens).unwrap();
+    let mut md: BTreeMap<String, String> = [
+        ("model_name", "tiny-random".to_string()),
+        ("model_version", "0".into()),
+        ("embedding_dim", h.to_string()),
+        ("hidden_size", h.to_string()),
+        ("vocab_size", vocab.to_string()),
+        ("num_layers", layers.to_string()),
+        ("num_attention_heads", heads.to_string()),
+        ("intermediate_size", inter.to_string()),
+        ("max_position_emb", max_pos.to_string()),
+        ("pooling", pooling.to_string()),
+        ("normalize", normalize.to_string()),
+        ("layer_norm_eps", "1e-5".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if wt == WeightType::Int8 {
+        md.insert("quantization".into(), "int8_per_row".into());
+    }
+    ModelFile::new(
+        FormatKind::Embd,
+        Arc::new(Backing::from_bytes(&[])),
+        md,
+        Some(vocab_v),
+        tensors,
+    )
+    .unwrap()
+}
+
+fn tiny_inputs() -> Vec<Vec<u32>> {
+    let mut r = Rng(7);
+    let mut v = Vec::new();
+    for len in [2usize, 3, 5, 9, 17, 33, 40, 1 + 1] {
+        let mut s = vec![2u32];
+        s.extend((0..len - 2).map(|_| 5 + ((r.next() + 1.0) * 22.0) as u32 % 45));
+        s.push(3);
+        v.push(s);
+    }
+    v
+}
+
+#[test]
+fn random_model_matches_reference_forward_for_every_pooling() {
+    let inputs = tiny_inputs();
+    let seqs: Vec<&[u32]> = inputs.iter().map(Vec::as_slice).collect();
+    for wt in [WeightType::F32, WeightType::F16, WeightType::Int8] {
+        for pooling in ["mean", "cls", "max"] {
+            for normalize in [true, false] {
+                for threads in [1usize, 3] {
+                    let file = tiny_model(pooling, normalize, wt);
+                    let oracle = tiny_model(pooling, normalize, wt);
+                    let cfg = ModelConfig::from_metadata(&oracle.metadata).unwrap();
+                    let e =
+                        Embedder::from_model_file(file, &Options::new().threads(threads)).unwrap();
+                    assert_eq!(e.dim(), 16);
+                    assert_eq!(e.max_seq_length(), 40);
+                    let mut out = vec![0.0f32; seqs.len() * 16];
+                    e.embed_ids(&seqs, &mut out).unwrap();
+                    let mut worst = 0.0f32;
+                    for (s, got) in seqs.iter().zip(out.chunks(16)) {
+                        let hidden = reference::bert_forward(&oracle, &cfg, s);
+                        let want = reference::pool(
+                            &hidden,
+                            16,
+                            Pooling::from_name(pooling).unwrap(),
+                            normalize,
+                        );
+                        for (a, b) in got.iter().zip(&want) {
+                            worst = worst.max((a - b).abs());
+                        }
+                    }
+                    assert!(
+                        worst < 2e-5,
+                        "{pooling} normalize={normalize} threads={threads}: max abs diff {worst}"
+                    );
+                    // Alone vs in the batch: same bits.
+                    let mut one = vec![0.0f32; 16];
+                    e.embed_ids(&seqs[4..5], &mut one).unwrap();
+                    assert!(same_bits(&one, &out[4 * 16..5 * 16]));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn loader_names_the_bad_tensor() {
+    let file = tiny_model_with("mean", true, WeightType::F32, |t| {
+        t.retain(|x| x.name != "encoder.layer.1.intermediate.dense.bias")
+    });
+    let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Model);
+    assert!(
+        err.to_string()
+            .contains("encoder.layer.1.intermediate.dense.bias"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("missing"), "{err}");
+
+    let file = tiny_model_with("mean", true, WeightType::F32, |t| {
+        for x in t.iter_mut() {
+            if x.name == "encoder.layer.0.attention.self.key.weight" {
+                *x = TensorEntry::owned_f32(x.name.clone(), vec![16, 15], &[0.0; 240]);
+            }
+        }
+    });
+    let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Model);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("encoder.layer.0.attention.self.key.weight"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[16, 15]") && msg.contains("[16, 16]"),
+        "{msg}"
+    );
+
+    let file = tiny_model_with("mean", true, WeightType::F32, |t| {
+        for x in t.iter_mut() {
+            if x.name == "embeddings.LayerNorm.bias" {
+                *x = TensorEntry::owned_bytes(x.name.clone(), DType::I32, vec![16], &[0; 64]);
+            }
+        }
+    });
+    let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
+    assert!(
+        err.to_string().contains("embeddings.LayerNorm.bias"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("i32"), "{err}");
+
+    // int8 weight without its scale.
+    let file = tiny_model_with("mean", true, WeightType::Int8, |t| {
+        t.retain(|x| x.name != "encoder.layer.0.output.dense.weight_scale")
+    });
+    let err = Embedder::from_model_file(file, &Options::new()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("encoder.layer.0.output.dense.weight_scale"),
+        "{err}"
+    );
+}
+
+#[test]
+fn tiny_model_input_errors() {
+    let e = Embedder::from_model_file(tiny_model("mean", true, WeightType::F32), &Options::new())
+        .unwrap();
+    let mut out = vec![0.0f32; 32];
+    let err = e.embed_ids(&[&[2, 3], &[2, 50, 3]], &mut out).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("input 1"), "{err}");
+    let long = vec![7u32; 41];
+    assert_eq!(
+        e.embed_ids(&[&long], &mut out).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        e.embed_ids(&[&[2, 3]], &mut out[..15]).unwrap_err().kind(),
+        ErrorKind::BufferTooSmall
+    );
+    // Texts longer than max_seq_length are truncated, never refused.
+    let text = "w5 ".repeat(100);
+    assert_eq!(e.tokenize(&text).len(), 40);
+    assert_eq!(e.embed_one(&text).unwrap().len(), 16);
+}
+
+/// Throughput on the reference texts' ids (release build):
+/// `cargo test --release --test it engine::throughput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn throughput() {
+    let Some(_) = load_hf() else { return };
+    let lines = reference_lines();
+    let seqs: Vec<&[u32]> = lines.iter().map(|l| l.ids.as_slice()).collect();
+    let tokens: usize = seqs.iter().map(|s| s.len()).sum();
+    for threads in [1usize, 2] {
+        let e = Embedder::from_model_file(load_hf().unwrap(), &Options::new().threads(threads))
+            .unwrap();
+        let mut out = vec![0.0f32; seqs.len() * 384];
+        e.embed_ids(&seqs, &mut out).unwrap(); // warm up
+        for batch in [1usize, 32, 327] {
+            let reps = 3;
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                for (s, o) in seqs.chunks(batch).zip(out.chunks_mut(batch * 384)) {
+                    e.embed_ids(s, o).unwrap();
+                }
+            }
+            let dt = t.elapsed().as_secs_f64() / reps as f64;
+            eprintln!(
+                "threads {threads} batch {batch:>3}: {:.1} texts/s, {:.0} tokens/s ({} texts, {tokens} tokens, {:.3} s)",
+                seqs.len() as f64 / dt,
+                tokens as f64 / dt,
+                seqs.len(),
+                dt
+            );
+        }
+    }
+}
+
+/// The end-to-end path users take: the converted `.weights` file, raw texts in,
+/// vectors out; within tolerance of sentence-transformers on every reference line,
+/// and bitwise identical across batch sizes 1, 7 and 64.
+#[test]
+fn weights_file_texts_match_reference_in_every_batch_size() {
+    let Some(path) = common::minilm_weights("weights_file_texts_match_reference") else {
+        return;
+    };
+    let e = Embedder::open(&path, &Options::new()).unwrap();
+    assert_eq!(e.dim(), 384);
+    assert_eq!(e.max_seq_length(), 256);
+    let lines = reference_lines();
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    let dim = e.dim();
+    let mut runs = Vec::new();
+    for batch in [1usize, 7, 64] {
+        let mut out = vec![0.0f32; texts.len() * dim];
+        for (t, o) in texts.chunks(batch).zip(out.chunks_mut(batch * dim)) {
+            e.embed_into(t, o).unwrap();
+        }
+        runs.push(out);
+    }
+    assert!(same_bits(&runs[0], &runs[1]), "batch 1 vs 7 differ");
+    assert!(same_bits(&runs[0], &runs[2]), "batch 1 vs 64 differ");
+    let (mut worst_cos, mut worst_abs) = (1.0f64, 0.0f32);
+    for (i, l) in lines.iter().enumerate() {
+        let got = &runs[0][i * dim..(i + 1) * dim];
+        assert_eq!(e.tokenize(&l.text), l.ids, "line {}: ids", i + 1);
+        let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+        for (a, b) in got.iter().zip(&l.embedding) {
+            dot += f64::from(*a) * f64::from(*b);
+            na += f64::from(*a) * f64::from(*a);
+            nb += f64::from(*b) * f64::from(*b);
+            worst_abs = worst_abs.max((a - b).abs());
+        }
+        let cos = dot / (na.sqrt() * nb.sqrt());
+        worst_cos = worst_cos.min(cos);
+        assert!(cos >= 0.99999, "line {}: cosine {cos}", i + 1);
+    }
+    eprintln!(
+        "weights file, texts: worst cosine {worst_cos:.9}, worst max abs diff {worst_abs:.3e}"
+    );
+    assert!(worst_abs <= 1e-4, "worst max abs diff {worst_abs}");
+}
