@@ -38,6 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("safetensors", fuzz_safetensors),
     ("tokenizer", fuzz_tokenizer),
     ("model_file", fuzz_model_file),
+    ("hf_dir", fuzz_hf_dir),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -442,5 +443,59 @@ pub fn fuzz_model_file(data: &[u8]) {
         if let Ok(m) = ModelFile::from_bytes(&fixed, OPTS[1]) {
             check_model(&m);
         }
+    }
+}
+
+/// The files of a HF folder the `hf_dir` target can write.
+const HF_FILES: &[&str] = &[
+    "config.json",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "vocab.txt",
+    "sentence_bert_config.json",
+    "modules.json",
+    "1_Pooling/config.json",
+    "model.safetensors",
+];
+
+/// A HF folder (config JSON, tokenizer files, modules, safetensors) through
+/// [`hf::read_dir`], the converter's reader. The input is a sequence of
+/// records `u8 file selector | u16 LE length | bytes`; each is written to a
+/// scratch folder (under `$EMBD_FUZZ_TMP`, else the temp dir) that is emptied first.
+pub fn fuzz_hf_dir(data: &[u8]) {
+    let _ = hf_dir_reads(data);
+}
+
+/// [`fuzz_hf_dir`]; true when the folder was read.
+pub fn hf_dir_reads(data: &[u8]) -> bool {
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let base = std::env::var_os("EMBD_FUZZ_TMP")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let d = base.join(format!(
+            "embd-fuzz-hf-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(d.join("1_Pooling")).expect("scratch folder");
+        d
+    });
+    for f in HF_FILES {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    let mut rest = data;
+    while rest.len() >= 3 {
+        let sel = usize::from(rest[0]) % HF_FILES.len();
+        let n = usize::from(u16::from_le_bytes([rest[1], rest[2]])).min(rest.len() - 3);
+        std::fs::write(dir.join(HF_FILES[sel]), &rest[3..3 + n]).expect("scratch write");
+        rest = &rest[3 + n..];
+    }
+    match hf::read_dir(dir, &hf::HfOptions::default()) {
+        Ok(m) => {
+            check_model(&m);
+            true
+        }
+        Err(_) => false,
     }
 }

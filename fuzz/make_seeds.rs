@@ -387,6 +387,74 @@ fn tokenizer_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// One `hf_dir` record: `u8 file selector | u16 LE length | bytes` (selectors
+/// index `HF_FILES` in fuzz/harness.rs).
+fn hf_record(out: &mut Vec<u8>, sel: u8, b: &[u8]) {
+    out.push(sel);
+    out.extend_from_slice(&u16::try_from(b.len()).expect("small file").to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn hf_dir_seeds() -> Vec<Vec<u8>> {
+    use safetensors::tensor::TensorView;
+    let m = tiny_bert(4, 1, 8);
+    let v = m.vocab.as_ref().expect("vocab");
+    let config = serde_json::json!({
+        "model_type": "bert", "architectures": ["BertModel"], "hidden_size": 4,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
+        "max_position_embeddings": 8, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+        "hidden_act": "gelu", "position_embedding_type": "absolute"
+    });
+    let tok_cfg = serde_json::json!({"do_lower_case": true, "model_max_length": 8,
+        "cls_token": "[CLS]", "sep_token": {"content": "[SEP]"}});
+    let modules = serde_json::json!([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+    ]);
+    let pooling = serde_json::json!({"word_embedding_dimension": 4,
+        "pooling_mode_mean_tokens": true, "pooling_mode_cls_token": false});
+    let st_cfg = serde_json::json!({"max_seq_length": 6, "do_lower_case": false});
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = m
+        .tensors
+        .iter()
+        .map(|t| {
+            (
+                format!("bert.{}", t.name),
+                t.shape.clone(),
+                m.tensor_bytes(t).to_vec(),
+            )
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
+            )
+        })
+        .collect();
+    let st = safetensors::serialize(views, None).expect("safetensors");
+    let vocab_txt: String = v.tokens().iter().map(|t| format!("{t}\n")).collect();
+    let tok_json = serde_json::json!({"normalizer": {"type": "BertNormalizer", "lowercase": true},
+        "model": {"type": "WordPiece", "vocab": v.tokens().iter().enumerate()
+            .map(|(i, t)| (t.clone(), serde_json::json!(i))).collect::<serde_json::Map<_, _>>()}});
+    let mut full = Vec::new();
+    hf_record(&mut full, 0, config.to_string().as_bytes());
+    hf_record(&mut full, 1, tok_cfg.to_string().as_bytes());
+    hf_record(&mut full, 3, vocab_txt.as_bytes());
+    hf_record(&mut full, 4, st_cfg.to_string().as_bytes());
+    hf_record(&mut full, 5, modules.to_string().as_bytes());
+    hf_record(&mut full, 6, pooling.to_string().as_bytes());
+    hf_record(&mut full, 7, &st);
+    let mut minimal = Vec::new();
+    hf_record(&mut minimal, 0, config.to_string().as_bytes());
+    hf_record(&mut minimal, 2, tok_json.to_string().as_bytes());
+    hf_record(&mut minimal, 7, &st);
+    vec![full, minimal]
+}
+
 /// Every seed: `(target, file name, bytes)`.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
@@ -421,6 +489,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     out.push(("model_file", "tiny_gpt2.lwt".into(), lwt_file));
     for (i, b) in safetensors_seeds().into_iter().enumerate() {
         out.push(("safetensors", format!("small_{i}.safetensors"), b));
+    }
+    for (i, b) in hf_dir_seeds().into_iter().enumerate() {
+        out.push(("hf_dir", format!("folder_{i}.bin"), b));
     }
     for (i, b) in tokenizer_seeds().into_iter().enumerate() {
         out.push(("tokenizer", format!("text_{i}.txt"), b));

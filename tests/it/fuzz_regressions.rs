@@ -73,6 +73,14 @@ fn generated_seeds_replay_and_match_the_committed_corpus() {
             }
         }
     }
+    for (t, name, b) in &seeds {
+        if *t == "hf_dir" {
+            assert!(
+                harness::hf_dir_reads(b),
+                "seed hf_dir/{name} is not a readable folder"
+            );
+        }
+    }
     // The committed corpus holds at least the generated seeds (the fuzzers may
     // add files there locally; those are not committed).
     for (t, name, _) in &seeds {
@@ -114,6 +122,44 @@ mod found {
         b[80..88].copy_from_slice(&0u64.to_le_bytes()); // data offset: before the record
         let e = coreml_blob::list_blobs(&b).unwrap_err();
         assert!(e.to_string().contains("does not lie after"), "{e}");
+    }
+
+    /// hf: a modules.json pooling path outside the folder (absolute or `..`)
+    /// is refused instead of read.
+    #[test]
+    fn hf_pooling_path_outside_the_folder_is_refused() {
+        let seeds = super::make_seeds::seeds();
+        let (_, _, full) = seeds
+            .iter()
+            .find(|(t, n, _)| *t == "hf_dir" && n == "folder_0.bin")
+            .unwrap();
+        assert!(super::harness::hf_dir_reads(full));
+        for bad in ["/tmp", "../1_Pooling", "1_Pooling/../.."] {
+            // Rewrite the modules.json record (selector 5) with the bad path.
+            let modules = serde_json::json!([
+                {"path": "", "type": "sentence_transformers.models.Transformer"},
+                {"path": bad, "type": "sentence_transformers.models.Pooling"}
+            ])
+            .to_string();
+            let mut out = Vec::new();
+            let mut rest = full.as_slice();
+            while rest.len() >= 3 {
+                let n = usize::from(u16::from_le_bytes([rest[1], rest[2]]));
+                let body: &[u8] = if rest[0] == 5 {
+                    modules.as_bytes()
+                } else {
+                    &rest[3..3 + n]
+                };
+                out.push(rest[0]);
+                out.extend_from_slice(&(body.len() as u16).to_le_bytes());
+                out.extend_from_slice(body);
+                rest = &rest[3 + n..];
+            }
+            assert!(
+                !super::harness::hf_dir_reads(&out),
+                "pooling path {bad:?} accepted"
+            );
+        }
     }
 
     /// finalfusion: a chunk length near u64::MAX overflowed `body_at + len`.
