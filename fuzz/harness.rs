@@ -39,6 +39,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tokenizer", fuzz_tokenizer),
     ("model_file", fuzz_model_file),
     ("hf_dir", fuzz_hf_dir),
+    ("embedder", fuzz_embedder),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -497,5 +498,26 @@ pub fn hf_dir_reads(data: &[u8]) -> bool {
             true
         }
         Err(_) => false,
+    }
+}
+
+/// Any bytes through the whole open path a C caller takes (`embd_open`):
+/// the dispatcher, `Embedder::from_model_file` (config and tensor-shape
+/// validation) and, for a model that loads, one small embedding call. Engine
+/// code, so crashes here are reported to the engine owners.
+pub fn fuzz_embedder(data: &[u8]) {
+    let fixed = fix_embd_header(data);
+    let bytes = fixed.as_deref().unwrap_or(data);
+    let Ok(m) = ModelFile::from_bytes(bytes, OPTS[1]) else {
+        return;
+    };
+    let opts = embedder::Options::new().threads(1);
+    let Ok(e) = embedder::Embedder::from_model_file(m, &opts) else {
+        return;
+    };
+    let dim = e.dim();
+    let _ = e.count_tokens("hello world");
+    if let Ok(v) = e.embed(&["hello world", "", "über [SEP] the cats"]) {
+        assert_eq!(v.len(), 3 * dim, "embedding size");
     }
 }

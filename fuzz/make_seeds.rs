@@ -469,11 +469,15 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let amb_files = amb_seeds();
     let lwt_file = lwt_bytes();
     for (n, b) in &embd_files {
+        if n.starts_with("tiny_bert") {
+            out.push(("embedder", format!("{n}.embd"), b.clone()));
+        }
         out.push(("embd", format!("{n}.embd"), b.clone()));
         out.push(("model_file", format!("{n}.embd"), b.clone()));
     }
     out.push(("legacy", "tiny_bert.legacy".into(), legacy_file.clone()));
-    out.push(("model_file", "tiny_bert.legacy".into(), legacy_file));
+    out.push(("model_file", "tiny_bert.legacy".into(), legacy_file.clone()));
+    out.push(("embedder", "tiny_bert.legacy".into(), legacy_file));
     for (i, b) in fifu.iter().enumerate() {
         out.push(("finalfusion", format!("small_{i}.fifu"), b.clone()));
     }

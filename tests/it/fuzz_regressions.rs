@@ -74,6 +74,12 @@ fn generated_seeds_replay_and_match_the_committed_corpus() {
         }
     }
     for (t, name, b) in &seeds {
+        if *t == "embedder" {
+            let m = embedder::ModelFile::from_bytes(b, Default::default()).unwrap();
+            let e = embedder::Embedder::from_model_file(m, &embedder::Options::new().threads(1))
+                .unwrap_or_else(|e| panic!("seed embedder/{name} does not load: {e}"));
+            assert_eq!(e.embed(&["hello world"]).unwrap().len(), e.dim());
+        }
         if *t == "hf_dir" {
             assert!(
                 harness::hf_dir_reads(b),
