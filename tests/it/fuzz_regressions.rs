@@ -168,6 +168,34 @@ mod found {
         }
     }
 
+    /// finalfusion: an empty vocabulary with a `[0, 2^32-1]` storage matrix (0
+    /// bytes of data) made `embed_text` allocate 16 GiB for its accumulator
+    /// (calloc may not fail here; the fuzz harness replaying
+    /// tests/data/fuzz/finalfusion/review-empty-storage-huge-dims under
+    /// `-malloc_limit_mb` is what catches a regression).
+    #[test]
+    fn finalfusion_empty_storage_with_huge_dims_allocates_nothing() {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"FiFu");
+        b.extend_from_slice(&0u32.to_le_bytes()); // version
+        b.extend_from_slice(&2u32.to_le_bytes()); // 2 chunks
+        b.extend_from_slice(&1u32.to_le_bytes()); // simple vocab
+        b.extend_from_slice(&2u32.to_le_bytes()); // ndarray
+        b.extend_from_slice(&1u32.to_le_bytes()); // chunk: simple vocab
+        b.extend_from_slice(&8u64.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes()); // 0 words
+        b.extend_from_slice(&2u32.to_le_bytes()); // chunk: ndarray
+        b.extend_from_slice(&0u64.to_le_bytes()); // length (only reported)
+        b.extend_from_slice(&0u64.to_le_bytes()); // rows
+        b.extend_from_slice(&u32::MAX.to_le_bytes()); // cols
+        b.extend_from_slice(&10u32.to_le_bytes()); // f32
+        let pad = 4 - b.len() % 4;
+        b.extend(std::iter::repeat_n(0u8, pad));
+        let e = embedder::formats::finalfusion::Embeddings::from_bytes(&b).unwrap();
+        assert_eq!(e.dims(), u32::MAX as usize);
+        assert_eq!(e.embed_text("a b", true), None);
+    }
+
     /// finalfusion: a chunk length near u64::MAX overflowed `body_at + len`.
     #[test]
     fn finalfusion_huge_chunk_length_is_not_an_overflow() {
