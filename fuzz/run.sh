@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-1000000}
 STATUS=0
+# The hf_dir target writes a scratch folder per input: keep it in memory.
+if [ -z "${EMBD_FUZZ_TMP:-}" ] && [ -d /dev/shm ]; then
+  export EMBD_FUZZ_TMP=/dev/shm
+fi
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
