@@ -325,7 +325,21 @@ pub fn list_blobs(b: &[u8]) -> Result<Vec<BlobInfo>> {
     for _ in 0..count {
         let info = blob_at(b, off)?;
         let end = bytes::add(info.data_offset, info.size, "blob end")?;
-        off = align_up(end, ALIGN, "next blob offset")?;
+        let next = align_up(end, ALIGN, "next blob offset")?;
+        // A data offset that points back at (or before) its own record would make
+        // the walk revisit it `count` times: each record must move forward, which
+        // also bounds the loop (and `out`) by the file length / 64.
+        if next <= off {
+            return Err(Error::format(
+                "blob_metadata.offset",
+                off + 16,
+                format!(
+                    "blob data [{}, {end}) does not lie after its metadata record at {off}",
+                    info.data_offset
+                ),
+            ));
+        }
+        off = next;
         out.push(info);
     }
     Ok(out)

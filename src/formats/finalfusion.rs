@@ -498,8 +498,9 @@ fn parse(b: &[u8]) -> Result<Parsed> {
             _ => {}
         }
         if id != ID_EXPLICIT_VOCAB {
-            let end = body_at as u64 + len;
-            if c.pos() as u64 != end {
+            // `len` is only compared (a lying length is reported, not trusted).
+            let end = (body_at as u64).checked_add(len);
+            if Some(c.pos() as u64) != end {
                 p.details.push((
                     format!("chunk {k} length"),
                     format!("stored {len}, parsed {}", c.pos() - body_at),
@@ -1121,6 +1122,11 @@ impl Embeddings {
     /// are skipped), the mean of the found vectors, L2-normalized when
     /// `normalize`. `None` when no token has an embedding.
     pub fn embed_text(&self, text: &str, normalize: bool) -> Option<Vec<f32>> {
+        // With no rows the file bounds nothing about `dims` (an empty
+        // [0, 2^32-1] matrix is 0 bytes): no lookup can succeed, allocate nothing.
+        if self.rows == 0 {
+            return None;
+        }
         let mut acc = vec![0f32; self.dims];
         let mut n = 0usize;
         for tok in text.split_whitespace() {

@@ -278,6 +278,16 @@ fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<String> {
             let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
             if ty.ends_with("Pooling") {
                 if let Some(p) = m.get("path").and_then(Value::as_str) {
+                    // Only a folder inside the model folder: an absolute path or
+                    // `..` would make an untrusted modules.json read elsewhere.
+                    let inside = Path::new(p)
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)));
+                    if !inside {
+                        return Err(Error::unsupported(format!(
+                            "modules.json: pooling module path '{p}' is not a folder inside the model folder"
+                        )));
+                    }
                     pool_dir = dir.join(p);
                 }
             }

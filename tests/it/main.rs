@@ -6,5 +6,6 @@ mod convert;
 mod cross_format;
 mod engine;
 mod formats;
+mod fuzz_regressions;
 mod header;
 mod tokenizer;

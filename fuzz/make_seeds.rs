@@ -1,0 +1,514 @@
+//! The seed corpus of every fuzz target: small valid files made by our own
+//! writers (no model files). Included with `#[path]` by
+//! `tests/it/fuzz_regressions.rs`; regenerate `fuzz/corpus/` with
+//!
+//! ```text
+//! cargo test --test it fuzz_regressions::write_fuzz_seeds -- --ignored
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use embedder::formats::{
+    amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, Backing, DType, FormatKind, ModelFile,
+    ReadOptions, TensorEntry,
+};
+use embedder::Vocab;
+
+/// A deterministic xorshift PRNG (no dependency).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn f32(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    (0..n).map(|_| r.f32()).collect()
+}
+
+/// A tiny BERT encoder (HF names, EMBD metadata, a 13-token vocabulary).
+pub fn tiny_bert(hidden: usize, layers: usize, inter: usize) -> ModelFile {
+    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for w in ["hello", "world", "the", "cat", "##s", "a", "b", "über"] {
+        tokens.push(w.to_string());
+    }
+    let vocab = Vocab::from_tokens_bert(tokens).expect("valid vocab");
+    let v = vocab.len();
+    let pos = 8;
+    let md: BTreeMap<String, String> = [
+        ("model_name", "tiny-bert".to_string()),
+        ("model_version", "1.0.0".to_string()),
+        ("embedding_dim", hidden.to_string()),
+        ("vocab_size", v.to_string()),
+        ("num_layers", layers.to_string()),
+        ("num_attention_heads", "2".to_string()),
+        ("hidden_size", hidden.to_string()),
+        ("intermediate_size", inter.to_string()),
+        ("max_position_emb", pos.to_string()),
+        ("created_at", "2026-01-01T00:00:00Z".to_string()),
+        ("architecture", "bert".to_string()),
+        ("pooling", "mean".to_string()),
+        ("normalize", "true".to_string()),
+        ("max_seq_length", "8".to_string()),
+        ("do_lower_case", "true".to_string()),
+        ("layer_norm_eps", "1e-12".to_string()),
+        ("hidden_act", "gelu".to_string()),
+        ("type_vocab_size", "2".to_string()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.clone()))
+    .collect();
+    let mut seed = 100;
+    let mut t = |name: &str, shape: Vec<usize>| {
+        seed += 1;
+        let n: usize = shape.iter().product();
+        TensorEntry::owned_f32(name, shape, &values(n, seed))
+    };
+    let mut ts = vec![
+        t("embeddings.word_embeddings.weight", vec![v, hidden]),
+        t("embeddings.position_embeddings.weight", vec![pos, hidden]),
+        t("embeddings.token_type_embeddings.weight", vec![2, hidden]),
+        t("embeddings.LayerNorm.weight", vec![hidden]),
+        t("embeddings.LayerNorm.bias", vec![hidden]),
+    ];
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}.");
+        for (n, s) in [
+            ("attention.self.query.weight", vec![hidden, hidden]),
+            ("attention.self.query.bias", vec![hidden]),
+            ("attention.self.key.weight", vec![hidden, hidden]),
+            ("attention.self.key.bias", vec![hidden]),
+            ("attention.self.value.weight", vec![hidden, hidden]),
+            ("attention.self.value.bias", vec![hidden]),
+            ("attention.output.dense.weight", vec![hidden, hidden]),
+            ("attention.output.dense.bias", vec![hidden]),
+            ("attention.output.LayerNorm.weight", vec![hidden]),
+            ("attention.output.LayerNorm.bias", vec![hidden]),
+            ("intermediate.dense.weight", vec![inter, hidden]),
+            ("intermediate.dense.bias", vec![inter]),
+            ("output.dense.weight", vec![hidden, inter]),
+            ("output.dense.bias", vec![hidden]),
+            ("output.LayerNorm.weight", vec![hidden]),
+            ("output.LayerNorm.bias", vec![hidden]),
+        ] {
+            ts.push(t(&format!("{p}{n}"), s));
+        }
+    }
+    model(md, Some(vocab), ts)
+}
+
+fn model(md: BTreeMap<String, String>, vocab: Option<Vocab>, ts: Vec<TensorEntry>) -> ModelFile {
+    ModelFile::new(
+        FormatKind::Embd,
+        Arc::new(Backing::from_bytes(&[])),
+        md,
+        vocab,
+        ts,
+    )
+    .expect("valid model")
+}
+
+/// A few tensors of every dtype (EMBD can store them all).
+fn mixed_dtypes() -> ModelFile {
+    let base = tiny_bert(4, 1, 8);
+    let mut ts = Vec::new();
+    for (i, d) in DType::ALL.iter().enumerate() {
+        let shape = vec![2, 3];
+        let bytes: Vec<u8> = (0..6 * d.size()).map(|k| (k * 7 + i) as u8).collect();
+        ts.push(TensorEntry::owned_bytes(
+            format!("t.{}", d.name()),
+            *d,
+            shape,
+            &bytes,
+        ));
+    }
+    model(base.metadata.clone(), base.vocab.clone(), ts)
+}
+
+fn embd_bytes(m: &ModelFile, checksums: bool) -> Vec<u8> {
+    embd::to_bytes(m, &embd::WriteOptions { checksums }).expect("EMBD writer")
+}
+
+fn legacy_bytes(m: &ModelFile) -> Vec<u8> {
+    let mut b = Vec::new();
+    legacy::write_legacy(m, &mut b).expect("legacy writer");
+    b
+}
+
+fn small_fifu(sub: ff::Subwords, quant: bool) -> Vec<u8> {
+    let w: Vec<String> = ["ab", "cd", "éf"].iter().map(|s| s.to_string()).collect();
+    let rows = 3 + sub.rows().expect("rows") as usize;
+    let storage = if quant {
+        ff::Storage::Quantized {
+            projection: Some(values(16, 1)),
+            quantized_len: 2,
+            reconstructed_len: 4,
+            n_centroids: 2,
+            centroids: values(8, 2),
+            norms: Some(vec![1.5; rows]),
+            codes: (0..rows * 2).map(|i| (i % 2) as u8).collect(),
+        }
+    } else {
+        ff::Storage::Array {
+            rows,
+            dims: 2,
+            data: values(rows * 2, 3),
+        }
+    };
+    let e = ff::Embeddings::from_parts(
+        Some("a=1".into()),
+        w,
+        sub,
+        storage,
+        Some(vec![1.0, 2.0, 3.0]),
+    )
+    .expect("fifu parts");
+    let mut b = Vec::new();
+    e.write(&mut b).expect("fifu writer");
+    b
+}
+
+fn fifu_seeds() -> Vec<Vec<u8>> {
+    vec![
+        small_fifu(
+            ff::Subwords::Bucket {
+                min_n: 2,
+                max_n: 3,
+                exp: 2,
+            },
+            true,
+        ),
+        small_fifu(
+            ff::Subwords::FastText {
+                min_n: 2,
+                max_n: 3,
+                buckets: 3,
+            },
+            false,
+        ),
+        small_fifu(
+            ff::Subwords::Explicit {
+                min_n: 2,
+                max_n: 2,
+                ngrams: vec![("<a".into(), 0), ("ab".into(), 1)],
+            },
+            false,
+        ),
+        small_fifu(ff::Subwords::None, false),
+    ]
+}
+
+/// `u16 manifest length | manifest JSON | weight.bin`, the coreml_blob target's input.
+pub fn coreml_input(manifest: &[u8], blob: &[u8]) -> Vec<u8> {
+    let n = u16::try_from(manifest.len()).expect("manifest under 64 KiB");
+    let mut out = n.to_le_bytes().to_vec();
+    out.extend_from_slice(manifest);
+    out.extend_from_slice(blob);
+    out
+}
+
+fn coreml_seeds() -> Vec<Vec<u8>> {
+    let m = tiny_bert(4, 1, 8);
+    let small = model(m.metadata.clone(), m.vocab.clone(), m.tensors[..5].to_vec());
+    let dir = std::env::temp_dir().join(format!("embd-seeds-coreml-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    coreml_blob::write_dir(&small, &dir).expect("coreml writer");
+    let blob = std::fs::read(dir.join("weight.bin")).expect("weight.bin");
+    let manifest = std::fs::read(dir.join("manifest.json")).expect("manifest.json");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Sub-byte blobs with a hand-written manifest.
+    let mut w = coreml_blob::BlobWriter::new();
+    let a = w
+        .add_packed(coreml_blob::BlobDType::UInt3, &[1, 2, 3, 4, 5])
+        .expect("uint3");
+    let b = w
+        .add_packed(coreml_blob::BlobDType::Int4, &[-1, 2, 3])
+        .expect("int4");
+    let extra = w.finish();
+    let man = serde_json::json!({
+        "format": coreml_blob::MANIFEST_FORMAT, "version": 1, "metadata": {"architecture": "bert"},
+        "tensors": [
+            {"name": "u3", "dtype": "uint3", "shape": [5], "offset": a},
+            {"name": "i4", "dtype": "int4", "shape": [3], "offset": b},
+            {"name": "empty", "dtype": "fp32", "shape": [0, 4]}
+        ]
+    });
+    vec![
+        coreml_input(&manifest, &blob),
+        coreml_input(man.to_string().as_bytes(), &extra),
+    ]
+}
+
+fn amb_seeds() -> Vec<Vec<u8>> {
+    let m = tiny_bert(8, 1, 8);
+    let small = model(
+        m.metadata.clone(),
+        m.vocab.clone(),
+        vec![
+            m.tensors[3].clone(),
+            m.tensor("encoder.layer.0.attention.self.query.weight")
+                .expect("query")
+                .clone(),
+        ],
+    );
+    use amb::{Quant, ScaleType};
+    let quants = [
+        Quant::None,
+        Quant::Int4Block {
+            block: 8,
+            scale: ScaleType::F16,
+        },
+        Quant::Int5Block {
+            block: 16,
+            scale: ScaleType::F32,
+        },
+        Quant::Adaptive {
+            bits: 5,
+            block: 8,
+            scale: ScaleType::F16,
+            fp16_fraction: 0.5,
+        },
+    ];
+    quants
+        .iter()
+        .enumerate()
+        .map(|(i, &quant)| {
+            let mut b = Vec::new();
+            amb::write(
+                &small,
+                &mut b,
+                &amb::WriteOptions {
+                    quant,
+                    checksum: i % 2 == 0,
+                },
+            )
+            .expect("amb writer");
+            b
+        })
+        .collect()
+}
+
+fn tiny_gpt2() -> ModelFile {
+    let cfg = lwt::Gpt2Config {
+        n_layer: 1,
+        n_head: 2,
+        n_embd: 4,
+        vocab_size: 5,
+        n_positions: 3,
+        n_inner: 8,
+        layer_norm_epsilon: 1e-5,
+    };
+    let ts = cfg
+        .expected()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, shape))| {
+            let n = shape.iter().product();
+            TensorEntry::owned_f32(name, shape, &values(n, 900 + i as u64))
+        })
+        .collect();
+    model(cfg.metadata(), None, ts)
+}
+
+fn lwt_bytes() -> Vec<u8> {
+    let mut b = Vec::new();
+    lwt::write(&tiny_gpt2(), &mut b).expect("lwt writer");
+    b
+}
+
+fn safetensors_seeds() -> Vec<Vec<u8>> {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let f32s: Vec<u8> = values(6, 5).iter().flat_map(|v| v.to_le_bytes()).collect();
+    let f16s: Vec<u8> = (0..8u8).collect();
+    let i64s: Vec<u8> = (0..16u8).collect();
+    let views = vec![
+        (
+            "bert.embeddings.word_embeddings.weight".to_string(),
+            TensorView::new(Dtype::F32, vec![2, 3], &f32s).expect("view"),
+        ),
+        (
+            "bert.encoder.layer.0.output.LayerNorm.gamma".to_string(),
+            TensorView::new(Dtype::F16, vec![4], &f16s).expect("view"),
+        ),
+        (
+            "embeddings.position_ids".to_string(),
+            TensorView::new(Dtype::I64, vec![2], &i64s).expect("view"),
+        ),
+    ];
+    let mut md = std::collections::HashMap::new();
+    md.insert("format".to_string(), "pt".to_string());
+    let a = safetensors::serialize(views.clone(), Some(md)).expect("safetensors");
+    let b = safetensors::serialize(views[..2].to_vec(), None).expect("safetensors");
+    vec![a, b]
+}
+
+fn tokenizer_seeds() -> Vec<Vec<u8>> {
+    let texts: [(u8, &str); 8] = [
+        (0x00, "Hello, world! [SEP] café"),
+        (0x31, "ΟΔΟΣ ab abc xyz 中文字 $+ [MASK]"),
+        (0x52, "\u{0}\t\r\n control \u{200b} zero-width \u{fffd}"),
+        (0x03, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        (0x84, "The quick brown fox jumps over the lazy dog. Ünïcödé, 日本語, emoji 🙂."),
+        (0x05, "[CLS][SEP][PAD][UNK][MASK] [CL S]"),
+        (0x06, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\n##x\n\n##\u{0}hi hix [CLS]"),
+        (0x2e, "a\nb\n##b\n\u{0}ab abb b a"),
+    ];
+    texts
+        .iter()
+        .map(|(m, t)| {
+            let mut v = vec![*m];
+            v.extend_from_slice(t.as_bytes());
+            v
+        })
+        .collect()
+}
+
+/// One `hf_dir` record: `u8 file selector | u16 LE length | bytes` (selectors
+/// index `HF_FILES` in fuzz/harness.rs).
+fn hf_record(out: &mut Vec<u8>, sel: u8, b: &[u8]) {
+    out.push(sel);
+    out.extend_from_slice(&u16::try_from(b.len()).expect("small file").to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn hf_dir_seeds() -> Vec<Vec<u8>> {
+    use safetensors::tensor::TensorView;
+    let m = tiny_bert(4, 1, 8);
+    let v = m.vocab.as_ref().expect("vocab");
+    let config = serde_json::json!({
+        "model_type": "bert", "architectures": ["BertModel"], "hidden_size": 4,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
+        "max_position_embeddings": 8, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+        "hidden_act": "gelu", "position_embedding_type": "absolute"
+    });
+    let tok_cfg = serde_json::json!({"do_lower_case": true, "model_max_length": 8,
+        "cls_token": "[CLS]", "sep_token": {"content": "[SEP]"}});
+    let modules = serde_json::json!([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+    ]);
+    let pooling = serde_json::json!({"word_embedding_dimension": 4,
+        "pooling_mode_mean_tokens": true, "pooling_mode_cls_token": false});
+    let st_cfg = serde_json::json!({"max_seq_length": 6, "do_lower_case": false});
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = m
+        .tensors
+        .iter()
+        .map(|t| {
+            (
+                format!("bert.{}", t.name),
+                t.shape.clone(),
+                m.tensor_bytes(t).to_vec(),
+            )
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
+            )
+        })
+        .collect();
+    let st = safetensors::serialize(views, None).expect("safetensors");
+    let vocab_txt: String = v.tokens().iter().map(|t| format!("{t}\n")).collect();
+    let tok_json = serde_json::json!({"normalizer": {"type": "BertNormalizer", "lowercase": true},
+        "model": {"type": "WordPiece", "vocab": v.tokens().iter().enumerate()
+            .map(|(i, t)| (t.clone(), serde_json::json!(i))).collect::<serde_json::Map<_, _>>()}});
+    let mut full = Vec::new();
+    hf_record(&mut full, 0, config.to_string().as_bytes());
+    hf_record(&mut full, 1, tok_cfg.to_string().as_bytes());
+    hf_record(&mut full, 3, vocab_txt.as_bytes());
+    hf_record(&mut full, 4, st_cfg.to_string().as_bytes());
+    hf_record(&mut full, 5, modules.to_string().as_bytes());
+    hf_record(&mut full, 6, pooling.to_string().as_bytes());
+    hf_record(&mut full, 7, &st);
+    let mut minimal = Vec::new();
+    hf_record(&mut minimal, 0, config.to_string().as_bytes());
+    hf_record(&mut minimal, 2, tok_json.to_string().as_bytes());
+    hf_record(&mut minimal, 7, &st);
+    vec![full, minimal]
+}
+
+/// Every seed: `(target, file name, bytes)`.
+pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
+    let bert = tiny_bert(4, 1, 8);
+    let embd_files = [
+        ("tiny_bert", embd_bytes(&bert, true)),
+        ("tiny_bert_nocrc", embd_bytes(&bert, false)),
+        ("mixed_dtypes", embd_bytes(&mixed_dtypes(), true)),
+    ];
+    let legacy_file = legacy_bytes(&bert);
+    let fifu = fifu_seeds();
+    let amb_files = amb_seeds();
+    let lwt_file = lwt_bytes();
+    for (n, b) in &embd_files {
+        if n.starts_with("tiny_bert") {
+            out.push(("embedder", format!("{n}.embd"), b.clone()));
+        }
+        out.push(("embd", format!("{n}.embd"), b.clone()));
+        out.push(("model_file", format!("{n}.embd"), b.clone()));
+    }
+    out.push(("legacy", "tiny_bert.legacy".into(), legacy_file.clone()));
+    out.push(("model_file", "tiny_bert.legacy".into(), legacy_file.clone()));
+    out.push(("embedder", "tiny_bert.legacy".into(), legacy_file));
+    for (i, b) in fifu.iter().enumerate() {
+        out.push(("finalfusion", format!("small_{i}.fifu"), b.clone()));
+    }
+    out.push(("model_file", "small_0.fifu".into(), fifu[0].clone()));
+    for (i, b) in coreml_seeds().into_iter().enumerate() {
+        out.push(("coreml_blob", format!("blob_{i}.bin"), b));
+    }
+    for (i, b) in amb_files.iter().enumerate() {
+        out.push(("amb", format!("small_{i}.amb"), b.clone()));
+    }
+    out.push(("model_file", "small_1.amb".into(), amb_files[1].clone()));
+    out.push(("lwt", "tiny_gpt2.lwt".into(), lwt_file.clone()));
+    out.push(("model_file", "tiny_gpt2.lwt".into(), lwt_file));
+    for (i, b) in safetensors_seeds().into_iter().enumerate() {
+        out.push(("safetensors", format!("small_{i}.safetensors"), b));
+    }
+    for (i, b) in hf_dir_seeds().into_iter().enumerate() {
+        out.push(("hf_dir", format!("folder_{i}.bin"), b));
+    }
+    for (i, b) in tokenizer_seeds().into_iter().enumerate() {
+        out.push(("tokenizer", format!("text_{i}.txt"), b));
+    }
+    // Every seed must parse as its writer meant (else it seeds nothing useful).
+    for (t, n, b) in &out {
+        let ok = match *t {
+            "embd" | "legacy" | "model_file" | "amb" | "lwt" | "finalfusion" => {
+                ModelFile::from_bytes(b, ReadOptions::default()).is_ok()
+            }
+            _ => true,
+        };
+        assert!(ok, "seed {t}/{n} does not parse");
+    }
+    out
+}
