@@ -187,12 +187,24 @@ def embd_encode_npy(input_path, jsonl=False, threads=2):
         return np.load(out)
 
 
-def peak_rss_mb(cmd, env=None):
-    """Runs cmd to completion; returns (exit status, its peak RSS in MB) from wait4."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, usage.ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
+# Runs argv[1:] and prints its peak RSS in KiB. On Linux a child's ru_maxrss starts
+# from its parent's RSS at fork (the old address space's high-water mark survives
+# exec), so measuring straight from this process (hundreds of MB with the ORT
+# sessions loaded) would report our own size. This small launcher forks from a
+# ~10 MB interpreter instead; its own size is then the floor of the measurement.
+RSS_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n"
+)
+
+
+def peak_rss_mb(cmd):
+    """Runs cmd to completion; returns (exit status, its peak RSS in MB)."""
+    out = subprocess.run([sys.executable, "-c", RSS_LAUNCHER] + cmd, check=True, capture_output=True,
+                         text=True).stdout.split()
+    return int(out[0]), int(out[1]) / 1024.0  # ru_maxrss is in KiB on Linux
 
 
 # --------------------------------------------------------------------------
@@ -452,9 +464,10 @@ def timing(args, tok, ref, corpus_path):
     for threads in (1, 2):
         rc, mb = peak_rss_mb([EMBD, "encode", "-m", WEIGHTS, "--input", corpus_path, "--output", os.devnull,
                               "--threads", str(threads)])
-        rss[f"embd encode --threads {threads}"] = mb
+        rss[f"embd encode --threads {threads}"] = mb if rc == 0 else float("nan")
     rc, mb = peak_rss_mb([sys.executable, os.path.abspath(__file__), "--ort-encode", corpus_path])
-    rss["ORT process (fused, 2t, batch32)"] = mb
+    rss["ORT process (fused, 2t, batch32)"] = mb if rc == 0 else float("nan")
+    rss["(launcher floor: /bin/true)"] = peak_rss_mb(["true"])[1]
     sizes = {"weights": os.path.getsize(WEIGHTS) / 2**20, "onnx fused": os.path.getsize(ONNX_FUSED) / 2**20}
 
     # --- report -------------------------------------------------------------
