@@ -82,6 +82,21 @@ def fmt_cos(c):
     return f"{c.min():.8f} (1-cos {1 - c.min():.1e}, item {int(c.argmin()) + 1})"
 
 
+def cpu_info():
+    """CPU model and the SIMD flags that matter for fp32 GEMM."""
+    model, flags = platform.machine(), set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name") and model == platform.machine():
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    return {"model": model, "simd": sorted(flags & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"})}
+
+
 def loadavg():
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -131,10 +146,14 @@ def ort_single(sess, tok, texts):
     return np.concatenate([ort_run(sess, [tok.encode(t).ids]) for t in texts])
 
 
-def ort_sorted_batches(sess, tok, texts, batch=32):
+def ort_sorted_batches(sess, tok, texts, batch=32, parallel_tokenize=True):
     """Tokenize all, sort by length, run batches of `batch` padded within the batch.
-    Returns the embeddings in the original order."""
-    ids = [e.ids for e in tok.encode_batch(texts)]
+    Returns the embeddings in the original order. `encode_batch` tokenizes on all
+    cores; single-thread configurations pass parallel_tokenize=False."""
+    if parallel_tokenize:
+        ids = [e.ids for e in tok.encode_batch(texts)]
+    else:
+        ids = [tok.encode(t).ids for t in texts]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = np.empty((len(ids), HIDDEN), np.float32)
     for s in range(0, len(order), batch):
@@ -350,7 +369,7 @@ OURS = [("ours 1t single", 1, 1), ("ours 1t batch32", 1, 32),
         ("ours 2t batch32", 2, 32), ("ours 2t batch256", 2, 256)]
 # ORT configurations: (name, threads, function(sessions, tok, texts)).
 ORT = [("ORT 1t single", 1, lambda s, tok, t: ort_single(s["1t"], tok, t)),
-       ("ORT 1t sorted batch32", 1, lambda s, tok, t: ort_sorted_batches(s["1t"], tok, t)),
+       ("ORT 1t sorted batch32", 1, lambda s, tok, t: ort_sorted_batches(s["1t"], tok, t, parallel_tokenize=False)),
        ("ORT 2t sorted batch32", 2, lambda s, tok, t: ort_sorted_batches(s["2t"], tok, t)),
        ("ORT 2x1t sessions", 2, lambda s, tok, t: ort_two_sessions([s["1t"], s["1t_b"]], tok, t))]
 
@@ -471,7 +490,10 @@ def timing(args, tok, ref, corpus_path):
     sizes = {"weights": os.path.getsize(WEIGHTS) / 2**20, "onnx fused": os.path.getsize(ONNX_FUSED) / 2**20}
 
     # --- report -------------------------------------------------------------
-    print(f"\n{len(full)} texts, {tokens} tokens; best of {args.rounds} rounds; "
+    import onnxruntime
+
+    print(f"\nCPU {cpu_info()}, {os.cpu_count()} cores, onnxruntime {onnxruntime.__version__}")
+    print(f"{len(full)} texts, {tokens} tokens; best of {args.rounds} rounds; "
           f"GEMM ceiling (numpy/OpenBLAS float32, model shapes M=2048): "
           f"1t {ceiling[1]:.1f}, 2t {ceiling[2]:.1f} GFLOP/s")
     print(f"{'config':24s} {'thr':>3s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s} {'of GEMM':>8s}  rounds (s)")
@@ -495,10 +517,8 @@ def timing(args, tok, ref, corpus_path):
     print(f"  model files: .weights {sizes['weights']:.1f} MB, fused .onnx {sizes['onnx fused']:.1f} MB")
     print(f"\nload average per round: {[(l['before'], l['after']) for l in loads]}")
 
-    import onnxruntime
-
     results = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "nproc": os.cpu_count(),
+        "machine": {"cpu": cpu_info(), "nproc": os.cpu_count(),
                     "onnxruntime": onnxruntime.__version__, "numpy": np.__version__},
         "corpus": {"texts": len(texts), "tokens": tokens, "linear_flops": flops},
         "onnx_verification": onnx_res, "gemm_ceiling_gflops": {"1t": gemm[1], "2t": gemm[2]},
