@@ -1,5 +1,6 @@
 //! `embd`: convert, inspect, verify model files; tokenize and embed text.
 
+mod bench;
 mod io_util;
 mod progress;
 
@@ -136,6 +137,35 @@ enum Cmd {
         /// Do not truncate to the model's max_seq_length.
         #[arg(long)]
         no_truncate: bool,
+    },
+    /// Time one configuration over a corpus; print JSON (see bench/README.md).
+    Bench {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Corpus: one text per line.
+        #[arg(long)]
+        input: String,
+        /// Texts per embedding call (1 = one text per call).
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        /// Timed passes over the corpus.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// Use only the first N texts (0 = all).
+        #[arg(long, default_value_t = 0)]
+        limit: usize,
+        /// Texts embedded before timing.
+        #[arg(long, default_value_t = 100)]
+        warmup: usize,
+        /// Text for the single-text latency (default: a corpus text of --latency-tokens tokens).
+        #[arg(long)]
+        latency_text: Option<String>,
+        /// Tokens ([CLS]/[SEP] included) of the default latency text.
+        #[arg(long, default_value_t = 20)]
+        latency_tokens: usize,
+        /// Timed single-text calls (0 = skip).
+        #[arg(long, default_value_t = 200)]
+        latency_runs: usize,
     },
     /// Cosine similarity of two texts (a matrix for more than two).
     Similarity {
@@ -364,6 +394,31 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 writeln!(out, "{v}").map_err(stdout_err)?;
             }
             out.flush().map_err(stdout_err)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench {
+            model,
+            input,
+            batch_size,
+            rounds,
+            limit,
+            warmup,
+            latency_text,
+            latency_tokens,
+            latency_runs,
+        } => {
+            bench::run(&bench::BenchArgs {
+                model: resolve_model(&model.model)?,
+                threads: model.threads.unwrap_or(0),
+                input,
+                batch_size,
+                rounds,
+                limit,
+                warmup,
+                latency_text,
+                latency_tokens,
+                latency_runs,
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Similarity { model, texts } => {

@@ -1,0 +1,184 @@
+//! `embd bench`: time one configuration of the engine over a corpus and print
+//! the results as one JSON object (read by `bench/bench.py`, which interleaves
+//! these runs with ONNX Runtime's).
+//!
+//! Measured, in this order, in one process:
+//! 1. open time: `Embedder::open` + the first embedding of the latency text
+//!    (with CRC verification, the default, and without it);
+//! 2. throughput: after a short warm-up, `rounds` timed passes over the corpus
+//!    through `embed_into` in calls of `batch_size` texts (tokenization included);
+//! 3. single-text latency: `embed_into` of the latency text, `latency_runs` times.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use embedder::{Embedder, Error, Options};
+use serde_json::json;
+
+/// What to run; filled from the command line.
+pub struct BenchArgs {
+    /// Model file.
+    pub model: PathBuf,
+    /// Worker threads (0 = all cores).
+    pub threads: usize,
+    /// Corpus: one text per line.
+    pub input: String,
+    /// Texts per embedding call (1 = one text per call).
+    pub batch_size: usize,
+    /// Timed passes over the corpus.
+    pub rounds: usize,
+    /// Use only the first `limit` texts of the corpus (0 = all).
+    pub limit: usize,
+    /// Texts embedded (same configuration) before the timed rounds.
+    pub warmup: usize,
+    /// Text whose single-text latency is measured (default: the first corpus text
+    /// of `latency_tokens` tokens, else the one closest to it).
+    pub latency_text: Option<String>,
+    /// Token count (with `[CLS]`/`[SEP]`) of the default latency text.
+    pub latency_tokens: usize,
+    /// Single-text calls timed for the latency (0 = skip).
+    pub latency_runs: usize,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Value at quantile `q` (0..=1) of sorted samples (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Opens the model and embeds `text` once; returns (open, first embedding) times.
+fn open_and_first(args: &BenchArgs, text: &str, verify: bool) -> Result<(f64, f64), Error> {
+    let opts = Options::new()
+        .threads(args.threads)
+        .verify_checksums(verify);
+    let t0 = Instant::now();
+    let emb = Embedder::open(&args.model, &opts)?;
+    let t1 = Instant::now();
+    let mut out = vec![0f32; emb.dim()];
+    emb.embed_into(&[text], &mut out)?;
+    let t2 = Instant::now();
+    Ok((ms(t1 - t0), ms(t2 - t1)))
+}
+
+/// One pass over `texts` in calls of `batch` texts.
+fn pass(emb: &Embedder, texts: &[String], batch: usize, buf: &mut [f32]) -> Result<(), Error> {
+    let dim = emb.dim();
+    for chunk in texts.chunks(batch) {
+        emb.embed_into(chunk, &mut buf[..chunk.len() * dim])?;
+    }
+    Ok(())
+}
+
+/// Runs the benchmark and prints one JSON object on standard output.
+pub fn run(args: &BenchArgs) -> Result<(), Error> {
+    let mut texts = crate::io_util::read_texts(&args.input, false)?;
+    if args.limit > 0 {
+        texts.truncate(args.limit);
+    }
+    if texts.is_empty() {
+        return Err(Error::invalid_argument(format!(
+            "{}: no texts to embed",
+            args.input
+        )));
+    }
+    let batch = args.batch_size.max(1);
+
+    // The latency text is needed before the timed open, so pick it with a
+    // separate tokenizer-only open that does not count.
+    let latency_text = match &args.latency_text {
+        Some(t) => t.clone(),
+        None => {
+            let probe = Embedder::open(&args.model, &Options::new().threads(1))?;
+            texts
+                .iter()
+                .min_by_key(|t| probe.count_tokens(t).abs_diff(args.latency_tokens))
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+
+    // 1. Open + first embedding, in this fresh process (file in the page cache
+    // after the probe above or earlier runs).
+    let (open_ms, first_ms) = open_and_first(args, &latency_text, true)?;
+    let (open_nv_ms, first_nv_ms) = open_and_first(args, &latency_text, false)?;
+
+    // 2. Throughput.
+    let emb = Embedder::open(&args.model, &Options::new().threads(args.threads))?;
+    let dim = emb.dim();
+    let tokens: usize = texts.iter().map(|t| emb.count_tokens(t)).sum();
+    let mut buf = vec![0f32; batch.min(texts.len()) * dim];
+    let warm = args.warmup.min(texts.len());
+    pass(&emb, &texts[..warm], batch, &mut buf)?;
+    let mut secs = Vec::with_capacity(args.rounds);
+    for _ in 0..args.rounds.max(1) {
+        let t0 = Instant::now();
+        pass(&emb, &texts, batch, &mut buf)?;
+        secs.push(t0.elapsed().as_secs_f64());
+    }
+    let best = secs.iter().copied().fold(f64::INFINITY, f64::min);
+
+    // 3. Single-text latency.
+    let mut lat = Vec::with_capacity(args.latency_runs);
+    let mut one = vec![0f32; dim];
+    if args.latency_runs > 0 {
+        for _ in 0..10 {
+            emb.embed_into(&[latency_text.as_str()], &mut one)?;
+        }
+        for _ in 0..args.latency_runs {
+            let t0 = Instant::now();
+            emb.embed_into(&[latency_text.as_str()], &mut one)?;
+            lat.push(ms(t0.elapsed()));
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+
+    let result = json!({
+        "engine": "embedder",
+        "threads": emb.threads(),
+        "batch_size": batch,
+        "texts": texts.len(),
+        "tokens": tokens,
+        "rounds_s": secs,
+        "best_s": best,
+        "texts_per_s": texts.len() as f64 / best,
+        "tokens_per_s": tokens as f64 / best,
+        "open_ms": open_ms,
+        "first_embed_ms": first_ms,
+        "open_first_ms": open_ms + first_ms,
+        "open_noverify_ms": open_nv_ms,
+        "first_embed_noverify_ms": first_nv_ms,
+        "open_first_noverify_ms": open_nv_ms + first_nv_ms,
+        "latency": {
+            "text": latency_text,
+            "tokens": emb.count_tokens(&latency_text),
+            "runs": lat.len(),
+            "median_ms": quantile(&lat, 0.5),
+            "p90_ms": quantile(&lat, 0.9),
+            "min_ms": quantile(&lat, 0.0),
+        },
+    });
+    println!("{result}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 5.0);
+        assert_eq!(quantile(&v, 0.9), 9.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&v, 1.0), 10.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+}
