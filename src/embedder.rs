@@ -193,7 +193,7 @@ impl Embedder {
         self.model.hidden_size()
     }
 
-    /// Effective maximum sequence length (tokens incl. [CLS]/[SEP]).
+    /// Effective maximum sequence length (tokens incl. `[CLS]`/`[SEP]`).
     pub fn max_seq_length(&self) -> usize {
         self.max_seq_length
     }

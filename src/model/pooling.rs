@@ -1,4 +1,4 @@
-//! Sentence pooling of token vectors: mean, [CLS], max; then optional L2
+//! Sentence pooling of token vectors: mean, `[CLS]`, max; then optional L2
 //! normalisation.
 
 use crate::kernels::ops;
