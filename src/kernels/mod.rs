@@ -1,7 +1,7 @@
 //! Numeric kernels: GEMM, element-wise and row operations, and their scalar
 //! reference versions. Nothing here knows about BERT.
 //!
-//! Every optimised kernel has a plain oracle in [`reference`](crate::kernels::reference) and unit tests that
+//! Every optimised kernel has a plain oracle in [`reference`](mod@reference) and unit tests that
 //! compare the two on awkward shapes.
 
 pub mod gemm;
