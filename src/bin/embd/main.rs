@@ -160,7 +160,7 @@ enum Cmd {
         /// Text for the single-text latency (default: a corpus text of --latency-tokens tokens).
         #[arg(long)]
         latency_text: Option<String>,
-        /// Tokens ([CLS]/[SEP] included) of the default latency text.
+        /// Tokens (`[CLS]`/`[SEP]` included) of the default latency text.
         #[arg(long, default_value_t = 20)]
         latency_tokens: usize,
         /// Timed single-text calls (0 = skip).
