@@ -149,6 +149,9 @@ pub struct Tokenizer {
     normalizer: Normalizer,
     wordpiece: WordPiece,
     specials: SpecialMatcher,
+    /// A special-token string contains ASCII whitespace, so long texts cannot be
+    /// cut at whitespace (see [`Tokenizer::encode_raw_bounded`]).
+    specials_have_whitespace: bool,
 }
 
 impl Tokenizer {
@@ -166,12 +169,18 @@ impl Tokenizer {
             config.max_input_chars_per_word,
         );
         let specials = SpecialMatcher::new(&vocab);
+        let specials_have_whitespace = vocab.specials().as_array().iter().any(|&id| {
+            vocab
+                .token(id)
+                .is_some_and(|t| t.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')))
+        });
         Tokenizer {
             vocab,
             config,
             normalizer,
             wordpiece,
             specials,
+            specials_have_whitespace,
         }
     }
 
@@ -233,13 +242,22 @@ impl Tokenizer {
     }
 
     /// As [`Tokenizer::encode`], into `out` (cleared first; its allocation is reused).
+    ///
+    /// With a `max_len`, a long text is tokenized only as far as needed: see
+    /// [`Tokenizer::encode_raw_bounded`]. Work and memory are then bounded by
+    /// the part of the text that yields the first `max_len - 2` ids, not by the
+    /// text's length.
     pub fn encode_into(&self, text: &str, max_len: Option<usize>, out: &mut Vec<u32>) {
         let sp = self.vocab.specials();
         out.clear();
         out.push(sp.cls);
-        self.encode_raw(text, out);
-        if let Some(m) = max_len {
-            out.truncate(m.max(2) - 1);
+        match max_len {
+            Some(m) => {
+                let want = m.max(2) - 2;
+                self.encode_raw_bounded(text, want, out);
+                out.truncate(want + 1);
+            }
+            None => self.encode_raw(text, out),
         }
         out.push(sp.sep);
     }
@@ -247,12 +265,57 @@ impl Tokenizer {
     /// The length of [`Tokenizer::encode`]`(text, max_len)`.
     pub fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
         let mut ids = Vec::new();
-        self.encode_raw(text, &mut ids);
-        let n = match max_len {
-            Some(m) => ids.len().min(m.max(2) - 2),
-            None => ids.len(),
-        };
-        n + 2
+        match max_len {
+            Some(m) => {
+                let want = m.max(2) - 2;
+                self.encode_raw_bounded(text, want, &mut ids);
+                ids.len().min(want) + 2
+            }
+            None => {
+                self.encode_raw(text, &mut ids);
+                ids.len() + 2
+            }
+        }
+    }
+
+    /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
+    /// when the text has fewer), tokenizing growing prefixes of a long text.
+    ///
+    /// A prefix is cut right after an ASCII space, tab, CR or LF. Such a cut is
+    /// exact: those characters are never dropped by the normalizer and always
+    /// end a word; no special-token string contains them (checked at
+    /// construction, else the whole text is used); and normalization is per
+    /// character (NFD never moves combining marks across a whitespace starter).
+    /// So the ids of the prefix are the first ids of the whole text. Prefixes
+    /// start at 16 KiB and double until they yield `want` ids.
+    pub fn encode_raw_bounded(&self, text: &str, want: usize, out: &mut Vec<u32>) {
+        const FIRST_PREFIX: usize = 16 << 10;
+        let start = out.len();
+        if self.specials_have_whitespace || text.len() <= FIRST_PREFIX {
+            self.encode_raw(text, out);
+            return;
+        }
+        let bytes = text.as_bytes();
+        let mut target = FIRST_PREFIX;
+        while target < text.len() {
+            // The first cut at or after `target`: just after an ASCII whitespace
+            // byte (always a char boundary in UTF-8).
+            let Some(off) = bytes[target..]
+                .iter()
+                .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            else {
+                break;
+            };
+            let cut = target + off + 1;
+            out.truncate(start);
+            self.encode_raw(&text[..cut], out);
+            if out.len() - start >= want {
+                return;
+            }
+            target = cut.saturating_mul(2);
+        }
+        out.truncate(start);
+        self.encode_raw(text, out);
     }
 
     /// Turns ids back into text like HF's WordPiece decoder: tokens joined with

@@ -123,3 +123,43 @@ fn tokenizer_speed() {
         total / passes
     );
 }
+
+/// Truncating tokenization of long texts works on prefixes (bounded work and
+/// memory); it must give exactly the ids of tokenizing everything then truncating.
+#[test]
+fn bounded_prefix_tokenization_is_exact() {
+    let Some(tok) = minilm_tokenizer("bounded_prefix_tokenization_is_exact") else {
+        return;
+    };
+    let cases = read_reference("wordpiece_cases.jsonl");
+    // Every reference text (accents and their NFD forms, CJK, controls, special
+    // tokens, emoji), joined by varied separators, into texts of 20 KiB to ~1 MiB.
+    let seps = [
+        " ", "\n", "\t", "\r\n", "", "\u{2028}", " \u{301}", "[MASK]",
+    ];
+    let mut big = String::new();
+    for (i, c) in cases.iter().enumerate() {
+        big.push_str(&c.text);
+        big.push_str(seps[i % seps.len()]);
+    }
+    for len in [20 << 10, 100 << 10, big.len()] {
+        let mut end = len.min(big.len());
+        while !big.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &big[..end];
+        let full = tok.encode(text, None);
+        for max_len in [2usize, 3, 10, 256, 512, 40_000, usize::MAX / 2] {
+            let want = max_len - 2;
+            let mut expect: Vec<u32> = full[1..full.len() - 1].iter().copied().take(want).collect();
+            expect.insert(0, full[0]);
+            expect.push(*full.last().unwrap());
+            assert_eq!(
+                tok.encode(text, Some(max_len)),
+                expect,
+                "len {end}, max_len {max_len}"
+            );
+            assert_eq!(tok.count_tokens(text, Some(max_len)), expect.len());
+        }
+    }
+}
