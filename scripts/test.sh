@@ -5,7 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export EMBD_SHARED_DIR="${EMBD_SHARED_DIR:-$root/../shared}"
-step() { printf '\n==> %s\n' "$*"; }
+steps=0
+step() { steps=$((steps + 1)); printf '\n==> %s\n' "$*"; }
 
 step "tools"
 scripts/install_deps.sh
@@ -34,4 +35,5 @@ if [ -x bench/run.sh ]; then
   step "benchmark check mode (outputs agree with ONNX Runtime; no timing)"
   bench/run.sh --check
 fi
-step "all tests passed"
+# Every step above exits non-zero on failure (set -e), so reaching here means all passed.
+printf '\nsteps: %d passed, 0 failed\n' "$steps"
