@@ -1,24 +1,30 @@
-//! Row-major single-precision matrix products on top of `matrixmultiply::sgemm`.
+//! Row-major single-precision matrix products: the engine's own AVX2+FMA
+//! kernels ([`super::sgemm`]) when the CPU has them, `matrixmultiply::sgemm`
+//! otherwise.
 //!
 //! The main entry is [`linear`]: `C = A · Wᵀ (+ bias) (+ C)` with `W` in the
-//! HuggingFace `Linear` layout `[out, in]`, read in place through strides (no
-//! transposed copy).
+//! HuggingFace `Linear` layout `[out, in]`, read in place (panels are packed on
+//! the fly, nothing is transposed or copied at load); [`linear_stacked`] runs
+//! several such layers over the same input in one pass (Q, K and V).
 //!
 //! # Row and column invariance
 //!
-//! `matrixmultiply` packs `A` in panels of rows and `B` in panels of columns and
-//! runs one micro-kernel per tile, with a fixed blocking of the `k` dimension
-//! (partial tiles are computed in full into a scratch tile and copied out). The
-//! value of `C[i][j]` therefore depends only on row `i` of `A`, column `j` of `B`
-//! and `k`: not on `m`, `n`, the row's position or the column's position. The
-//! engine relies on this for batch invariance and thread-count invariance; the
-//! unit tests below check it bit for bit. The crate's `threading` feature of
-//! `matrixmultiply` is not used: its global pool ignores the caller's thread
-//! count, so parallel products split columns here instead ([`Par`]).
+//! With the own kernels every `C[i][j]` is one sequential FMA chain over `k`
+//! (see [`super::sgemm`]). With `matrixmultiply`, A is packed in panels of
+//! rows and B in panels of columns and one micro-kernel runs per tile, with a
+//! fixed blocking of the `k` dimension (partial tiles are computed in full into
+//! a scratch tile and copied out). Either way the value of `C[i][j]` depends
+//! only on row `i` of A, column `j` of B and `k`: not on `m`, `n`, the row's
+//! position or the column's position. The engine relies on this for batch
+//! invariance and thread-count invariance; the unit tests below check it bit
+//! for bit. Parallel products split columns ([`Par`]); the crate's `threading`
+//! feature of `matrixmultiply` is not used (its global pool ignores the
+//! caller's thread count).
 
 use rayon::prelude::*;
 
 use super::ops;
+use super::sgemm::{self, BSource, CPtr};
 use super::Par;
 
 /// Number of elements a `rows x cols` view with strides `(rs, cs)` spans.
@@ -152,6 +158,62 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
     });
 }
 
+/// Products smaller than this (m·n·k) never split across threads.
+const MIN_SPLIT_WORK: usize = 1 << 16;
+
+/// `C (+)= A · B` with the own kernels, then `epi(j0, row_segment)` on every
+/// finished row segment, columns split into `par.tasks()` ranges.
+#[allow(clippy::too_many_arguments)]
+fn own<B: BSource>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &B,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: &(dyn Fn(usize, &mut [f32]) + Sync),
+    par: Par,
+) {
+    assert!(a.len() >= span(m, k, lda, 1), "gemm: A too short");
+    assert!(m <= 1 || lda >= k, "gemm: A rows overlap");
+    b.check(k, n);
+    assert!(c.len() >= span(m, n, ldc, 1), "gemm: C too short");
+    assert!(m <= 1 || ldc >= n, "gemm: C rows overlap");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let panels = n.div_ceil(sgemm::NR);
+    let tasks = par.tasks().min(panels);
+    let cp = CPtr(c.as_mut_ptr());
+    let run = |lo: usize, hi: usize| {
+        // SAFETY: `available()` was checked by the caller; A, B and C were
+        // bounds-checked above; each task gets a disjoint column range of C,
+        // which stays exclusively borrowed until all tasks have joined.
+        unsafe { sgemm::gemm_cols(m, k, a.as_ptr(), lda, b, cp, ldc, lo, hi, accumulate, epi) }
+    };
+    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
+        run(0, n);
+        return;
+    }
+    let per = panels.div_ceil(tasks) * sgemm::NR;
+    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
+        run(t * per, ((t + 1) * per).min(n));
+    });
+}
+
+/// The per-row-segment function of an epilogue.
+fn epilogue_fn<'a>(epi: Epilogue<'a>) -> impl Fn(usize, &mut [f32]) + Sync + 'a {
+    move |j0: usize, r: &mut [f32]| match epi {
+        Epilogue::None => {}
+        Epilogue::Bias(b) => ops::add_assign(r, &b[j0..]),
+        Epilogue::BiasGelu(b) => ops::bias_gelu(r, &b[j0..]),
+        Epilogue::BiasGeluTanh(b) => ops::bias_gelu_tanh(r, &b[j0..]),
+    }
+}
+
 /// `C[m x n] = alpha · A[m x k] · W[n x k]ᵀ + beta · C` (row strides `lda`,
 /// `ldw`, `ldc`).
 #[allow(clippy::too_many_arguments)]
@@ -169,6 +231,14 @@ pub fn matmul_nt(
     ldc: usize,
     par: Par,
 ) {
+    if sgemm::available() && (beta == 0.0 || (beta == 1.0 && alpha == 1.0)) {
+        let b = sgemm::Transposed { w, ldw };
+        let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+        let none = |_: usize, _: &mut [f32]| {};
+        let epi: &(dyn Fn(usize, &mut [f32]) + Sync) = if alpha == 1.0 { &none } else { &scale };
+        own(m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+        return;
+    }
     let s = Strided {
         m,
         k,
@@ -201,6 +271,14 @@ pub fn matmul_nn(
     ldc: usize,
     par: Par,
 ) {
+    if sgemm::available() && (beta == 0.0 || (beta == 1.0 && alpha == 1.0)) {
+        let b = sgemm::RowMajor { b, ldb };
+        let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+        let none = |_: usize, _: &mut [f32]| {};
+        let epi: &(dyn Fn(usize, &mut [f32]) + Sync) = if alpha == 1.0 { &none } else { &scale };
+        own(m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+        return;
+    }
     let s = Strided {
         m,
         k,
@@ -245,6 +323,23 @@ pub fn linear(
     epi: Epilogue<'_>,
     par: Par,
 ) {
+    if sgemm::available() {
+        let b = sgemm::Transposed { w, ldw: k };
+        own(
+            m,
+            n,
+            k,
+            x,
+            k,
+            &b,
+            out,
+            ldo,
+            accumulate,
+            &epilogue_fn(epi),
+            par,
+        );
+        return;
+    }
     let beta = if accumulate { 1.0 } else { 0.0 };
     matmul_nt(m, n, k, 1.0, x, k, w, k, beta, out, ldo, par);
     let rows = &mut out[..span(m, n, ldo, 1)];
@@ -269,6 +364,55 @@ pub fn linear(
             });
         }
         _ => rows.chunks_mut(ldo).for_each(row_op),
+    }
+}
+
+/// Several `Linear` layers over the same input, outputs side by side:
+/// `out[.., s·n..(s+1)·n] = x · ws[s]ᵀ + biases[s]` for each segment `s`, every
+/// `ws[s]` being `[n x k]`. One pass packs `x` once for all segments; the
+/// values are the same as from separate [`linear`] calls.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_stacked(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    ws: &[&[f32]],
+    biases: &[&[f32]],
+    n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    par: Par,
+) {
+    assert_eq!(
+        ws.len(),
+        biases.len(),
+        "linear_stacked: one bias per weight"
+    );
+    if sgemm::available() && n % sgemm::NR == 0 {
+        for b in biases {
+            assert!(b.len() >= n, "linear_stacked: bias too short");
+        }
+        let b = sgemm::Stacked { ws, seg_n: n, k };
+        let epi = |j0: usize, r: &mut [f32]| {
+            let s = j0 / n;
+            ops::add_assign(r, &biases[s][j0 - s * n..]);
+        };
+        own(m, n * ws.len(), k, x, k, &b, out, ldo, false, &epi, par);
+        return;
+    }
+    for (s, (w, b)) in ws.iter().zip(biases).enumerate() {
+        linear(
+            x,
+            m,
+            k,
+            w,
+            n,
+            &mut out[s * n..],
+            ldo,
+            false,
+            Epilogue::Bias(b),
+            par,
+        );
     }
 }
 
