@@ -24,7 +24,7 @@
 use rayon::prelude::*;
 
 use super::ops;
-use super::sgemm::{self, BSource, CPtr};
+use super::sgemm;
 use super::Par;
 
 /// Number of elements a `rows x cols` view with strides `(rs, cs)` spans.
@@ -158,52 +158,6 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
     });
 }
 
-/// Products smaller than this (m·n·k) never split across threads.
-const MIN_SPLIT_WORK: usize = 1 << 16;
-
-/// `C (+)= A · B` with the own kernels, then `epi(j0, row_segment)` on every
-/// finished row segment, columns split into `par.tasks()` ranges.
-#[allow(clippy::too_many_arguments)]
-fn own<B: BSource>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    lda: usize,
-    b: &B,
-    c: &mut [f32],
-    ldc: usize,
-    accumulate: bool,
-    epi: &(dyn Fn(usize, &mut [f32]) + Sync),
-    par: Par,
-) {
-    assert!(a.len() >= span(m, k, lda, 1), "gemm: A too short");
-    assert!(m <= 1 || lda >= k, "gemm: A rows overlap");
-    b.check(k, n);
-    assert!(c.len() >= span(m, n, ldc, 1), "gemm: C too short");
-    assert!(m <= 1 || ldc >= n, "gemm: C rows overlap");
-    if m == 0 || n == 0 {
-        return;
-    }
-    let panels = n.div_ceil(sgemm::NR);
-    let tasks = par.tasks().min(panels);
-    let cp = CPtr(c.as_mut_ptr());
-    let run = |lo: usize, hi: usize| {
-        // SAFETY: `available()` was checked by the caller; A, B and C were
-        // bounds-checked above; each task gets a disjoint column range of C,
-        // which stays exclusively borrowed until all tasks have joined.
-        unsafe { sgemm::gemm_cols(m, k, a.as_ptr(), lda, b, cp, ldc, lo, hi, accumulate, epi) }
-    };
-    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
-        run(0, n);
-        return;
-    }
-    let per = panels.div_ceil(tasks) * sgemm::NR;
-    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
-        run(t * per, ((t + 1) * per).min(n));
-    });
-}
-
 /// The per-row-segment function of an epilogue.
 fn epilogue_fn<'a>(epi: Epilogue<'a>) -> impl Fn(usize, &mut [f32]) + Sync + 'a {
     move |j0: usize, r: &mut [f32]| match epi {
@@ -231,13 +185,16 @@ pub fn matmul_nt(
     ldc: usize,
     par: Par,
 ) {
-    if sgemm::available() && (beta == 0.0 || (beta == 1.0 && alpha == 1.0)) {
-        let b = sgemm::Transposed { w, ldw };
-        let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
-        let none = |_: usize, _: &mut [f32]| {};
-        let epi: &(dyn Fn(usize, &mut [f32]) + Sync) = if alpha == 1.0 { &none } else { &scale };
-        own(m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
-        return;
+    match sgemm::isa() {
+        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
+            let b = sgemm::Transposed { w, ldw };
+            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+            let none = |_: usize, _: &mut [f32]| {};
+            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
+            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+            return;
+        }
+        _ => {}
     }
     let s = Strided {
         m,
@@ -271,13 +228,16 @@ pub fn matmul_nn(
     ldc: usize,
     par: Par,
 ) {
-    if sgemm::available() && (beta == 0.0 || (beta == 1.0 && alpha == 1.0)) {
-        let b = sgemm::RowMajor { b, ldb };
-        let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
-        let none = |_: usize, _: &mut [f32]| {};
-        let epi: &(dyn Fn(usize, &mut [f32]) + Sync) = if alpha == 1.0 { &none } else { &scale };
-        own(m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
-        return;
+    match sgemm::isa() {
+        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
+            let b = sgemm::RowMajor { b, ldb };
+            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+            let none = |_: usize, _: &mut [f32]| {};
+            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
+            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+            return;
+        }
+        _ => {}
     }
     let s = Strided {
         m,
@@ -323,21 +283,10 @@ pub fn linear(
     epi: Epilogue<'_>,
     par: Par,
 ) {
-    if sgemm::available() {
+    if let Some(isa) = sgemm::isa() {
         let b = sgemm::Transposed { w, ldw: k };
-        own(
-            m,
-            n,
-            k,
-            x,
-            k,
-            &b,
-            out,
-            ldo,
-            accumulate,
-            &epilogue_fn(epi),
-            par,
-        );
+        let epi = epilogue_fn(epi);
+        sgemm::product(isa, m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
         return;
     }
     let beta = if accumulate { 1.0 } else { 0.0 };
@@ -388,7 +337,7 @@ pub fn linear_stacked(
         biases.len(),
         "linear_stacked: one bias per weight"
     );
-    if sgemm::available() && n % sgemm::NR == 0 {
+    if let Some(isa) = sgemm::isa().filter(|_| n % sgemm::SEGMENT_ALIGN == 0) {
         for b in biases {
             assert!(b.len() >= n, "linear_stacked: bias too short");
         }
@@ -397,7 +346,20 @@ pub fn linear_stacked(
             let s = j0 / n;
             ops::add_assign(r, &biases[s][j0 - s * n..]);
         };
-        own(m, n * ws.len(), k, x, k, &b, out, ldo, false, &epi, par);
+        sgemm::product(
+            isa,
+            m,
+            n * ws.len(),
+            k,
+            x,
+            k,
+            &b,
+            out,
+            ldo,
+            false,
+            &epi,
+            par,
+        );
         return;
     }
     for (s, (w, b)) in ws.iter().zip(biases).enumerate() {

@@ -1,8 +1,11 @@
-//! The engine's own single-precision GEMM for x86-64 with AVX2 + FMA:
-//! `C (+)= A · B` with A row-major and B described by a [`BSource`] (the
-//! weights of a `Linear` layer in their native `[out, in]` layout, or a plain
-//! row-major matrix), packed on the fly into small panels, a 6 x 16 register
-//! tile, and an epilogue applied per tile while it is still in cache.
+//! The engine's own single-precision GEMM for x86-64: `C (+)= A · B` with A
+//! row-major and B described by a [`BSource`] (the weights of a `Linear` layer
+//! in their native `[out, in]` layout, several of them side by side, or a plain
+//! row-major matrix). Panels of B are packed on the fly (nothing is repacked
+//! at load), A is packed per block, and a register-tile kernel runs per tile:
+//! 6 x 16 with AVX2 + FMA, 12 x 32 with AVX-512F when the CPU has it. An
+//! epilogue (bias, GELU, scaling) runs on each finished tile while it is in
+//! cache.
 //!
 //! # Arithmetic, and why it gives batch invariance
 //!
@@ -11,50 +14,113 @@
 //! old value of C when accumulating): `c = fma(a[i][p], b[p][j], c)` for
 //! `p = 0, 1, ..., k-1`. Blocking of `k` only stores the running value to C
 //! and reloads it, which is exact. So `C[i][j]` depends on row `i` of A,
-//! column `j` of B and nothing else: not on `m`, `n`, the tile shape, the
-//! position of the row or column inside a tile, padding, or how the columns
-//! are split between threads. [`fma_chain`] is that definition written in
-//! scalar code; the tests check the kernels against it bit for bit.
+//! column `j` of B and nothing else: not on `m`, `n`, the tile shape or ISA,
+//! the position of the row or column inside a tile, padding, or how the
+//! columns are split between threads. [`fma_chain`] is that definition in
+//! scalar code; the tests check both kernels against it bit for bit.
 //!
 //! # Memory
 //!
 //! Each thread that runs a product keeps one packing buffer (thread-local,
-//! allocated on first use and reused): an A block of at most [`MC`] x [`KC`]
-//! floats and one B panel of [`KC`] x [`NR`] floats, about 380 KiB.
+//! allocated on first use and reused): an A block of at most [`MC`] x 384
+//! floats and one B panel of at most 384 x 32 floats, about 410 KiB.
 
 use std::cell::RefCell;
 
-/// Rows of the register tile.
-pub const MR: usize = 6;
-/// Columns of the register tile.
-pub const NR: usize = 16;
-/// Depth of one packed block (all of K = 384; a quarter of K = 1536).
-pub const KC: usize = 384;
-/// Rows of A packed at once (a multiple of [`MR`]).
-pub const MC: usize = 240;
+use rayon::prelude::*;
 
-/// Whether the optimised kernels can run on this CPU (AVX2 and FMA).
-pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static STATE: AtomicU8 = AtomicU8::new(0);
-        match STATE.load(Ordering::Relaxed) {
-            1 => true,
-            2 => false,
-            _ => {
-                let ok = std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                    && std::env::var_os("EMBD_NO_SIMD").is_none();
-                STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-                ok
-            }
+use super::Par;
+
+/// Rows of A packed at once (a multiple of every kernel's tile height).
+pub const MC: usize = 240;
+/// Widths of [`Stacked`] segments must be multiples of this (every kernel's
+/// tile width divides it), so that no panel straddles two segments.
+pub const SEGMENT_ALIGN: usize = 32;
+const MAX_MR: usize = 12;
+const MAX_NR: usize = 32;
+const MAX_KC: usize = 384;
+
+/// The kernel family in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX2 + FMA: 6 x 16 tile.
+    Avx2,
+    /// AVX-512F: 12 x 32 tile.
+    Avx512,
+}
+
+impl Isa {
+    /// Tile height.
+    pub const fn mr(self) -> usize {
+        match self {
+            Isa::Avx2 => 6,
+            Isa::Avx512 => 12,
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+
+    /// Tile width.
+    pub const fn nr(self) -> usize {
+        match self {
+            Isa::Avx2 => 16,
+            Isa::Avx512 => 32,
+        }
     }
+
+    /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
+    pub const fn kc(self) -> usize {
+        match self {
+            Isa::Avx2 => 384,
+            Isa::Avx512 => 256,
+        }
+    }
+
+    /// Whether this CPU runs the kernel.
+    pub fn supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            match self {
+                Isa::Avx2 => avx2,
+                Isa::Avx512 => avx2 && std::is_x86_feature_detected!("avx512f"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+}
+
+/// The best kernel family of this CPU (detected once), or `None` (then the
+/// callers use the portable `matrixmultiply` path). `EMBD_SIMD=avx2` or
+/// `EMBD_SIMD=none` in the environment caps the choice (for testing).
+pub fn isa() -> Option<Isa> {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Relaxed) {
+        1 => return None,
+        2 => return Some(Isa::Avx2),
+        3 => return Some(Isa::Avx512),
+        _ => {}
+    }
+    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
+    let found = if cap == "none" {
+        None
+    } else if cap != "avx2" && Isa::Avx512.supported() {
+        Some(Isa::Avx512)
+    } else if Isa::Avx2.supported() {
+        Some(Isa::Avx2)
+    } else {
+        None
+    };
+    let code = match found {
+        None => 1,
+        Some(Isa::Avx2) => 2,
+        Some(Isa::Avx512) => 3,
+    };
+    STATE.store(code, Ordering::Relaxed);
+    found
 }
 
 /// The definition of one element of the product (see the module docs): a
@@ -69,13 +135,14 @@ pub trait BSource: Sync {
     /// per product, before any unchecked access).
     fn check(&self, k: usize, n: usize);
 
-    /// Writes rows `p0..p0 + kc` and columns `j0..j0 + nr` (`nr <= NR`) of B
-    /// into `dst` as `kc` rows of [`NR`] floats, zero in columns `nr..NR`.
+    /// Writes rows `p0..p0 + kc` and columns `j0..j0 + nr` (`nr <= w`) of B
+    /// into `dst` as `kc` rows of `w` floats, zero in columns `nr..w`.
     ///
     /// # Safety
     /// The view must have been checked with [`BSource::check`] for some
-    /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * NR` floats.
-    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, dst: *mut f32);
+    /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * w`
+    /// floats; `w` is 16 or 32 and AVX2 is available.
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32);
 }
 
 /// `B = Wᵀ` for `W` in the `Linear` layout `[n x k]`, row stride `ldw`.
@@ -108,11 +175,10 @@ impl BSource for Transposed<'_> {
         assert!(self.w.len() >= span(n, k, self.ldw), "sgemm: W too short");
     }
 
-    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, dst: *mut f32) {
-        let src = self.w.as_ptr();
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
         // SAFETY: forwarded contract: rows j0..j0+nr of W exist with columns
-        // p0..p0+kc, and dst holds kc * NR floats.
-        unsafe { pack_transposed(src, self.ldw, p0, kc, j0, nr, dst) }
+        // p0..p0+kc, and dst holds kc * w floats.
+        unsafe { pack_transposed(self.w.as_ptr(), self.ldw, p0, kc, j0, nr, w, dst) }
     }
 }
 
@@ -122,16 +188,16 @@ impl BSource for RowMajor<'_> {
         assert!(self.b.len() >= span(k, n, self.ldb), "sgemm: B too short");
     }
 
-    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, dst: *mut f32) {
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
         let src = self.b.as_ptr();
         for p in 0..kc {
             // SAFETY: B[p0 + p][j0..j0 + nr] lies inside the checked view and
-            // row p of dst has NR floats (contract of `pack`).
+            // row p of dst has w >= nr floats (contract of `pack`).
             unsafe {
                 let s = src.add((p0 + p) * self.ldb + j0);
-                let d = dst.add(p * NR);
+                let d = dst.add(p * w);
                 std::ptr::copy_nonoverlapping(s, d, nr);
-                std::ptr::write_bytes(d.add(nr), 0, NR - nr);
+                std::ptr::write_bytes(d.add(nr), 0, w - nr);
             }
         }
     }
@@ -139,8 +205,8 @@ impl BSource for RowMajor<'_> {
 
 /// Several `Linear` weights side by side along n (e.g. Q, K and V): segment
 /// `s` covers columns `[s·seg_n, (s+1)·seg_n)` of B, each `W` being
-/// `[seg_n x k]` with row stride `k`. `seg_n` must be a multiple of [`NR`] so
-/// that no panel straddles two segments.
+/// `[seg_n x k]` with row stride `k`. `seg_n` must be a multiple of
+/// [`SEGMENT_ALIGN`].
 pub struct Stacked<'a> {
     /// The weights, in column order.
     pub ws: &'a [&'a [f32]],
@@ -153,8 +219,8 @@ pub struct Stacked<'a> {
 impl BSource for Stacked<'_> {
     fn check(&self, k: usize, n: usize) {
         assert!(
-            self.seg_n % NR == 0,
-            "sgemm: segment width not a multiple of NR"
+            self.seg_n % SEGMENT_ALIGN == 0,
+            "sgemm: segment width not a multiple of {SEGMENT_ALIGN}"
         );
         assert!(n <= self.seg_n * self.ws.len(), "sgemm: too many columns");
         assert!(k == self.k, "sgemm: segment depth mismatch");
@@ -163,11 +229,11 @@ impl BSource for Stacked<'_> {
         }
     }
 
-    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, dst: *mut f32) {
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
         let s = j0 / self.seg_n;
-        // SAFETY: `check` proved every segment holds seg_n rows of k
-        // floats and p0 + kc <= k; j0 - s·seg_n + nr <= seg_n because panels
-        // never straddle segments.
+        // SAFETY: `check` proved every segment holds seg_n rows of k floats and
+        // p0 + kc <= k; j0 - s·seg_n + nr <= seg_n because panels (w divides
+        // SEGMENT_ALIGN) never straddle segments.
         unsafe {
             pack_transposed(
                 self.ws[s].as_ptr(),
@@ -176,40 +242,54 @@ impl BSource for Stacked<'_> {
                 kc,
                 j0 - s * self.seg_n,
                 nr,
+                w,
                 dst,
             )
         }
     }
 }
 
-/// Packs `W[j0..j0+nr][p0..p0+kc]` transposed into `dst` (`kc` rows of NR).
+/// Packs `W[j0..j0+nr][p0..p0+kc]` transposed into `dst` (`kc` rows of `w`).
 ///
 /// # Safety
-/// Those elements of `w` (row stride `ldw`) exist; `dst` holds `kc * NR` floats.
+/// Those elements of `w` (row stride `ldw`) exist; `dst` holds `kc * w`
+/// floats; `w` is a multiple of 8; AVX2 is available.
+#[allow(clippy::too_many_arguments)]
 unsafe fn pack_transposed(
-    w: *const f32,
+    src: *const f32,
     ldw: usize,
     p0: usize,
     kc: usize,
     j0: usize,
     nr: usize,
+    w: usize,
     dst: *mut f32,
 ) {
     let mut p = 0;
     #[cfg(target_arch = "x86_64")]
-    if nr == NR && available() {
-        // SAFETY: AVX2 is available; the caller's contract covers the reads and
-        // writes of the full 16 x (kc rounded down to 8) block.
-        unsafe { pack_transposed_avx2(w, ldw, p0, kc & !7, j0, dst) };
+    if nr == w {
+        for g in 0..w / 8 {
+            // SAFETY: AVX2 is available (contract); rows j0+8g..j0+8g+8 <= j0+nr
+            // exist with columns p0..p0+kc; the writes stay in dst's kc rows.
+            unsafe {
+                pack_transposed_8(
+                    src.add((j0 + 8 * g) * ldw + p0),
+                    ldw,
+                    kc & !7,
+                    dst.add(8 * g),
+                    w,
+                )
+            };
+        }
         p = kc & !7;
     }
     for pp in p..kc {
-        for jj in 0..NR {
+        for jj in 0..w {
             // SAFETY: row j0 + jj < j0 + nr, column p0 + pp < p0 + kc are inside
-            // W; dst row pp has NR floats.
+            // W; dst row pp has w floats.
             unsafe {
-                *dst.add(pp * NR + jj) = if jj < nr {
-                    *w.add((j0 + jj) * ldw + p0 + pp)
+                *dst.add(pp * w + jj) = if jj < nr {
+                    *src.add((j0 + jj) * ldw + p0 + pp)
                 } else {
                     0.0
                 };
@@ -218,71 +298,61 @@ unsafe fn pack_transposed(
     }
 }
 
-/// The 16-row case of [`pack_transposed`] for `kc` a multiple of 8, by 8 x 8
-/// register transposes.
+/// Transposes 8 rows x `kc` columns (`kc` a multiple of 8) of `src` (row
+/// stride `ld`) into `kc` rows of 8 floats at `dst` (row stride `ldd`), by
+/// 8 x 8 register transposes.
 ///
 /// # Safety
-/// AVX2 is available; rows `j0..j0+16`, columns `p0..p0+kc` of W exist; dst
-/// holds `kc * 16` floats.
+/// AVX2 is available; the 8 x kc source block and the kc x 8 destination
+/// block are in bounds.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pack_transposed_avx2(
-    w: *const f32,
-    ldw: usize,
-    p0: usize,
-    kc: usize,
-    j0: usize,
-    dst: *mut f32,
-) {
+unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32, ldd: usize) {
     use std::arch::x86_64::*;
-    for half in 0..2 {
-        // SAFETY: see the function contract; every load reads 8 floats of a row
-        // j0 + half*8 + r (r < 8) at columns p0 + p .. p0 + p + 8 <= p0 + kc, and
-        // every store writes 8 floats of dst row p + q < kc at column half*8.
+    let mut p = 0;
+    while p < kc {
+        // SAFETY: every load reads 8 floats of a row r < 8 at columns
+        // p..p+8 <= kc, every store 8 floats of dst row p + q < kc (contract).
         unsafe {
-            let base = w.add((j0 + half * 8) * ldw + p0);
-            let mut p = 0;
-            while p < kc {
-                let r = |i: usize| _mm256_loadu_ps(base.add(i * ldw + p));
-                let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
-                let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
-                let t0 = _mm256_unpacklo_ps(r0, r1);
-                let t1 = _mm256_unpackhi_ps(r0, r1);
-                let t2 = _mm256_unpacklo_ps(r2, r3);
-                let t3 = _mm256_unpackhi_ps(r2, r3);
-                let t4 = _mm256_unpacklo_ps(r4, r5);
-                let t5 = _mm256_unpackhi_ps(r4, r5);
-                let t6 = _mm256_unpacklo_ps(r6, r7);
-                let t7 = _mm256_unpackhi_ps(r6, r7);
-                let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-                let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-                let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-                let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-                let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-                let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-                let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-                let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-                let d = dst.add(p * NR + half * 8);
-                _mm256_storeu_ps(d, _mm256_permute2f128_ps::<0x20>(s0, s4));
-                _mm256_storeu_ps(d.add(NR), _mm256_permute2f128_ps::<0x20>(s1, s5));
-                _mm256_storeu_ps(d.add(2 * NR), _mm256_permute2f128_ps::<0x20>(s2, s6));
-                _mm256_storeu_ps(d.add(3 * NR), _mm256_permute2f128_ps::<0x20>(s3, s7));
-                _mm256_storeu_ps(d.add(4 * NR), _mm256_permute2f128_ps::<0x31>(s0, s4));
-                _mm256_storeu_ps(d.add(5 * NR), _mm256_permute2f128_ps::<0x31>(s1, s5));
-                _mm256_storeu_ps(d.add(6 * NR), _mm256_permute2f128_ps::<0x31>(s2, s6));
-                _mm256_storeu_ps(d.add(7 * NR), _mm256_permute2f128_ps::<0x31>(s3, s7));
-                p += 8;
-            }
+            let r = |i: usize| _mm256_loadu_ps(src.add(i * ld + p));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            let t0 = _mm256_unpacklo_ps(r0, r1);
+            let t1 = _mm256_unpackhi_ps(r0, r1);
+            let t2 = _mm256_unpacklo_ps(r2, r3);
+            let t3 = _mm256_unpackhi_ps(r2, r3);
+            let t4 = _mm256_unpacklo_ps(r4, r5);
+            let t5 = _mm256_unpackhi_ps(r4, r5);
+            let t6 = _mm256_unpacklo_ps(r6, r7);
+            let t7 = _mm256_unpackhi_ps(r6, r7);
+            let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let d = dst.add(p * ldd);
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps::<0x20>(s0, s4));
+            _mm256_storeu_ps(d.add(ldd), _mm256_permute2f128_ps::<0x20>(s1, s5));
+            _mm256_storeu_ps(d.add(2 * ldd), _mm256_permute2f128_ps::<0x20>(s2, s6));
+            _mm256_storeu_ps(d.add(3 * ldd), _mm256_permute2f128_ps::<0x20>(s3, s7));
+            _mm256_storeu_ps(d.add(4 * ldd), _mm256_permute2f128_ps::<0x31>(s0, s4));
+            _mm256_storeu_ps(d.add(5 * ldd), _mm256_permute2f128_ps::<0x31>(s1, s5));
+            _mm256_storeu_ps(d.add(6 * ldd), _mm256_permute2f128_ps::<0x31>(s2, s6));
+            _mm256_storeu_ps(d.add(7 * ldd), _mm256_permute2f128_ps::<0x31>(s3, s7));
         }
+        p += 8;
     }
 }
 
 /// Packs rows `i0..i0+mc` (zero beyond `m`), columns `p0..p0+kc` of A into
-/// `dst` as consecutive tiles of `kc` rows of [`MR`] floats.
+/// `dst` as consecutive tiles of `kc` rows of `mr` floats.
 ///
 /// # Safety
 /// Rows `i0..min(i0+mc, m)` of A (row stride `lda`) have columns `p0..p0+kc`;
-/// dst holds `mc.next_multiple_of(MR) * kc` floats.
+/// dst holds `mc.next_multiple_of(mr) * kc` floats.
 #[allow(clippy::too_many_arguments)]
 unsafe fn pack_a(
     a: *const f32,
@@ -292,42 +362,37 @@ unsafe fn pack_a(
     mc: usize,
     p0: usize,
     kc: usize,
+    mr: usize,
     dst: *mut f32,
 ) {
-    let tiles = mc.div_ceil(MR);
-    for t in 0..tiles {
-        let d = unsafe_add(dst, t * MR * kc);
-        for r in 0..MR {
-            let i = i0 + t * MR + r;
-            if i < m && t * MR + r < mc {
+    for t in 0..mc.div_ceil(mr) {
+        let d = dst.wrapping_add(t * mr * kc);
+        for r in 0..mr {
+            let i = i0 + t * mr + r;
+            if i < m && t * mr + r < mc {
                 // SAFETY: row i < m exists with columns p0..p0+kc; dst tile t
-                // has kc rows of MR floats.
+                // has kc rows of mr floats.
                 unsafe {
                     let s = a.add(i * lda + p0);
                     for p in 0..kc {
-                        *d.add(p * MR + r) = *s.add(p);
+                        *d.add(p * mr + r) = *s.add(p);
                     }
                 }
             } else {
                 for p in 0..kc {
                     // SAFETY: inside dst tile t (contract).
-                    unsafe { *d.add(p * MR + r) = 0.0 };
+                    unsafe { *d.add(p * mr + r) = 0.0 };
                 }
             }
         }
     }
 }
 
-#[inline(always)]
-fn unsafe_add(p: *mut f32, n: usize) -> *mut f32 {
-    p.wrapping_add(n)
-}
-
 /// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + Apanel · Bpanel`
 /// over `kc` steps, one FMA chain per element.
 ///
 /// # Safety
-/// AVX2 and FMA are available; `a` holds `kc * MR` floats, `b` `kc * NR`, and
+/// AVX2 and FMA are available; `a` holds `kc * 6` floats, `b` `kc * 16`, and
 /// C has 6 rows of 16 writable floats at row stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
@@ -340,60 +405,83 @@ unsafe fn kernel_6x16(
     load: bool,
 ) {
     use std::arch::x86_64::*;
+    const R: usize = 6;
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
-        let z = _mm256_setzero_ps();
-        let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21) = (z, z, z, z, z, z);
-        let (mut c30, mut c31, mut c40, mut c41, mut c50, mut c51) = (z, z, z, z, z, z);
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
         if load {
-            let l = |i: usize, h: usize| _mm256_loadu_ps(c.add(i * ldc + h * 8));
-            (c00, c01, c10, c11, c20, c21) = (l(0, 0), l(0, 1), l(1, 0), l(1, 1), l(2, 0), l(2, 1));
-            (c30, c31, c40, c41, c50, c51) = (l(3, 0), l(3, 1), l(4, 0), l(4, 1), l(5, 0), l(5, 1));
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm256_loadu_ps(c.add(i * ldc));
+                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
+            }
         }
-        let mut a = a;
-        let mut b = b;
+        let (mut a, mut b) = (a, b);
         for _ in 0..kc {
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
-            let a0 = _mm256_broadcast_ss(&*a);
-            c00 = _mm256_fmadd_ps(a0, b0, c00);
-            c01 = _mm256_fmadd_ps(a0, b1, c01);
-            let a1 = _mm256_broadcast_ss(&*a.add(1));
-            c10 = _mm256_fmadd_ps(a1, b0, c10);
-            c11 = _mm256_fmadd_ps(a1, b1, c11);
-            let a2 = _mm256_broadcast_ss(&*a.add(2));
-            c20 = _mm256_fmadd_ps(a2, b0, c20);
-            c21 = _mm256_fmadd_ps(a2, b1, c21);
-            let a3 = _mm256_broadcast_ss(&*a.add(3));
-            c30 = _mm256_fmadd_ps(a3, b0, c30);
-            c31 = _mm256_fmadd_ps(a3, b1, c31);
-            let a4 = _mm256_broadcast_ss(&*a.add(4));
-            c40 = _mm256_fmadd_ps(a4, b0, c40);
-            c41 = _mm256_fmadd_ps(a4, b1, c41);
-            let a5 = _mm256_broadcast_ss(&*a.add(5));
-            c50 = _mm256_fmadd_ps(a5, b0, c50);
-            c51 = _mm256_fmadd_ps(a5, b1, c51);
-            a = a.add(MR);
-            b = b.add(NR);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm256_broadcast_ss(&*a.add(i));
+                row[0] = _mm256_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm256_fmadd_ps(ai, b1, row[1]);
+            }
+            a = a.add(R);
+            b = b.add(16);
         }
-        let s = |i: usize, h: usize, v: __m256| _mm256_storeu_ps(c.add(i * ldc + h * 8), v);
-        s(0, 0, c00);
-        s(0, 1, c01);
-        s(1, 0, c10);
-        s(1, 1, c11);
-        s(2, 0, c20);
-        s(2, 1, c21);
-        s(3, 0, c30);
-        s(3, 1, c31);
-        s(4, 0, c40);
-        s(4, 1, c41);
-        s(5, 0, c50);
-        s(5, 1, c51);
+        for (i, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(c.add(i * ldc), row[0]);
+            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
+        }
+    }
+}
+
+/// The 12 x 32 register tile with AVX-512F (same arithmetic as
+/// [`kernel_6x16`]).
+///
+/// # Safety
+/// AVX-512F is available; `a` holds `kc * 12` floats, `b` `kc * 32`, and C
+/// has 12 rows of 32 writable floats at row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn kernel_12x32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    use std::arch::x86_64::*;
+    const R: usize = 12;
+    // SAFETY: all accesses stay inside the panels and the C tile (contract).
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_ps(c.add(i * ldc));
+                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
+            }
+        }
+        let (mut a, mut b) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm512_loadu_ps(b);
+            let b1 = _mm512_loadu_ps(b.add(16));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*a.add(i));
+                row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
+            }
+            a = a.add(R);
+            b = b.add(32);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(i * ldc), row[0]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
+        }
     }
 }
 
 /// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
-const PACK_FLOATS: usize = MC * KC + KC * NR + 16;
+const PACK_FLOATS: usize = MC * MAX_KC + MAX_KC * MAX_NR + 16;
 
 thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -402,24 +490,99 @@ thread_local! {
 /// A raw pointer to C that may cross threads (each task writes its own
 /// column range).
 #[derive(Clone, Copy)]
-pub(crate) struct CPtr(pub(crate) *mut f32);
+struct CPtr(*mut f32);
 
-// SAFETY: used only by `super::gemm` to hand disjoint column ranges of one
+// SAFETY: used only by `product` to hand disjoint column ranges of one
 // exclusively borrowed C to rayon tasks that join before the borrow ends.
 unsafe impl Send for CPtr {}
 // SAFETY: as above.
 unsafe impl Sync for CPtr {}
 
-/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi(j0, row)` on each
-/// finished row segment of at most NR columns starting at column `j0`.
+/// The per-row-segment epilogue: `epi(j0, row)` gets the finished values of
+/// one row at columns `j0..j0 + row.len()`.
+pub type EpilogueFn<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
+
+/// Products smaller than this (m·n·k) never split across threads.
+const MIN_SPLIT_WORK: usize = 1 << 16;
+
+/// `C[m x n] (+)= A[m x k] · B`, then `epi` on every finished row segment;
+/// `Par::Threads(t)` splits the columns into `t` ranges (same values).
+///
+/// # Panics
+/// If A, B or C is too short for its view, or rows of C overlap.
+#[allow(clippy::too_many_arguments)]
+pub fn product<B: BSource>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &B,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    assert!(isa.supported(), "sgemm: {isa:?} kernels need CPU support");
+    assert!(a.len() >= span(m, k, lda), "sgemm: A too short");
+    assert!(m <= 1 || lda >= k, "sgemm: A rows overlap");
+    b.check(k, n);
+    assert!(c.len() >= span(m, n, ldc), "sgemm: C too short");
+    assert!(m <= 1 || ldc >= n, "sgemm: C rows overlap");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let nr = isa.nr();
+    let panels = n.div_ceil(nr);
+    let tasks = par.tasks().min(panels);
+    let cp = CPtr(c.as_mut_ptr());
+    let run = |lo: usize, hi: usize| {
+        // SAFETY: the ISA is supported; A, B and C were bounds-checked above;
+        // each task gets a disjoint column range of C, which stays exclusively
+        // borrowed until all tasks have joined.
+        unsafe {
+            gemm_cols(
+                isa,
+                m,
+                k,
+                a.as_ptr(),
+                lda,
+                b,
+                cp,
+                ldc,
+                lo,
+                hi,
+                accumulate,
+                epi,
+            )
+        }
+    };
+    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
+        run(0, n);
+        return;
+    }
+    let per = panels.div_ceil(tasks) * nr;
+    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
+        run(t * per, ((t + 1) * per).min(n));
+    });
+}
+
+/// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
+type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+
+/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
+/// finished row segment of at most `nr` columns.
 ///
 /// # Safety
-/// AVX2/FMA available ([`available`]); A (row stride `lda`) has `m` rows of
-/// `k` floats; `b` was checked with `check(k, n)` and `j_hi <= n`;
-/// C has `m` rows of `ldc` floats, columns `j_lo..j_hi` writable and not
-/// accessed by anyone else during the call.
+/// The ISA is supported; A (row stride `lda`) has `m` rows of `k` floats; `b`
+/// was checked with `check(k, n)` and `j_hi <= n`; C has `m` rows of `ldc`
+/// floats, columns `j_lo..j_hi` writable and not accessed by anyone else
+/// during the call.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemm_cols<B: BSource + ?Sized>(
+unsafe fn gemm_cols<B: BSource + ?Sized>(
+    isa: Isa,
     m: usize,
     k: usize,
     a: *const f32,
@@ -430,92 +593,98 @@ pub(crate) unsafe fn gemm_cols<B: BSource + ?Sized>(
     j_lo: usize,
     j_hi: usize,
     accumulate: bool,
-    epi: &(dyn Fn(usize, &mut [f32]) + Sync),
+    epi: EpilogueFn<'_>,
 ) {
     #[cfg(target_arch = "x86_64")]
+    let kernel: Kernel = match isa {
+        Isa::Avx2 => kernel_6x16,
+        Isa::Avx512 => kernel_12x32,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel: Kernel = {
+        let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
+        unreachable!("sgemm without x86-64")
+    };
+    let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
     PACK.with(|buf| {
         let mut buf = buf.borrow_mut();
         if buf.len() < PACK_FLOATS {
             buf.resize(PACK_FLOATS, 0.0);
         }
         let base = buf.as_mut_ptr();
-        let align = base.align_offset(64).min(16);
-        let pa = base.wrapping_add(align);
-        let pb = pa.wrapping_add(MC * KC);
+        let pa = base.wrapping_add(base.align_offset(64).min(16));
+        let pb = pa.wrapping_add(MC * MAX_KC);
         let c = c.0;
-        let mut tmp = [0.0f32; MR * NR];
-        let k_blocks = k.div_ceil(KC).max(1);
+        let mut tmp = [0.0f32; MAX_MR * MAX_NR];
+        let k_blocks = k.div_ceil(kcb).max(1);
         for kb in 0..k_blocks {
-            let p0 = kb * KC;
-            let kc = KC.min(k - p0.min(k));
+            let p0 = kb * kcb;
+            let kc = kcb.min(k - p0.min(k));
             let load = accumulate || kb > 0;
             let last = kb + 1 == k_blocks;
             let mut i0 = 0;
             while i0 < m {
                 let mc = MC.min(m - i0);
-                // SAFETY: rows i0..i0+mc < m of A exist with k columns; the A
-                // area of the buffer holds MC*KC >= mc.next_multiple_of(MR)*kc.
-                unsafe { pack_a(a, lda, m, i0, mc, p0, kc, pa) };
+                // SAFETY: rows i0..i0+mc <= m of A exist with k columns; the A
+                // area holds MC*MAX_KC >= mc.next_multiple_of(mr)*kc floats.
+                unsafe { pack_a(a, lda, m, i0, mc, p0, kc, mr, pa) };
                 let mut j0 = j_lo;
                 while j0 < j_hi {
-                    let nr = NR.min(j_hi - j0);
-                    // SAFETY: columns j0..j0+nr <= n and rows p0..p0+kc <= k of
-                    // B are inside the checked view; the B area holds KC*NR.
-                    unsafe { b.pack(p0, kc, j0, nr, pb) };
+                    let w = nr.min(j_hi - j0);
+                    // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of
+                    // B are inside the checked view; the B area holds
+                    // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
+                    unsafe { b.pack(p0, kc, j0, w, nr, pb) };
                     let mut i = 0;
                     while i < mc {
-                        let mr = MR.min(mc - i);
+                        let h = mr.min(mc - i);
                         let ap = pa.wrapping_add(i * kc);
                         let cp = c.wrapping_add((i0 + i) * ldc + j0);
-                        if mr == MR && nr == NR {
-                            // SAFETY: the A tile and B panel hold kc*MR and
-                            // kc*NR floats; C rows i0+i..i0+i+6 < m have columns
-                            // j0..j0+16 <= j_hi inside this task's range.
-                            unsafe { kernel_6x16(kc, ap, pb, cp, ldc, load) };
+                        if h == mr && w == nr {
+                            // SAFETY: the A tile and B panel hold kc*mr and
+                            // kc*nr floats; C rows i0+i..i0+i+mr <= m have
+                            // columns j0..j0+nr <= j_hi in this task's range.
+                            unsafe { kernel(kc, ap, pb, cp, ldc, load) };
                         } else {
                             if load {
-                                for r in 0..mr {
-                                    for jj in 0..nr {
+                                for r in 0..h {
+                                    for jj in 0..w {
                                         // SAFETY: row i0+i+r < m, column j0+jj < j_hi.
-                                        tmp[r * NR + jj] = unsafe { *cp.add(r * ldc + jj) };
+                                        tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
                                     }
                                 }
                             }
-                            // SAFETY: as above, writing into the local tile.
-                            unsafe { kernel_6x16(kc, ap, pb, tmp.as_mut_ptr(), NR, load) };
-                            for r in 0..mr {
-                                for jj in 0..nr {
+                            // SAFETY: as above, writing into the local tile of
+                            // MAX_MR x MAX_NR >= mr x nr floats.
+                            unsafe { kernel(kc, ap, pb, tmp.as_mut_ptr(), nr, load) };
+                            for r in 0..h {
+                                for jj in 0..w {
                                     // SAFETY: row i0+i+r < m, column j0+jj < j_hi.
-                                    unsafe { *cp.add(r * ldc + jj) = tmp[r * NR + jj] };
+                                    unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
                                 }
                             }
                         }
-                        i += MR;
+                        i += mr;
                     }
                     if last {
                         for r in 0..mc {
-                            // SAFETY: row i0+r < m, columns j0..j0+nr of this
+                            // SAFETY: row i0+r < m, columns j0..j0+w of this
                             // task's range; no other reference to them exists.
                             let row = unsafe {
                                 std::slice::from_raw_parts_mut(
                                     c.wrapping_add((i0 + r) * ldc + j0),
-                                    nr,
+                                    w,
                                 )
                             };
                             epi(j0, row);
                         }
                     }
-                    j0 += NR;
+                    j0 += nr;
                 }
                 i0 += MC;
             }
         }
     });
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
-        unreachable!("sgemm::gemm_cols without x86-64");
-    }
 }
 
 #[cfg(test)]
@@ -542,10 +711,17 @@ mod tests {
     /// accumulation, on awkward shapes and k across the KC blocking.
     #[test]
     fn products_equal_the_fma_chain_bitwise() {
-        if !available() {
-            eprintln!("no AVX2/FMA: skipped");
-            return;
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            if isa.supported() {
+                check_isa(isa);
+            } else {
+                eprintln!("{isa:?} unsupported here: skipped");
+            }
         }
+    }
+
+    fn check_isa(isa: Isa) {
+        let none = |_: usize, _: &mut [f32]| {};
         for &m in &SIZES {
             for &n in &[1usize, 7, 15, 16, 17, 33, 65] {
                 for &k in &[0usize, 1, 7, 8, 9, 17, 384, 385, 800] {
@@ -555,16 +731,19 @@ mod tests {
                     let init = rand_vec(m * (n + 2), 3);
                     for acc in [false, true] {
                         let mut c = init.clone();
-                        gemm::linear(
-                            &a[..],
+                        let b = Transposed { w: &w, ldw: k };
+                        product(
+                            isa,
                             m,
-                            k,
-                            &w,
                             n,
+                            k,
+                            &a,
+                            k,
+                            &b,
                             &mut c,
                             n + 2,
                             acc,
-                            gemm::Epilogue::None,
+                            &none,
                             Par::Serial,
                         );
                         for i in 0..m {
@@ -588,7 +767,21 @@ mod tests {
                     let ldb = n + 1;
                     let bm = rand_vec(k * ldb, 4);
                     let mut c = vec![f32::NAN; m * n];
-                    gemm::matmul_nn(m, n, k, 1.0, &a, lda, &bm, ldb, 0.0, &mut c, n, Par::Serial);
+                    let b = RowMajor { b: &bm, ldb };
+                    product(
+                        isa,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        lda,
+                        &b,
+                        &mut c,
+                        n,
+                        false,
+                        &none,
+                        Par::Serial,
+                    );
                     for i in 0..m {
                         for j in 0..n {
                             let want = fma_chain(0.0, k, |p| a[i * lda + p], |p| bm[p * ldb + j]);
@@ -603,7 +796,21 @@ mod tests {
         let a = rand_vec(m * k, 5);
         let w = rand_vec(n * k, 6);
         let mut c = vec![0.0; m * n];
-        gemm::matmul_nt(m, n, k, 1.0, &a, k, &w, k, 0.0, &mut c, n, Par::Serial);
+        let b = Transposed { w: &w, ldw: k };
+        product(
+            isa,
+            m,
+            n,
+            k,
+            &a,
+            k,
+            &b,
+            &mut c,
+            n,
+            false,
+            &none,
+            Par::Serial,
+        );
         let want = reference::matmul_nt(m, n, k, &a, &w);
         for (g, e) in c.iter().zip(&want) {
             assert!((g - e).abs() <= 1e-5 * (k as f32).sqrt(), "{g} vs {e}");
@@ -612,7 +819,7 @@ mod tests {
 
     #[test]
     fn stacked_equals_separate_layers_and_splits_are_invariant() {
-        if !available() {
+        if isa().is_none() {
             return;
         }
         let (k, n) = (384, 384);
