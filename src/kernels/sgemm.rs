@@ -2,7 +2,7 @@
 //! row-major and B described by a [`BSource`] (the weights of a `Linear` layer
 //! in their native `[out, in]` layout, several of them side by side, or a plain
 //! row-major matrix). Panels of B are packed on the fly (nothing is repacked
-//! at load), A is packed per block, and a register-tile kernel runs per tile:
+//! at load), A is read in place, and a register-tile kernel runs per tile:
 //! 6 x 16 with AVX2 + FMA, 12 x 32 with AVX-512F when the CPU has it. An
 //! epilogue (bias, GELU, scaling) runs on each finished tile while it is in
 //! cache.
@@ -22,8 +22,9 @@
 //! # Memory
 //!
 //! Each thread that runs a product keeps one packing buffer (thread-local,
-//! allocated on first use and reused): an A block of at most [`MC`] x 384
-//! floats and one B panel of at most 384 x 32 floats, about 410 KiB.
+//! allocated on first use and reused): one B panel of at most 384 x 32 floats
+//! and a padded copy of the last, partial tile of A rows (12 x 384), 66 KiB.
+//! Full tiles of A are read in place.
 
 use std::cell::RefCell;
 
@@ -31,7 +32,8 @@ use rayon::prelude::*;
 
 use super::Par;
 
-/// Rows of A packed at once (a multiple of every kernel's tile height).
+/// Rows of A swept per B panel (a multiple of every kernel's tile height; the
+/// rows' current k block stays in L2).
 pub const MC: usize = 240;
 /// Widths of [`Stacked`] segments must be multiples of this (every kernel's
 /// tile width divides it), so that no panel straddles two segments.
@@ -347,58 +349,20 @@ unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32
     }
 }
 
-/// Packs rows `i0..i0+mc` (zero beyond `m`), columns `p0..p0+kc` of A into
-/// `dst` as consecutive tiles of `kc` rows of `mr` floats.
+/// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + A · Bpanel`
+/// over `kc` steps, one FMA chain per element. A is read in place: row `i` of
+/// the tile is `a[i·lda..i·lda + kc]`.
 ///
 /// # Safety
-/// Rows `i0..min(i0+mc, m)` of A (row stride `lda`) have columns `p0..p0+kc`;
-/// dst holds `mc.next_multiple_of(mr) * kc` floats.
-#[allow(clippy::too_many_arguments)]
-unsafe fn pack_a(
-    a: *const f32,
-    lda: usize,
-    m: usize,
-    i0: usize,
-    mc: usize,
-    p0: usize,
-    kc: usize,
-    mr: usize,
-    dst: *mut f32,
-) {
-    for t in 0..mc.div_ceil(mr) {
-        let d = dst.wrapping_add(t * mr * kc);
-        for r in 0..mr {
-            let i = i0 + t * mr + r;
-            if i < m && t * mr + r < mc {
-                // SAFETY: row i < m exists with columns p0..p0+kc; dst tile t
-                // has kc rows of mr floats.
-                unsafe {
-                    let s = a.add(i * lda + p0);
-                    for p in 0..kc {
-                        *d.add(p * mr + r) = *s.add(p);
-                    }
-                }
-            } else {
-                for p in 0..kc {
-                    // SAFETY: inside dst tile t (contract).
-                    unsafe { *d.add(p * mr + r) = 0.0 };
-                }
-            }
-        }
-    }
-}
-
-/// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + Apanel · Bpanel`
-/// over `kc` steps, one FMA chain per element.
-///
-/// # Safety
-/// AVX2 and FMA are available; `a` holds `kc * 6` floats, `b` `kc * 16`, and
-/// C has 6 rows of 16 writable floats at row stride `ldc`.
+/// AVX2 and FMA are available; A has 6 rows of `kc` floats at stride `lda`,
+/// `b` holds `kc * 16` floats, and C has 6 rows of 16 writable floats at row
+/// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_6x16(
     kc: usize,
     a: *const f32,
+    lda: usize,
     b: *const f32,
     c: *mut f32,
     ldc: usize,
@@ -415,16 +379,15 @@ unsafe fn kernel_6x16(
                 row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
             }
         }
-        let (mut a, mut b) = (a, b);
-        for _ in 0..kc {
+        let mut b = b;
+        for p in 0..kc {
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
             for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm256_broadcast_ss(&*a.add(i));
+                let ai = _mm256_broadcast_ss(&*a.add(i * lda + p));
                 row[0] = _mm256_fmadd_ps(ai, b0, row[0]);
                 row[1] = _mm256_fmadd_ps(ai, b1, row[1]);
             }
-            a = a.add(R);
             b = b.add(16);
         }
         for (i, row) in acc.iter().enumerate() {
@@ -438,13 +401,15 @@ unsafe fn kernel_6x16(
 /// [`kernel_6x16`]).
 ///
 /// # Safety
-/// AVX-512F is available; `a` holds `kc * 12` floats, `b` `kc * 32`, and C
-/// has 12 rows of 32 writable floats at row stride `ldc`.
+/// AVX-512F is available; A has 12 rows of `kc` floats at stride `lda`, `b`
+/// holds `kc * 32` floats, and C has 12 rows of 32 writable floats at row
+/// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn kernel_12x32(
     kc: usize,
     a: *const f32,
+    lda: usize,
     b: *const f32,
     c: *mut f32,
     ldc: usize,
@@ -461,16 +426,15 @@ unsafe fn kernel_12x32(
                 row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
             }
         }
-        let (mut a, mut b) = (a, b);
-        for _ in 0..kc {
+        let mut b = b;
+        for p in 0..kc {
             let b0 = _mm512_loadu_ps(b);
             let b1 = _mm512_loadu_ps(b.add(16));
             for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*a.add(i));
+                let ai = _mm512_set1_ps(*a.add(i * lda + p));
                 row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
             }
-            a = a.add(R);
             b = b.add(32);
         }
         for (i, row) in acc.iter().enumerate() {
@@ -481,7 +445,7 @@ unsafe fn kernel_12x32(
 }
 
 /// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
-const PACK_FLOATS: usize = MC * MAX_KC + MAX_KC * MAX_NR + 16;
+const PACK_FLOATS: usize = MAX_MR * MAX_KC + MAX_KC * MAX_NR + 16;
 
 thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -570,7 +534,7 @@ pub fn product<B: BSource>(
 }
 
 /// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
-type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool);
 
 /// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
 /// finished row segment of at most `nr` columns.
@@ -613,7 +577,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
         }
         let base = buf.as_mut_ptr();
         let pa = base.wrapping_add(base.align_offset(64).min(16));
-        let pb = pa.wrapping_add(MC * MAX_KC);
+        let pb = pa.wrapping_add(MAX_MR * MAX_KC);
         let c = c.0;
         let mut tmp = [0.0f32; MAX_MR * MAX_NR];
         let k_blocks = k.div_ceil(kcb).max(1);
@@ -622,12 +586,26 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
             let kc = kcb.min(k - p0.min(k));
             let load = accumulate || kb > 0;
             let last = kb + 1 == k_blocks;
+            // The last, partial tile of rows is copied into a padded block
+            // (zero rows below m) so that the kernel can read mr full rows.
+            let tail = m % mr;
+            if tail != 0 {
+                for r in 0..mr {
+                    for p in 0..kc {
+                        let v = if r < tail {
+                            // SAFETY: row m - tail + r < m of A has column p0 + p < k.
+                            unsafe { *a.add((m - tail + r) * lda + p0 + p) }
+                        } else {
+                            0.0
+                        };
+                        // SAFETY: the A area holds MAX_MR*MAX_KC >= mr*kc floats.
+                        unsafe { *pa.add(r * kc + p) = v };
+                    }
+                }
+            }
             let mut i0 = 0;
             while i0 < m {
                 let mc = MC.min(m - i0);
-                // SAFETY: rows i0..i0+mc <= m of A exist with k columns; the A
-                // area holds MC*MAX_KC >= mc.next_multiple_of(mr)*kc floats.
-                unsafe { pack_a(a, lda, m, i0, mc, p0, kc, mr, pa) };
                 let mut j0 = j_lo;
                 while j0 < j_hi {
                     let w = nr.min(j_hi - j0);
@@ -638,28 +616,38 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                     let mut i = 0;
                     while i < mc {
                         let h = mr.min(mc - i);
-                        let ap = pa.wrapping_add(i * kc);
-                        let cp = c.wrapping_add((i0 + i) * ldc + j0);
+                        let row0 = i0 + i;
+                        let cp = c.wrapping_add(row0 * ldc + j0);
+                        // Full tiles read A in place; the partial last one the
+                        // padded copy (MC is a multiple of mr, so only the very
+                        // last tile can be partial).
+                        let (ap, ld) = if h == mr {
+                            (a.wrapping_add(row0 * lda + p0), lda)
+                        } else {
+                            (pa.cast_const(), kc)
+                        };
                         if h == mr && w == nr {
-                            // SAFETY: the A tile and B panel hold kc*mr and
-                            // kc*nr floats; C rows i0+i..i0+i+mr <= m have
-                            // columns j0..j0+nr <= j_hi in this task's range.
-                            unsafe { kernel(kc, ap, pb, cp, ldc, load) };
+                            // SAFETY: A rows row0..row0+mr < m have columns
+                            // p0..p0+kc; the B panel holds kc*nr floats; C rows
+                            // row0..row0+mr have columns j0..j0+nr <= j_hi in
+                            // this task's range.
+                            unsafe { kernel(kc, ap, ld, pb, cp, ldc, load) };
                         } else {
                             if load {
                                 for r in 0..h {
                                     for jj in 0..w {
-                                        // SAFETY: row i0+i+r < m, column j0+jj < j_hi.
+                                        // SAFETY: row row0+r < m, column j0+jj < j_hi.
                                         tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
                                     }
                                 }
                             }
-                            // SAFETY: as above, writing into the local tile of
+                            // SAFETY: as above (the padded block has mr rows of
+                            // kc floats), writing into the local tile of
                             // MAX_MR x MAX_NR >= mr x nr floats.
-                            unsafe { kernel(kc, ap, pb, tmp.as_mut_ptr(), nr, load) };
+                            unsafe { kernel(kc, ap, ld, pb, tmp.as_mut_ptr(), nr, load) };
                             for r in 0..h {
                                 for jj in 0..w {
-                                    // SAFETY: row i0+i+r < m, column j0+jj < j_hi.
+                                    // SAFETY: row row0+r < m, column j0+jj < j_hi.
                                     unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
                                 }
                             }
