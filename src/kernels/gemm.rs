@@ -1,24 +1,30 @@
-//! Row-major single-precision matrix products on top of `matrixmultiply::sgemm`.
+//! Row-major single-precision matrix products: the engine's own AVX2+FMA
+//! kernels ([`super::sgemm`]) when the CPU has them, `matrixmultiply::sgemm`
+//! otherwise.
 //!
 //! The main entry is [`linear`]: `C = A · Wᵀ (+ bias) (+ C)` with `W` in the
-//! HuggingFace `Linear` layout `[out, in]`, read in place through strides (no
-//! transposed copy).
+//! HuggingFace `Linear` layout `[out, in]`, read in place (panels are packed on
+//! the fly, nothing is transposed or copied at load); [`linear_stacked`] runs
+//! several such layers over the same input in one pass (Q, K and V).
 //!
 //! # Row and column invariance
 //!
-//! `matrixmultiply` packs `A` in panels of rows and `B` in panels of columns and
-//! runs one micro-kernel per tile, with a fixed blocking of the `k` dimension
-//! (partial tiles are computed in full into a scratch tile and copied out). The
-//! value of `C[i][j]` therefore depends only on row `i` of `A`, column `j` of `B`
-//! and `k`: not on `m`, `n`, the row's position or the column's position. The
-//! engine relies on this for batch invariance and thread-count invariance; the
-//! unit tests below check it bit for bit. The crate's `threading` feature of
-//! `matrixmultiply` is not used: its global pool ignores the caller's thread
-//! count, so parallel products split columns here instead ([`Par`]).
+//! With the own kernels every `C[i][j]` is one sequential FMA chain over `k`
+//! (see [`super::sgemm`]). With `matrixmultiply`, A is packed in panels of
+//! rows and B in panels of columns and one micro-kernel runs per tile, with a
+//! fixed blocking of the `k` dimension (partial tiles are computed in full into
+//! a scratch tile and copied out). Either way the value of `C[i][j]` depends
+//! only on row `i` of A, column `j` of B and `k`: not on `m`, `n`, the row's
+//! position or the column's position. The engine relies on this for batch
+//! invariance and thread-count invariance; the unit tests below check it bit
+//! for bit. Parallel products split columns ([`Par`]); the crate's `threading`
+//! feature of `matrixmultiply` is not used (its global pool ignores the
+//! caller's thread count).
 
 use rayon::prelude::*;
 
 use super::ops;
+use super::sgemm;
 use super::Par;
 
 /// Number of elements a `rows x cols` view with strides `(rs, cs)` spans.
@@ -152,6 +158,16 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
     });
 }
 
+/// The per-row-segment function of an epilogue.
+fn epilogue_fn<'a>(epi: Epilogue<'a>) -> impl Fn(usize, &mut [f32]) + Sync + 'a {
+    move |j0: usize, r: &mut [f32]| match epi {
+        Epilogue::None => {}
+        Epilogue::Bias(b) => ops::add_assign(r, &b[j0..]),
+        Epilogue::BiasGelu(b) => ops::bias_gelu(r, &b[j0..]),
+        Epilogue::BiasGeluTanh(b) => ops::bias_gelu_tanh(r, &b[j0..]),
+    }
+}
+
 /// `C[m x n] = alpha · A[m x k] · W[n x k]ᵀ + beta · C` (row strides `lda`,
 /// `ldw`, `ldc`).
 #[allow(clippy::too_many_arguments)]
@@ -169,6 +185,17 @@ pub fn matmul_nt(
     ldc: usize,
     par: Par,
 ) {
+    match sgemm::isa() {
+        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
+            let b = sgemm::Transposed { w, ldw };
+            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+            let none = |_: usize, _: &mut [f32]| {};
+            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
+            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+            return;
+        }
+        _ => {}
+    }
     let s = Strided {
         m,
         k,
@@ -201,6 +228,17 @@ pub fn matmul_nn(
     ldc: usize,
     par: Par,
 ) {
+    match sgemm::isa() {
+        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
+            let b = sgemm::RowMajor { b, ldb };
+            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+            let none = |_: usize, _: &mut [f32]| {};
+            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
+            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
+            return;
+        }
+        _ => {}
+    }
     let s = Strided {
         m,
         k,
@@ -245,6 +283,12 @@ pub fn linear(
     epi: Epilogue<'_>,
     par: Par,
 ) {
+    if let Some(isa) = sgemm::isa() {
+        let b = sgemm::Transposed { w, ldw: k };
+        let epi = epilogue_fn(epi);
+        sgemm::product(isa, m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
+        return;
+    }
     let beta = if accumulate { 1.0 } else { 0.0 };
     matmul_nt(m, n, k, 1.0, x, k, w, k, beta, out, ldo, par);
     let rows = &mut out[..span(m, n, ldo, 1)];
@@ -269,6 +313,68 @@ pub fn linear(
             });
         }
         _ => rows.chunks_mut(ldo).for_each(row_op),
+    }
+}
+
+/// Several `Linear` layers over the same input, outputs side by side:
+/// `out[.., s·n..(s+1)·n] = x · ws[s]ᵀ + biases[s]` for each segment `s`, every
+/// `ws[s]` being `[n x k]`. One pass packs `x` once for all segments; the
+/// values are the same as from separate [`linear`] calls.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_stacked(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    ws: &[&[f32]],
+    biases: &[&[f32]],
+    n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    par: Par,
+) {
+    assert_eq!(
+        ws.len(),
+        biases.len(),
+        "linear_stacked: one bias per weight"
+    );
+    if let Some(isa) = sgemm::isa().filter(|_| n % sgemm::SEGMENT_ALIGN == 0) {
+        for b in biases {
+            assert!(b.len() >= n, "linear_stacked: bias too short");
+        }
+        let b = sgemm::Stacked { ws, seg_n: n, k };
+        let epi = |j0: usize, r: &mut [f32]| {
+            let s = j0 / n;
+            ops::add_assign(r, &biases[s][j0 - s * n..]);
+        };
+        sgemm::product(
+            isa,
+            m,
+            n * ws.len(),
+            k,
+            x,
+            k,
+            &b,
+            out,
+            ldo,
+            false,
+            &epi,
+            par,
+        );
+        return;
+    }
+    for (s, (w, b)) in ws.iter().zip(biases).enumerate() {
+        linear(
+            x,
+            m,
+            k,
+            w,
+            n,
+            &mut out[s * n..],
+            ldo,
+            false,
+            Epilogue::Bias(b),
+            par,
+        );
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod gemm;
 pub mod ops;
 pub mod reference;
+pub mod sgemm;
 
 /// How a kernel may use threads.
 ///

@@ -2,8 +2,13 @@
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
 //! The loops are written so that LLVM vectorises them (fixed-width lane
-//! accumulators, branch-free polynomials). Each function's result for a row
-//! depends only on that row.
+//! accumulators, branch-free polynomials). The public functions run the same
+//! code compiled for AVX-512 or AVX2 when the CPU has it (selected with
+//! [`sgemm::isa`]); Rust never contracts `a * b + c` into an FMA, so every
+//! build computes the same bits. Each function's result for a row depends only
+//! on that row.
+
+use super::sgemm::{self, Isa};
 
 /// Lanes of the manual accumulators (keeps reductions vectorisable and their
 /// order fixed).
@@ -48,16 +53,16 @@ fn sum_sq_dev(x: &[f32], mean: f32) -> f32 {
 }
 
 /// `dst[i] += src[i]`.
-#[inline]
-pub fn add_assign(dst: &mut [f32], src: &[f32]) {
+#[inline(always)]
+fn add_assign_impl(dst: &mut [f32], src: &[f32]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d += *s;
     }
 }
 
 /// `x[i] *= s`.
-#[inline]
-pub fn scale(x: &mut [f32], s: f32) {
+#[inline(always)]
+fn scale_impl(x: &mut [f32], s: f32) {
     for v in x {
         *v *= s;
     }
@@ -65,8 +70,8 @@ pub fn scale(x: &mut [f32], s: f32) {
 
 /// LayerNorm of one row in place: `(x - mean) / sqrt(var + eps) * gamma + beta`
 /// with the biased variance, as torch computes it.
-#[inline]
-pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+#[inline(always)]
+fn layer_norm_impl(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     let n = x.len();
     if n == 0 {
         return;
@@ -80,10 +85,10 @@ pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
 }
 
 /// `x += bias`, then LayerNorm in place (one row).
-#[inline]
-pub fn bias_layer_norm(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    add_assign(x, bias);
-    layer_norm(x, gamma, beta, eps);
+#[inline(always)]
+fn bias_layer_norm_impl(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    add_assign_impl(x, bias);
+    layer_norm_impl(x, gamma, beta, eps);
 }
 
 /// `exp(x)` in f32, branch-free (Cephes polynomial, about 1 ulp; 0 below -87.3,
@@ -197,24 +202,24 @@ pub fn gelu_tanh(x: f32) -> f32 {
 }
 
 /// `x = gelu(x + bias)` element-wise.
-#[inline]
-pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+#[inline(always)]
+fn bias_gelu_impl(x: &mut [f32], bias: &[f32]) {
     for (v, b) in x.iter_mut().zip(bias) {
         *v = gelu(*v + *b);
     }
 }
 
 /// `x = gelu_tanh(x + bias)` element-wise.
-#[inline]
-pub fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
+#[inline(always)]
+fn bias_gelu_tanh_impl(x: &mut [f32], bias: &[f32]) {
     for (v, b) in x.iter_mut().zip(bias) {
         *v = gelu_tanh(*v + *b);
     }
 }
 
 /// Softmax of one row in place (max-subtracted).
-#[inline]
-pub fn softmax(x: &mut [f32]) {
+#[inline(always)]
+fn softmax_impl(x: &mut [f32]) {
     if x.is_empty() {
         return;
     }
@@ -239,6 +244,178 @@ pub fn l2_normalize(x: &mut [f32]) {
     for v in x {
         *v /= norm;
     }
+}
+
+// Dispatching entry points: the same scalar code compiled for AVX-512 or
+// AVX2 (LLVM vectorises it wider; no FMA contraction, so the values are the
+// same bits as the baseline build), chosen with the GEMM kernels' ISA.
+/// `dst[i] += src[i]`.
+#[inline]
+pub fn add_assign(dst: &mut [f32], src: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(dst: &mut [f32], src: &[f32]) {
+            add_assign_impl(dst, src)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(dst: &mut [f32], src: &[f32]) {
+            add_assign_impl(dst, src)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(dst, src) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(dst, src) },
+            None => {}
+        }
+    }
+    add_assign_impl(dst, src)
+}
+
+/// `x[i] *= s`.
+#[inline]
+pub fn scale(x: &mut [f32], s: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32], s: f32) {
+            scale_impl(x, s)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32], s: f32) {
+            scale_impl(x, s)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x, s) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x, s) },
+            None => {}
+        }
+    }
+    scale_impl(x, s)
+}
+
+/// LayerNorm of one row in place: `(x - mean) / sqrt(var + eps) * gamma + beta`
+/// with the biased variance, as torch computes it.
+#[inline]
+pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            layer_norm_impl(x, gamma, beta, eps)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            layer_norm_impl(x, gamma, beta, eps)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x, gamma, beta, eps) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x, gamma, beta, eps) },
+            None => {}
+        }
+    }
+    layer_norm_impl(x, gamma, beta, eps)
+}
+
+/// `x += bias`, then LayerNorm in place (one row).
+#[inline]
+pub fn bias_layer_norm(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            bias_layer_norm_impl(x, bias, gamma, beta, eps)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            bias_layer_norm_impl(x, bias, gamma, beta, eps)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x, bias, gamma, beta, eps) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x, bias, gamma, beta, eps) },
+            None => {}
+        }
+    }
+    bias_layer_norm_impl(x, bias, gamma, beta, eps)
+}
+
+/// `x = gelu(x + bias)` element-wise.
+#[inline]
+pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32], bias: &[f32]) {
+            bias_gelu_impl(x, bias)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32], bias: &[f32]) {
+            bias_gelu_impl(x, bias)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x, bias) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x, bias) },
+            None => {}
+        }
+    }
+    bias_gelu_impl(x, bias)
+}
+
+/// `x = gelu_tanh(x + bias)` element-wise.
+#[inline]
+pub fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32], bias: &[f32]) {
+            bias_gelu_tanh_impl(x, bias)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32], bias: &[f32]) {
+            bias_gelu_tanh_impl(x, bias)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x, bias) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x, bias) },
+            None => {}
+        }
+    }
+    bias_gelu_tanh_impl(x, bias)
+}
+
+/// Softmax of one row in place (max-subtracted).
+#[inline]
+pub fn softmax(x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide(x: &mut [f32]) {
+            softmax_impl(x)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn narrow(x: &mut [f32]) {
+            softmax_impl(x)
+        }
+        match sgemm::isa() {
+            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
+            Some(Isa::Avx512) => return unsafe { wide(x) },
+            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+            Some(Isa::Avx2) => return unsafe { narrow(x) },
+            None => {}
+        }
+    }
+    softmax_impl(x)
 }
 
 #[cfg(test)]

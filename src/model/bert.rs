@@ -418,40 +418,16 @@ impl BertModel {
         for l in &self.layers {
             let x = &ws.hidden[..total * h];
             let qkv = &mut ws.qkv[..total * 3 * h];
-            gemm::linear(
+            // Q, K and V in one pass over x (columns side by side).
+            gemm::linear_stacked(
                 x,
                 total,
                 h,
-                l.q_w.as_slice(),
+                &[l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()],
+                &[l.q_b.as_slice(), l.k_b.as_slice(), l.v_b.as_slice()],
                 h,
                 qkv,
                 3 * h,
-                false,
-                Epilogue::Bias(l.q_b.as_slice()),
-                par,
-            );
-            gemm::linear(
-                x,
-                total,
-                h,
-                l.k_w.as_slice(),
-                h,
-                &mut qkv[h..],
-                3 * h,
-                false,
-                Epilogue::Bias(l.k_b.as_slice()),
-                par,
-            );
-            gemm::linear(
-                x,
-                total,
-                h,
-                l.v_w.as_slice(),
-                h,
-                &mut qkv[2 * h..],
-                3 * h,
-                false,
-                Epilogue::Bias(l.v_b.as_slice()),
                 par,
             );
 

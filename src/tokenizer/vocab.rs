@@ -1,6 +1,7 @@
 //! The WordPiece vocabulary: id <-> token, plus the five special ids.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
@@ -26,11 +27,13 @@ impl SpecialIds {
     }
 }
 
-/// A vocabulary: tokens indexed by id, and a hash map from token to id built once.
+/// A vocabulary: tokens indexed by id, and a hash map from token to id built on
+/// the first [`Vocab::id`] call (the tokenizer has its own maps, so opening a
+/// model does not pay for this one).
 #[derive(Debug, Clone)]
 pub struct Vocab {
     tokens: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: OnceLock<HashMap<String, u32>>,
     specials: SpecialIds,
 }
 
@@ -56,13 +59,9 @@ impl Vocab {
                 )));
             }
         }
-        let mut ids = HashMap::with_capacity(tokens.len());
-        for (i, t) in tokens.iter().enumerate() {
-            ids.entry(t.clone()).or_insert(i as u32);
-        }
         Ok(Vocab {
             tokens,
-            ids,
+            ids: OnceLock::new(),
             specials,
         })
     }
@@ -134,7 +133,16 @@ impl Vocab {
 
     /// The id of `token`, if present.
     pub fn id(&self, token: &str) -> Option<u32> {
-        self.ids.get(token).copied()
+        self.ids
+            .get_or_init(|| {
+                let mut ids = HashMap::with_capacity(self.tokens.len());
+                for (i, t) in self.tokens.iter().enumerate() {
+                    ids.entry(t.clone()).or_insert(i as u32);
+                }
+                ids
+            })
+            .get(token)
+            .copied()
     }
 
     /// The token for `id`, if in range.

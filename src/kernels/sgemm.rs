@@ -1,0 +1,935 @@
+//! The engine's own single-precision GEMM for x86-64: `C (+)= A · B` with A
+//! row-major and B described by a [`BSource`] (the weights of a `Linear` layer
+//! in their native `[out, in]` layout, several of them side by side, or a plain
+//! row-major matrix). Panels of B are packed on the fly (nothing is repacked
+//! at load), A is read in place, and a register-tile kernel runs per tile:
+//! 6 x 16 with AVX2 + FMA, 12 x 32 with AVX-512F when the CPU has it. An
+//! epilogue (bias, GELU, scaling) runs on each finished tile while it is in
+//! cache.
+//!
+//! # Arithmetic, and why it gives batch invariance
+//!
+//! Every element of C is computed by one sequential chain of fused
+//! multiply-adds over `k` in increasing order, starting from 0 (or from the
+//! old value of C when accumulating): `c = fma(a[i][p], b[p][j], c)` for
+//! `p = 0, 1, ..., k-1`. Blocking of `k` only stores the running value to C
+//! and reloads it, which is exact. So `C[i][j]` depends on row `i` of A,
+//! column `j` of B and nothing else: not on `m`, `n`, the tile shape or ISA,
+//! the position of the row or column inside a tile, padding, or how the
+//! columns are split between threads. [`fma_chain`] is that definition in
+//! scalar code; the tests check both kernels against it bit for bit.
+//!
+//! # Memory
+//!
+//! Each thread that runs a product keeps one packing buffer (thread-local,
+//! allocated on first use and reused): one B panel of at most 384 x 32 floats
+//! and a padded copy of the last, partial tile of A rows (12 x 384), 66 KiB.
+//! Full tiles of A are read in place.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use super::Par;
+
+/// Rows of A swept per B panel (a multiple of every kernel's tile height; the
+/// rows' current k block stays in L2).
+pub const MC: usize = 240;
+/// Widths of [`Stacked`] segments must be multiples of this (every kernel's
+/// tile width divides it), so that no panel straddles two segments.
+pub const SEGMENT_ALIGN: usize = 32;
+const MAX_MR: usize = 12;
+const MAX_NR: usize = 32;
+const MAX_KC: usize = 384;
+
+/// The kernel family in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX2 + FMA: 6 x 16 tile.
+    Avx2,
+    /// AVX-512F: 12 x 32 tile.
+    Avx512,
+}
+
+impl Isa {
+    /// Tile height.
+    pub const fn mr(self) -> usize {
+        match self {
+            Isa::Avx2 => 6,
+            Isa::Avx512 => 12,
+        }
+    }
+
+    /// Tile width.
+    pub const fn nr(self) -> usize {
+        match self {
+            Isa::Avx2 => 16,
+            Isa::Avx512 => 32,
+        }
+    }
+
+    /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
+    pub const fn kc(self) -> usize {
+        match self {
+            Isa::Avx2 => 384,
+            Isa::Avx512 => 256,
+        }
+    }
+
+    /// Whether this CPU runs the kernel.
+    pub fn supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            match self {
+                Isa::Avx2 => avx2,
+                Isa::Avx512 => avx2 && std::is_x86_feature_detected!("avx512f"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+}
+
+/// The best kernel family of this CPU (detected once), or `None` (then the
+/// callers use the portable `matrixmultiply` path). `EMBD_SIMD=avx2` or
+/// `EMBD_SIMD=none` in the environment caps the choice (for testing).
+pub fn isa() -> Option<Isa> {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Relaxed) {
+        1 => return None,
+        2 => return Some(Isa::Avx2),
+        3 => return Some(Isa::Avx512),
+        _ => {}
+    }
+    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
+    let found = if cap == "none" {
+        None
+    } else if cap != "avx2" && Isa::Avx512.supported() {
+        Some(Isa::Avx512)
+    } else if Isa::Avx2.supported() {
+        Some(Isa::Avx2)
+    } else {
+        None
+    };
+    let code = match found {
+        None => 1,
+        Some(Isa::Avx2) => 2,
+        Some(Isa::Avx512) => 3,
+    };
+    STATE.store(code, Ordering::Relaxed);
+    found
+}
+
+/// The definition of one element of the product (see the module docs): a
+/// sequential FMA chain. `a` yields `A[i][p]`, `b` yields `B[p][j]`.
+pub fn fma_chain(init: f32, k: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) -> f32 {
+    (0..k).fold(init, |c, p| a(p).mul_add(b(p), c))
+}
+
+/// The B operand of `C = A · B` (`B` is `k x n`), able to pack panels of itself.
+pub trait BSource: Sync {
+    /// Panics unless a `k x n` view of the source is in bounds (called once
+    /// per product, before any unchecked access).
+    fn check(&self, k: usize, n: usize);
+
+    /// Writes rows `p0..p0 + kc` and columns `j0..j0 + nr` (`nr <= w`) of B
+    /// into `dst` as `kc` rows of `w` floats, zero in columns `nr..w`.
+    ///
+    /// # Safety
+    /// The view must have been checked with [`BSource::check`] for some
+    /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * w`
+    /// floats; `w` is 16 or 32 and AVX2 is available.
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32);
+}
+
+/// `B = Wᵀ` for `W` in the `Linear` layout `[n x k]`, row stride `ldw`.
+pub struct Transposed<'a> {
+    /// The weights.
+    pub w: &'a [f32],
+    /// Row stride of `w` (>= k).
+    pub ldw: usize,
+}
+
+/// `B` row-major `[k x n]` with row stride `ldb`.
+pub struct RowMajor<'a> {
+    /// The matrix.
+    pub b: &'a [f32],
+    /// Row stride (>= n).
+    pub ldb: usize,
+}
+
+fn span(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+impl BSource for Transposed<'_> {
+    fn check(&self, k: usize, n: usize) {
+        assert!(n <= 1 || self.ldw >= k, "sgemm: W rows overlap");
+        assert!(self.w.len() >= span(n, k, self.ldw), "sgemm: W too short");
+    }
+
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
+        // SAFETY: forwarded contract: rows j0..j0+nr of W exist with columns
+        // p0..p0+kc, and dst holds kc * w floats.
+        unsafe { pack_transposed(self.w.as_ptr(), self.ldw, p0, kc, j0, nr, w, dst) }
+    }
+}
+
+impl BSource for RowMajor<'_> {
+    fn check(&self, k: usize, n: usize) {
+        assert!(k <= 1 || self.ldb >= n, "sgemm: B rows overlap");
+        assert!(self.b.len() >= span(k, n, self.ldb), "sgemm: B too short");
+    }
+
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
+        let src = self.b.as_ptr();
+        for p in 0..kc {
+            // SAFETY: B[p0 + p][j0..j0 + nr] lies inside the checked view and
+            // row p of dst has w >= nr floats (contract of `pack`).
+            unsafe {
+                let s = src.add((p0 + p) * self.ldb + j0);
+                let d = dst.add(p * w);
+                std::ptr::copy_nonoverlapping(s, d, nr);
+                std::ptr::write_bytes(d.add(nr), 0, w - nr);
+            }
+        }
+    }
+}
+
+/// Several `Linear` weights side by side along n (e.g. Q, K and V): segment
+/// `s` covers columns `[s·seg_n, (s+1)·seg_n)` of B, each `W` being
+/// `[seg_n x k]` with row stride `k`. `seg_n` must be a multiple of
+/// [`SEGMENT_ALIGN`].
+pub struct Stacked<'a> {
+    /// The weights, in column order.
+    pub ws: &'a [&'a [f32]],
+    /// Output features per segment.
+    pub seg_n: usize,
+    /// Input features (row length of every segment).
+    pub k: usize,
+}
+
+impl BSource for Stacked<'_> {
+    fn check(&self, k: usize, n: usize) {
+        assert!(
+            self.seg_n % SEGMENT_ALIGN == 0,
+            "sgemm: segment width not a multiple of {SEGMENT_ALIGN}"
+        );
+        assert!(n <= self.seg_n * self.ws.len(), "sgemm: too many columns");
+        assert!(k == self.k, "sgemm: segment depth mismatch");
+        for w in self.ws {
+            assert!(w.len() >= self.seg_n * self.k, "sgemm: segment too short");
+        }
+    }
+
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
+        let s = j0 / self.seg_n;
+        // SAFETY: `check` proved every segment holds seg_n rows of k floats and
+        // p0 + kc <= k; j0 - s·seg_n + nr <= seg_n because panels (w divides
+        // SEGMENT_ALIGN) never straddle segments.
+        unsafe {
+            pack_transposed(
+                self.ws[s].as_ptr(),
+                self.k,
+                p0,
+                kc,
+                j0 - s * self.seg_n,
+                nr,
+                w,
+                dst,
+            )
+        }
+    }
+}
+
+/// Packs `W[j0..j0+nr][p0..p0+kc]` transposed into `dst` (`kc` rows of `w`).
+///
+/// # Safety
+/// Those elements of `w` (row stride `ldw`) exist; `dst` holds `kc * w`
+/// floats; `w` is a multiple of 8; AVX2 is available.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pack_transposed(
+    src: *const f32,
+    ldw: usize,
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    nr: usize,
+    w: usize,
+    dst: *mut f32,
+) {
+    let mut p = 0;
+    #[cfg(target_arch = "x86_64")]
+    if nr == w {
+        for g in 0..w / 8 {
+            // SAFETY: AVX2 is available (contract); rows j0+8g..j0+8g+8 <= j0+nr
+            // exist with columns p0..p0+kc; the writes stay in dst's kc rows.
+            unsafe {
+                pack_transposed_8(
+                    src.add((j0 + 8 * g) * ldw + p0),
+                    ldw,
+                    kc & !7,
+                    dst.add(8 * g),
+                    w,
+                )
+            };
+        }
+        p = kc & !7;
+    }
+    for pp in p..kc {
+        for jj in 0..w {
+            // SAFETY: row j0 + jj < j0 + nr, column p0 + pp < p0 + kc are inside
+            // W; dst row pp has w floats.
+            unsafe {
+                *dst.add(pp * w + jj) = if jj < nr {
+                    *src.add((j0 + jj) * ldw + p0 + pp)
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+}
+
+/// Transposes 8 rows x `kc` columns (`kc` a multiple of 8) of `src` (row
+/// stride `ld`) into `kc` rows of 8 floats at `dst` (row stride `ldd`), by
+/// 8 x 8 register transposes.
+///
+/// # Safety
+/// AVX2 is available; the 8 x kc source block and the kc x 8 destination
+/// block are in bounds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32, ldd: usize) {
+    use std::arch::x86_64::*;
+    let mut p = 0;
+    while p < kc {
+        // SAFETY: every load reads 8 floats of a row r < 8 at columns
+        // p..p+8 <= kc, every store 8 floats of dst row p + q < kc (contract).
+        unsafe {
+            let r = |i: usize| _mm256_loadu_ps(src.add(i * ld + p));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            let t0 = _mm256_unpacklo_ps(r0, r1);
+            let t1 = _mm256_unpackhi_ps(r0, r1);
+            let t2 = _mm256_unpacklo_ps(r2, r3);
+            let t3 = _mm256_unpackhi_ps(r2, r3);
+            let t4 = _mm256_unpacklo_ps(r4, r5);
+            let t5 = _mm256_unpackhi_ps(r4, r5);
+            let t6 = _mm256_unpacklo_ps(r6, r7);
+            let t7 = _mm256_unpackhi_ps(r6, r7);
+            let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let d = dst.add(p * ldd);
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps::<0x20>(s0, s4));
+            _mm256_storeu_ps(d.add(ldd), _mm256_permute2f128_ps::<0x20>(s1, s5));
+            _mm256_storeu_ps(d.add(2 * ldd), _mm256_permute2f128_ps::<0x20>(s2, s6));
+            _mm256_storeu_ps(d.add(3 * ldd), _mm256_permute2f128_ps::<0x20>(s3, s7));
+            _mm256_storeu_ps(d.add(4 * ldd), _mm256_permute2f128_ps::<0x31>(s0, s4));
+            _mm256_storeu_ps(d.add(5 * ldd), _mm256_permute2f128_ps::<0x31>(s1, s5));
+            _mm256_storeu_ps(d.add(6 * ldd), _mm256_permute2f128_ps::<0x31>(s2, s6));
+            _mm256_storeu_ps(d.add(7 * ldd), _mm256_permute2f128_ps::<0x31>(s3, s7));
+        }
+        p += 8;
+    }
+}
+
+/// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + A · Bpanel`
+/// over `kc` steps, one FMA chain per element. A is read in place: row `i` of
+/// the tile is `a[i·lda..i·lda + kc]`.
+///
+/// # Safety
+/// AVX2 and FMA are available; A has 6 rows of `kc` floats at stride `lda`,
+/// `b` holds `kc * 16` floats, and C has 6 rows of 16 writable floats at row
+/// stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_6x16(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    use std::arch::x86_64::*;
+    const R: usize = 6;
+    // SAFETY: all accesses stay inside the panels and the C tile (contract).
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm256_loadu_ps(c.add(i * ldc));
+                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
+            }
+        }
+        let mut b = b;
+        for p in 0..kc {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm256_broadcast_ss(&*a.add(i * lda + p));
+                row[0] = _mm256_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm256_fmadd_ps(ai, b1, row[1]);
+            }
+            b = b.add(16);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(c.add(i * ldc), row[0]);
+            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
+        }
+    }
+}
+
+/// The 12 x 32 register tile with AVX-512F (same arithmetic as
+/// [`kernel_6x16`]).
+///
+/// # Safety
+/// AVX-512F is available; A has 12 rows of `kc` floats at stride `lda`, `b`
+/// holds `kc * 32` floats, and C has 12 rows of 32 writable floats at row
+/// stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn kernel_12x32(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    use std::arch::x86_64::*;
+    const R: usize = 12;
+    // SAFETY: all accesses stay inside the panels and the C tile (contract).
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_ps(c.add(i * ldc));
+                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
+            }
+        }
+        let mut b = b;
+        for p in 0..kc {
+            let b0 = _mm512_loadu_ps(b);
+            let b1 = _mm512_loadu_ps(b.add(16));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*a.add(i * lda + p));
+                row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
+            }
+            b = b.add(32);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(i * ldc), row[0]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
+        }
+    }
+}
+
+/// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
+const PACK_FLOATS: usize = MAX_MR * MAX_KC + MAX_KC * MAX_NR + 16;
+
+thread_local! {
+    static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A raw pointer to C that may cross threads (each task writes its own
+/// column range).
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+
+// SAFETY: used only by `product` to hand disjoint column ranges of one
+// exclusively borrowed C to rayon tasks that join before the borrow ends.
+unsafe impl Send for CPtr {}
+// SAFETY: as above.
+unsafe impl Sync for CPtr {}
+
+/// The per-row-segment epilogue: `epi(j0, row)` gets the finished values of
+/// one row at columns `j0..j0 + row.len()`.
+pub type EpilogueFn<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
+
+/// Products smaller than this (m·n·k) never split across threads.
+const MIN_SPLIT_WORK: usize = 1 << 16;
+
+/// `C[m x n] (+)= A[m x k] · B`, then `epi` on every finished row segment;
+/// `Par::Threads(t)` splits the columns into `t` ranges (same values).
+///
+/// # Panics
+/// If A, B or C is too short for its view, or rows of C overlap.
+#[allow(clippy::too_many_arguments)]
+pub fn product<B: BSource>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &B,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    assert!(isa.supported(), "sgemm: {isa:?} kernels need CPU support");
+    assert!(a.len() >= span(m, k, lda), "sgemm: A too short");
+    assert!(m <= 1 || lda >= k, "sgemm: A rows overlap");
+    b.check(k, n);
+    assert!(c.len() >= span(m, n, ldc), "sgemm: C too short");
+    assert!(m <= 1 || ldc >= n, "sgemm: C rows overlap");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let nr = isa.nr();
+    let panels = n.div_ceil(nr);
+    let tasks = par.tasks().min(panels);
+    let cp = CPtr(c.as_mut_ptr());
+    let run = |lo: usize, hi: usize| {
+        // SAFETY: the ISA is supported; A, B and C were bounds-checked above;
+        // each task gets a disjoint column range of C, which stays exclusively
+        // borrowed until all tasks have joined.
+        unsafe {
+            gemm_cols(
+                isa,
+                m,
+                k,
+                a.as_ptr(),
+                lda,
+                b,
+                cp,
+                ldc,
+                lo,
+                hi,
+                accumulate,
+                epi,
+            )
+        }
+    };
+    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
+        run(0, n);
+        return;
+    }
+    let per = panels.div_ceil(tasks) * nr;
+    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
+        run(t * per, ((t + 1) * per).min(n));
+    });
+}
+
+/// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
+type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool);
+
+/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
+/// finished row segment of at most `nr` columns.
+///
+/// # Safety
+/// The ISA is supported; A (row stride `lda`) has `m` rows of `k` floats; `b`
+/// was checked with `check(k, n)` and `j_hi <= n`; C has `m` rows of `ldc`
+/// floats, columns `j_lo..j_hi` writable and not accessed by anyone else
+/// during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_cols<B: BSource + ?Sized>(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: &B,
+    c: CPtr,
+    ldc: usize,
+    j_lo: usize,
+    j_hi: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    let kernel: Kernel = match isa {
+        Isa::Avx2 => kernel_6x16,
+        Isa::Avx512 => kernel_12x32,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel: Kernel = {
+        let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
+        unreachable!("sgemm without x86-64")
+    };
+    let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
+    PACK.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.len() < PACK_FLOATS {
+            buf.resize(PACK_FLOATS, 0.0);
+        }
+        let base = buf.as_mut_ptr();
+        let pa = base.wrapping_add(base.align_offset(64).min(16));
+        let pb = pa.wrapping_add(MAX_MR * MAX_KC);
+        let c = c.0;
+        let mut tmp = [0.0f32; MAX_MR * MAX_NR];
+        let k_blocks = k.div_ceil(kcb).max(1);
+        for kb in 0..k_blocks {
+            let p0 = kb * kcb;
+            let kc = kcb.min(k - p0.min(k));
+            let load = accumulate || kb > 0;
+            let last = kb + 1 == k_blocks;
+            // The last, partial tile of rows is copied into a padded block
+            // (zero rows below m) so that the kernel can read mr full rows.
+            let tail = m % mr;
+            if tail != 0 {
+                for r in 0..mr {
+                    for p in 0..kc {
+                        let v = if r < tail {
+                            // SAFETY: row m - tail + r < m of A has column p0 + p < k.
+                            unsafe { *a.add((m - tail + r) * lda + p0 + p) }
+                        } else {
+                            0.0
+                        };
+                        // SAFETY: the A area holds MAX_MR*MAX_KC >= mr*kc floats.
+                        unsafe { *pa.add(r * kc + p) = v };
+                    }
+                }
+            }
+            let mut i0 = 0;
+            while i0 < m {
+                let mc = MC.min(m - i0);
+                let mut j0 = j_lo;
+                while j0 < j_hi {
+                    let w = nr.min(j_hi - j0);
+                    // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of
+                    // B are inside the checked view; the B area holds
+                    // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
+                    unsafe { b.pack(p0, kc, j0, w, nr, pb) };
+                    let mut i = 0;
+                    while i < mc {
+                        let h = mr.min(mc - i);
+                        let row0 = i0 + i;
+                        let cp = c.wrapping_add(row0 * ldc + j0);
+                        // Full tiles read A in place; the partial last one the
+                        // padded copy (MC is a multiple of mr, so only the very
+                        // last tile can be partial).
+                        let (ap, ld) = if h == mr {
+                            (a.wrapping_add(row0 * lda + p0), lda)
+                        } else {
+                            (pa.cast_const(), kc)
+                        };
+                        if h == mr && w == nr {
+                            // SAFETY: A rows row0..row0+mr < m have columns
+                            // p0..p0+kc; the B panel holds kc*nr floats; C rows
+                            // row0..row0+mr have columns j0..j0+nr <= j_hi in
+                            // this task's range.
+                            unsafe { kernel(kc, ap, ld, pb, cp, ldc, load) };
+                        } else {
+                            if load {
+                                for r in 0..h {
+                                    for jj in 0..w {
+                                        // SAFETY: row row0+r < m, column j0+jj < j_hi.
+                                        tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
+                                    }
+                                }
+                            }
+                            // SAFETY: as above (the padded block has mr rows of
+                            // kc floats), writing into the local tile of
+                            // MAX_MR x MAX_NR >= mr x nr floats.
+                            unsafe { kernel(kc, ap, ld, pb, tmp.as_mut_ptr(), nr, load) };
+                            for r in 0..h {
+                                for jj in 0..w {
+                                    // SAFETY: row row0+r < m, column j0+jj < j_hi.
+                                    unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
+                                }
+                            }
+                        }
+                        i += mr;
+                    }
+                    if last {
+                        for r in 0..mc {
+                            // SAFETY: row i0+r < m, columns j0..j0+w of this
+                            // task's range; no other reference to them exists.
+                            let row = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    c.wrapping_add((i0 + r) * ldc + j0),
+                                    w,
+                                )
+                            };
+                            epi(j0, row);
+                        }
+                    }
+                    j0 += nr;
+                }
+                i0 += MC;
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{gemm, reference, Par};
+
+    fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    const SIZES: [usize; 13] = [1, 2, 5, 6, 7, 8, 9, 15, 16, 17, 63, 64, 65];
+
+    /// Every element equals its FMA chain bit for bit (and is close to the f64
+    /// oracle), for `Linear` weights and row-major B, with and without
+    /// accumulation, on awkward shapes and k across the KC blocking.
+    #[test]
+    fn products_equal_the_fma_chain_bitwise() {
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            if isa.supported() {
+                check_isa(isa);
+            } else {
+                eprintln!("{isa:?} unsupported here: skipped");
+            }
+        }
+    }
+
+    fn check_isa(isa: Isa) {
+        let none = |_: usize, _: &mut [f32]| {};
+        for &m in &SIZES {
+            for &n in &[1usize, 7, 15, 16, 17, 33, 65] {
+                for &k in &[0usize, 1, 7, 8, 9, 17, 384, 385, 800] {
+                    let a = rand_vec(m * (k + 3), 1);
+                    let lda = k + 3;
+                    let w = rand_vec(n * k, 2);
+                    let init = rand_vec(m * (n + 2), 3);
+                    for acc in [false, true] {
+                        let mut c = init.clone();
+                        let b = Transposed { w: &w, ldw: k };
+                        product(
+                            isa,
+                            m,
+                            n,
+                            k,
+                            &a,
+                            k,
+                            &b,
+                            &mut c,
+                            n + 2,
+                            acc,
+                            &none,
+                            Par::Serial,
+                        );
+                        for i in 0..m {
+                            for j in 0..n + 2 {
+                                let got = c[i * (n + 2) + j];
+                                let want = if j >= n {
+                                    init[i * (n + 2) + j]
+                                } else {
+                                    let c0 = if acc { init[i * (n + 2) + j] } else { 0.0 };
+                                    fma_chain(c0, k, |p| a[i * k + p], |p| w[j * k + p])
+                                };
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "{m}x{n}x{k} acc {acc} ({i},{j})"
+                                );
+                            }
+                        }
+                    }
+                    // Row-major B through matmul_nn with strides.
+                    let ldb = n + 1;
+                    let bm = rand_vec(k * ldb, 4);
+                    let mut c = vec![f32::NAN; m * n];
+                    let b = RowMajor { b: &bm, ldb };
+                    product(
+                        isa,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        lda,
+                        &b,
+                        &mut c,
+                        n,
+                        false,
+                        &none,
+                        Par::Serial,
+                    );
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want = fma_chain(0.0, k, |p| a[i * lda + p], |p| bm[p * ldb + j]);
+                            assert_eq!(c[i * n + j].to_bits(), want.to_bits(), "nn {m}x{n}x{k}");
+                        }
+                    }
+                }
+            }
+        }
+        // And against the f64 oracle.
+        let (m, n, k) = (37, 50, 1536);
+        let a = rand_vec(m * k, 5);
+        let w = rand_vec(n * k, 6);
+        let mut c = vec![0.0; m * n];
+        let b = Transposed { w: &w, ldw: k };
+        product(
+            isa,
+            m,
+            n,
+            k,
+            &a,
+            k,
+            &b,
+            &mut c,
+            n,
+            false,
+            &none,
+            Par::Serial,
+        );
+        let want = reference::matmul_nt(m, n, k, &a, &w);
+        for (g, e) in c.iter().zip(&want) {
+            assert!((g - e).abs() <= 1e-5 * (k as f32).sqrt(), "{g} vs {e}");
+        }
+    }
+
+    #[test]
+    fn stacked_equals_separate_layers_and_splits_are_invariant() {
+        if isa().is_none() {
+            return;
+        }
+        let (k, n) = (384, 384);
+        let ws: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n * k, 10 + s)).collect();
+        let bs: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n, 20 + s)).collect();
+        let wr: Vec<&[f32]> = ws.iter().map(Vec::as_slice).collect();
+        let br: Vec<&[f32]> = bs.iter().map(Vec::as_slice).collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for m in [1usize, 6, 19, 250, 481] {
+            let x = rand_vec(m * k, 30);
+            let mut sep = vec![0.0f32; m * 3 * n];
+            for s in 0..3 {
+                gemm::linear(
+                    &x,
+                    m,
+                    k,
+                    wr[s],
+                    n,
+                    &mut sep[s * n..],
+                    3 * n,
+                    false,
+                    gemm::Epilogue::Bias(br[s]),
+                    Par::Serial,
+                );
+            }
+            for par in [Par::Serial, Par::Threads(2), Par::Threads(3)] {
+                let mut st = vec![0.0f32; m * 3 * n];
+                pool.install(|| gemm::linear_stacked(&x, m, k, &wr, &br, n, &mut st, 3 * n, par));
+                assert!(
+                    st.iter().zip(&sep).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "m {m} {par:?}"
+                );
+            }
+        }
+    }
+}
+
+/// GEMM speed on the model's shapes, own kernels vs `matrixmultiply`:
+/// `cargo test --release --lib sgemm::speed -- --ignored --nocapture`
+#[cfg(test)]
+mod speed {
+    use crate::kernels::{gemm, Par};
+
+    fn cpu() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+
+    fn best(mut f: impl FnMut(), flops: f64) -> f64 {
+        let mut b = f64::INFINITY;
+        for _ in 0..7 {
+            let t = cpu();
+            let mut reps = 0;
+            while cpu() - t < 0.05 {
+                f();
+                reps += 1;
+            }
+            b = b.min((cpu() - t) / reps as f64);
+        }
+        flops / b / 1e9
+    }
+
+    #[test]
+    #[ignore]
+    fn speed() {
+        for (n, k) in [(384usize, 384usize), (1152, 384), (1536, 384), (384, 1536)] {
+            for m in [20usize, 64, 256, 512] {
+                let a = vec![0.5f32; m * k];
+                let w = vec![0.25f32; n * k];
+                let mut c = vec![0.0f32; m * n];
+                let fl = 2.0 * (m * n * k) as f64;
+                let own = best(
+                    || {
+                        gemm::linear(
+                            &a,
+                            m,
+                            k,
+                            &w,
+                            n,
+                            &mut c,
+                            n,
+                            false,
+                            gemm::Epilogue::None,
+                            Par::Serial,
+                        )
+                    },
+                    fl,
+                );
+                let mm = best(
+                    || {
+                        // SAFETY: a, w, c are m x k, n x k, m x n.
+                        unsafe {
+                            matrixmultiply::sgemm(
+                                m,
+                                k,
+                                n,
+                                1.0,
+                                a.as_ptr(),
+                                k as isize,
+                                1,
+                                w.as_ptr(),
+                                1,
+                                k as isize,
+                                0.0,
+                                c.as_mut_ptr(),
+                                n as isize,
+                                1,
+                            )
+                        }
+                    },
+                    fl,
+                );
+                eprintln!("m {m:>4} n {n:>4} k {k:>4}: own {own:6.1} GFLOP/s, matrixmultiply {mm:6.1} GFLOP/s");
+            }
+        }
+    }
+}
