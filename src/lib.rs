@@ -9,7 +9,6 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 // The MSRV is 1.89 for the AVX-512 intrinsics of `kernels::sgemm`; the code
 // base keeps the `x % n == 0` style rather than `is_multiple_of` (1.87).
-#![allow(clippy::manual_is_multiple_of)]
 
 pub mod capi;
 pub mod convert;

@@ -219,7 +219,7 @@ pub fn quantize_blocks(values: &[f32], bits: u32, block: u16, st: ScaleType) -> 
 }
 
 fn check_block(block: u16) -> Result<()> {
-    if block == 0 || block % 8 != 0 {
+    if block == 0 || !block.is_multiple_of(8) {
         return Err(Error::invalid_argument(format!(
             "AMB block size {block} is not a positive multiple of 8"
         )));
@@ -630,7 +630,7 @@ fn read_records(b: &[u8], start: usize, end: usize) -> Result<Vec<TensorEntry>> 
                     _ => DType::I8,
                 };
                 plain(d)?;
-                if data_at % d.size() == 0 {
+                if data_at.is_multiple_of(d.size()) {
                     TensorEntry {
                         name: name.clone(),
                         dtype: d,

@@ -213,7 +213,7 @@ impl BlobInfo {
         let bits = u64::from(self.dtype.bits());
         let what = "blob padding_size_in_bits";
         if !self.dtype.is_sub_byte() {
-            if self.padding_bits != 0 || self.size % (bits / 8) != 0 {
+            if self.padding_bits != 0 || !self.size.is_multiple_of(bits / 8) {
                 return Err(Error::format(
                     what,
                     self.metadata_offset + 24,
@@ -229,9 +229,9 @@ impl BlobInfo {
         }
         let total = bytes::mul(self.size, 8, what)?;
         if self.padding_bits >= 8
-            || (matches!(bits, 1 | 2 | 4) && self.padding_bits % bits != 0)
+            || (matches!(bits, 1 | 2 | 4) && !self.padding_bits.is_multiple_of(bits))
             || self.padding_bits > total
-            || (total - self.padding_bits) % bits != 0
+            || !(total - self.padding_bits).is_multiple_of(bits)
         {
             return Err(Error::format(
                 what,

@@ -781,7 +781,7 @@ fn parse_tensors(
         }
         // data_offset + size <= tds, so this cannot overflow.
         let abs = data.start + r.data_offset;
-        if aligned && abs % ALIGNMENT != 0 {
+        if aligned && !abs.is_multiple_of(ALIGNMENT) {
             return Err(Error::format(
                 what("data_offset"),
                 r.at + 24,

@@ -434,7 +434,7 @@ fn parse(b: &[u8]) -> Result<Parsed> {
                 if proj > 1 || use_norms > 1 {
                     return Err(fmt_err("quantized flags", body_at, "not 0 or 1"));
                 }
-                if q == 0 || r % q != 0 || nc == 0 || nc > 256 {
+                if q == 0 || !r.is_multiple_of(q) || nc == 0 || nc > 256 {
                     return Err(fmt_err(
                         "quantized shape",
                         q_at,

@@ -280,7 +280,7 @@ fn parse(b: &[u8]) -> Result<Parsed> {
                 TensorEntry::owned_f32(name, vec![cols, rows], &transpose(&vals, rows, cols));
             e.file_offset = start as u64;
             e
-        } else if start % 4 == 0 {
+        } else if start.is_multiple_of(4) {
             TensorEntry {
                 name,
                 dtype: DType::F32,

@@ -142,7 +142,7 @@ impl Gpt2Config {
         };
         if cfg.n_embd == 0
             || cfg.n_head == 0
-            || cfg.n_embd % cfg.n_head != 0
+            || !cfg.n_embd.is_multiple_of(cfg.n_head)
             || cfg.vocab_size == 0
             || cfg.n_positions == 0
             || cfg.n_inner == 0

@@ -337,7 +337,7 @@ pub fn linear_stacked(
         biases.len(),
         "linear_stacked: one bias per weight"
     );
-    if let Some(isa) = sgemm::isa().filter(|_| n % sgemm::SEGMENT_ALIGN == 0) {
+    if let Some(isa) = sgemm::isa().filter(|_| n.is_multiple_of(sgemm::SEGMENT_ALIGN)) {
         for b in biases {
             assert!(b.len() >= n, "linear_stacked: bias too short");
         }

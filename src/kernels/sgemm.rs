@@ -221,7 +221,7 @@ pub struct Stacked<'a> {
 impl BSource for Stacked<'_> {
     fn check(&self, k: usize, n: usize) {
         assert!(
-            self.seg_n % SEGMENT_ALIGN == 0,
+            self.seg_n.is_multiple_of(SEGMENT_ALIGN),
             "sgemm: segment width not a multiple of {SEGMENT_ALIGN}"
         );
         assert!(n <= self.seg_n * self.ws.len(), "sgemm: too many columns");

@@ -241,7 +241,7 @@ impl ModelConfig {
                 return Err(Error::model(format!("metadata '{k}' must be positive")));
             }
         }
-        if self.hidden_size % self.num_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(Error::model(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_heads
