@@ -513,7 +513,7 @@ fn verify(path: &Path) -> Result<String, Error> {
         .iter()
         .find(|(k, _)| k == "checksums")
         .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "none in this format".into());
+        .unwrap_or_else(|| "verified where the format stores them".into());
     let arch = m
         .metadata
         .get("architecture")
