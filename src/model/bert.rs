@@ -217,6 +217,52 @@ fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sy
     }
 }
 
+/// Name and exact shape of every tensor [`BertModel::load`] requires for
+/// `cfg`, in the canonical order (embeddings, then each layer), using the HF BERT
+/// names. Writers and test generators build models from this list.
+pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+    let mut out = vec![
+        (
+            "embeddings.word_embeddings.weight".to_string(),
+            vec![cfg.vocab_size, h],
+        ),
+        (
+            "embeddings.position_embeddings.weight".to_string(),
+            vec![cfg.max_position, h],
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".to_string(),
+            vec![cfg.type_vocab_size, h],
+        ),
+        ("embeddings.LayerNorm.weight".to_string(), vec![h]),
+        ("embeddings.LayerNorm.bias".to_string(), vec![h]),
+    ];
+    for l in 0..cfg.num_layers {
+        for (n, s) in [
+            ("attention.self.query.weight", vec![h, h]),
+            ("attention.self.query.bias", vec![h]),
+            ("attention.self.key.weight", vec![h, h]),
+            ("attention.self.key.bias", vec![h]),
+            ("attention.self.value.weight", vec![h, h]),
+            ("attention.self.value.bias", vec![h]),
+            ("attention.output.dense.weight", vec![h, h]),
+            ("attention.output.dense.bias", vec![h]),
+            ("attention.output.LayerNorm.weight", vec![h]),
+            ("attention.output.LayerNorm.bias", vec![h]),
+            ("intermediate.dense.weight", vec![i, h]),
+            ("intermediate.dense.bias", vec![i]),
+            ("output.dense.weight", vec![h, i]),
+            ("output.dense.bias", vec![h]),
+            ("output.LayerNorm.weight", vec![h]),
+            ("output.LayerNorm.bias", vec![h]),
+        ] {
+            out.push((format!("encoder.layer.{l}.{n}"), s));
+        }
+    }
+    out
+}
+
 impl BertModel {
     /// Loads and checks every required tensor against `cfg`: presence, dtype and
     /// exact shape; the error names the first missing or mismatching tensor.

@@ -702,36 +702,11 @@ pub fn tiny_bert(hidden: usize, layers: usize, inter: usize) -> ModelFile {
         let m = matrix(1, n, seed).into_raw_vec();
         TensorEntry::owned_f32(name, shape, &m)
     };
-    let mut ts = vec![
-        t("embeddings.word_embeddings.weight", vec![v, hidden]),
-        t("embeddings.position_embeddings.weight", vec![pos, hidden]),
-        t("embeddings.token_type_embeddings.weight", vec![2, hidden]),
-        t("embeddings.LayerNorm.weight", vec![hidden]),
-        t("embeddings.LayerNorm.bias", vec![hidden]),
-    ];
-    for l in 0..layers {
-        let p = format!("encoder.layer.{l}.");
-        for (n, s) in [
-            ("attention.self.query.weight", vec![hidden, hidden]),
-            ("attention.self.query.bias", vec![hidden]),
-            ("attention.self.key.weight", vec![hidden, hidden]),
-            ("attention.self.key.bias", vec![hidden]),
-            ("attention.self.value.weight", vec![hidden, hidden]),
-            ("attention.self.value.bias", vec![hidden]),
-            ("attention.output.dense.weight", vec![hidden, hidden]),
-            ("attention.output.dense.bias", vec![hidden]),
-            ("attention.output.LayerNorm.weight", vec![hidden]),
-            ("attention.output.LayerNorm.bias", vec![hidden]),
-            ("intermediate.dense.weight", vec![inter, hidden]),
-            ("intermediate.dense.bias", vec![inter]),
-            ("output.dense.weight", vec![hidden, inter]),
-            ("output.dense.bias", vec![hidden]),
-            ("output.LayerNorm.weight", vec![hidden]),
-            ("output.LayerNorm.bias", vec![hidden]),
-        ] {
-            ts.push(t(&format!("{p}{n}"), s));
-        }
-    }
+    let cfg = embedder::ModelConfig::from_metadata(&md).expect("valid tiny config");
+    let ts: Vec<TensorEntry> = embedder::model::bert::required_tensors(&cfg)
+        .into_iter()
+        .map(|(name, shape)| t(&name, shape))
+        .collect();
     ModelFile::new(
         FormatKind::Embd,
         Arc::new(Backing::from_bytes(&[])),
