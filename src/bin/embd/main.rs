@@ -108,12 +108,8 @@ enum Cmd {
     Encode {
         #[command(flatten)]
         model: ModelArgs,
-        /// Input file, or - for standard input.
-        #[arg(long, default_value = "-")]
-        input: String,
-        /// Input lines are JSON objects with a "text" field.
-        #[arg(long)]
-        jsonl: bool,
+        #[command(flatten)]
+        input: InputArgs,
         /// Output file (default standard output).
         #[arg(long)]
         output: Option<PathBuf>,
@@ -128,12 +124,8 @@ enum Cmd {
     Tokenize {
         #[command(flatten)]
         model: ModelArgs,
-        /// Input file, or - for standard input.
-        #[arg(long, default_value = "-")]
-        input: String,
-        /// Input lines are JSON objects with a "text" field.
-        #[arg(long)]
-        jsonl: bool,
+        #[command(flatten)]
+        input: InputArgs,
         /// Do not truncate to the model's max_seq_length.
         #[arg(long)]
         no_truncate: bool,
@@ -175,6 +167,23 @@ enum Cmd {
         #[arg(required = true, num_args = 2..)]
         texts: Vec<String>,
     },
+}
+
+/// Where the texts come from (`encode`, `tokenize`).
+#[derive(clap::Args)]
+struct InputArgs {
+    /// Input file, or - for standard input.
+    #[arg(long, default_value = "-")]
+    input: String,
+    /// Input lines are JSON objects with a "text" field.
+    #[arg(long)]
+    jsonl: bool,
+}
+
+impl InputArgs {
+    fn read(&self) -> Result<Vec<String>, Error> {
+        read_texts(&self.input, self.jsonl)
+    }
 }
 
 #[derive(clap::Args)]
@@ -336,13 +345,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Cmd::Encode {
             model,
             input,
-            jsonl,
             output,
             format,
             batch_size,
         } => {
             let emb = open_model(&model)?;
-            let texts = read_texts(&input, jsonl)?;
+            let texts = input.read()?;
             let dim = emb.dim();
             let batch = batch_size.max(1);
             let mut sink: Box<dyn Write> = match &output {
@@ -377,11 +385,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Cmd::Tokenize {
             model,
             input,
-            jsonl,
             no_truncate,
         } => {
             let emb = open_model(&model)?;
-            let texts = read_texts(&input, jsonl)?;
+            let texts = input.read()?;
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             for t in &texts {
