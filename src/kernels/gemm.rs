@@ -185,16 +185,20 @@ pub fn matmul_nt(
     ldc: usize,
     par: Par,
 ) {
-    match sgemm::isa() {
-        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
-            let b = sgemm::Transposed { w, ldw };
-            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
-            let none = |_: usize, _: &mut [f32]| {};
-            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
-            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
-            return;
-        }
-        _ => {}
+    if own_product(
+        m,
+        n,
+        k,
+        alpha,
+        a,
+        lda,
+        &sgemm::Transposed { w, ldw },
+        beta,
+        c,
+        ldc,
+        par,
+    ) {
+        return;
     }
     let s = Strided {
         m,
@@ -209,6 +213,35 @@ pub fn matmul_nt(
         rsc: ldc,
     };
     gemm_strided(s, a, w, c, par);
+}
+
+/// Runs `C = alpha · A · B (+ C)` on our own SGEMM when the CPU has a kernel and
+/// the scaling is one it supports (`beta` 0, or `beta` 1 with `alpha` 1);
+/// returns false when the caller must fall back to matrixmultiply.
+#[allow(clippy::too_many_arguments)]
+fn own_product<B: sgemm::BSource>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    lda: usize,
+    b: &B,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+    par: Par,
+) -> bool {
+    match sgemm::isa() {
+        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
+            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
+            let none = |_: usize, _: &mut [f32]| {};
+            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
+            sgemm::product(isa, m, n, k, a, lda, b, c, ldc, beta == 1.0, epi, par);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// `C[m x n] = alpha · A[m x k] · B[k x n] + beta · C` (row strides `lda`,
@@ -228,16 +261,20 @@ pub fn matmul_nn(
     ldc: usize,
     par: Par,
 ) {
-    match sgemm::isa() {
-        Some(isa) if beta == 0.0 || (beta == 1.0 && alpha == 1.0) => {
-            let b = sgemm::RowMajor { b, ldb };
-            let scale = move |_: usize, r: &mut [f32]| ops::scale(r, alpha);
-            let none = |_: usize, _: &mut [f32]| {};
-            let epi: sgemm::EpilogueFn = if alpha == 1.0 { &none } else { &scale };
-            sgemm::product(isa, m, n, k, a, lda, &b, c, ldc, beta == 1.0, epi, par);
-            return;
-        }
-        _ => {}
+    if own_product(
+        m,
+        n,
+        k,
+        alpha,
+        a,
+        lda,
+        &sgemm::RowMajor { b, ldb },
+        beta,
+        c,
+        ldc,
+        par,
+    ) {
+        return;
     }
     let s = Strided {
         m,
