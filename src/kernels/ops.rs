@@ -540,3 +540,86 @@ mod tests {
         assert_eq!(s, vec![0.5, -1.0]);
     }
 }
+
+/// Speed of the element-wise and row kernels in ns per element, for the path
+/// [`sgemm::isa`] selects (run again with `EMBD_SIMD=avx2` or `EMBD_SIMD=none`
+/// for the other paths):
+/// `cargo test --release --lib ops::speed -- --ignored --nocapture`
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    fn cpu() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+
+    /// Best seconds per call of `f` over 9 runs of about 30 ms.
+    fn best(mut f: impl FnMut()) -> f64 {
+        let mut b = f64::INFINITY;
+        for _ in 0..9 {
+            let t = cpu();
+            let mut reps = 0;
+            while cpu() - t < 0.03 {
+                f();
+                reps += 1;
+            }
+            b = b.min((cpu() - t) / reps as f64);
+        }
+        b
+    }
+
+    /// Pseudo-random values in `[-r, r)`.
+    fn data(len: usize, r: f32) -> Vec<f32> {
+        let mut s = 0x2545_f491_u32;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 * r - r
+            })
+            .collect()
+    }
+
+    /// ns per element of `op` on every `n`-float row of a 32 KiB buffer that
+    /// is restored before each pass (the restore is timed alone and
+    /// subtracted).
+    fn ns_per_element(n: usize, r: f32, op: impl Fn(&mut [f32])) -> f64 {
+        let rows = 8192 / n;
+        let src = data(rows * n, r);
+        let mut buf = src.clone();
+        let copy = best(|| {
+            buf.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&mut buf);
+        });
+        let total = best(|| {
+            buf.copy_from_slice(std::hint::black_box(&src));
+            for row in buf.chunks_exact_mut(n) {
+                op(row);
+            }
+            std::hint::black_box(&mut buf);
+        });
+        (total - copy) / (rows * n) as f64 * 1e9
+    }
+
+    #[test]
+    #[ignore]
+    fn speed() {
+        eprintln!("ISA {:?}", sgemm::isa());
+        let bias = data(1536, 0.5);
+        for n in [25usize, 32, 128, 1536] {
+            let g = ns_per_element(n, 6.0, |r| bias_gelu(r, &bias));
+            let t = ns_per_element(n, 6.0, |r| bias_gelu_tanh(r, &bias));
+            let s = ns_per_element(n, 10.0, softmax);
+            eprintln!(
+                "n = {n:4}: bias_gelu {g:6.3} ns/el, bias_gelu_tanh {t:6.3} ns/el, softmax {s:6.3} ns/el"
+            );
+        }
+    }
+}
