@@ -1,12 +1,15 @@
 //! Element-wise and row kernels: LayerNorm, GELU (erf and tanh forms), softmax,
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
-//! The loops are written so that LLVM vectorises them (fixed-width lane
-//! accumulators, branch-free polynomials). The public functions run the same
-//! code compiled for AVX-512 or AVX2 when the CPU has it (selected with
-//! [`sgemm::isa`]); Rust never contracts `a * b + c` into an FMA, so every
-//! build computes the same bits. Each function's result for a row depends only
-//! on that row.
+//! GELU, tanh GELU and softmax have explicit SIMD forms (AVX-512F, and AVX2 +
+//! FMA), written once over a 16-lane vector so that both run the same
+//! operations and give the same bits; the portable code computes the same
+//! formulas without FMAs (same accuracy, not the same bits). The other loops
+//! are written so that LLVM vectorises them (fixed-width lane accumulators)
+//! and are compiled for AVX-512 or AVX2 when the CPU has it; Rust never
+//! contracts `a * b + c` into an FMA, so those compute the same bits on every
+//! path. The ISA is the one [`sgemm::isa`] selects. Element-wise results
+//! depend only on the element, row results only on the row.
 
 use super::sgemm::{self, Isa};
 
@@ -91,26 +94,19 @@ fn bias_layer_norm_impl(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32]
     layer_norm_impl(x, gamma, beta, eps);
 }
 
-/// `exp(x)` in f32, branch-free (Cephes polynomial, about 1 ulp; 0 below -87.3,
-/// saturating at 88.7). Vectorises when used in a loop.
+/// `exp(x)` in f32, branch-free (Cephes polynomial, about 1 ulp): 0 below
+/// -87.3, +inf from 88.38 on (the argument is clamped to 88.7, where
+/// `2^128` overflows), NaN stays NaN. Vectorises when used in a loop.
 #[inline(always)]
-#[allow(clippy::excessive_precision)]
 pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C1: f32 = 0.693359375;
-    const C2: f32 = -2.12194440e-4;
-    // 1.5 * 2^23: adding and subtracting rounds to the nearest integer.
-    const ROUND: f32 = 12_582_912.0;
-    let under = x < -87.3;
-    let x = x.clamp(-87.3, 88.7);
+    let under = x < EXP_MIN;
+    let x = x.clamp(EXP_MIN, EXP_MAX);
     let n = (x * LOG2E + ROUND) - ROUND;
-    let r = x - n * C1 - n * C2;
-    let mut p = 1.9875691500e-4f32;
-    p = p * r + 1.3981999507e-3;
-    p = p * r + 8.3334519073e-3;
-    p = p * r + 4.1665795894e-2;
-    p = p * r + 1.6666665459e-1;
-    p = p * r + 5.0000001201e-1;
+    let r = x - n * EXP_C1 - n * EXP_C2;
+    let mut p = EXP_P[0];
+    for &c in &EXP_P[1..] {
+        p = p * r + c;
+    }
     let y = p * r * r + r + 1.0;
     let pow2 = f32::from_bits(((n as i32 + 127) as u32) << 23);
     if under {
@@ -176,32 +172,90 @@ pub fn erf(x: f32) -> f32 {
     }
 }
 
-/// Exact GELU, `x/2 · (1 + erf(x/√2))` (HF `gelu`, torch's default). For
-/// `|x/√2| >= 0.75` it uses `erfc` directly (`x/2 · erfc(|x|/√2)` for negative
-/// x), so the negative tail keeps its relative accuracy instead of suffering
-/// the cancellation in `1 + erf`.
+/// Constants of the GELU and `exp` evaluations, shared by the scalar code and
+/// the vector kernels.
+#[allow(clippy::excessive_precision)]
+mod consts {
+    /// `exp` gives 0 below this argument.
+    pub const EXP_MIN: f32 = -87.3;
+    /// `exp` clamps its argument to this (the result is +inf from 88.38 on).
+    pub const EXP_MAX: f32 = 88.7;
+    pub const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// `ln 2 = EXP_C1 + EXP_C2`, `EXP_C1` with few significant bits (Cody-Waite).
+    pub const EXP_C1: f32 = 0.693359375;
+    pub const EXP_C2: f32 = -2.12194440e-4;
+    /// `1.5 · 2^23`: adding and subtracting it rounds to the nearest integer.
+    pub const ROUND: f32 = 12_582_912.0;
+    /// Cephes `expf` polynomial, highest degree first.
+    pub const EXP_P: [f32; 6] = [
+        1.9875691500e-4,
+        1.3981999507e-3,
+        8.3334519073e-3,
+        4.1665795894e-2,
+        1.6666665459e-1,
+        5.0000001201e-1,
+    ];
+    /// `1/(2√2)`: `1 + |x|·ERFC_HALF_Z = 1 + z/2` for `z = |x|/√2`.
+    pub const ERFC_HALF_Z: f32 = 0.5 * std::f32::consts::FRAC_1_SQRT_2;
+    /// Numerical Recipes `erfcc` fit, `erfc(z) ≈ t·exp(-z² + P(t))` with
+    /// `t = 1/(1 + z/2)` (relative error below 1.2e-7 for every `z >= 0`),
+    /// as a polynomial in `h = t/2`: coefficient `k` is `c_k · 2^k` (exact
+    /// scalings, so Horner in `h` rounds exactly like Horner in `t`). Highest
+    /// degree first.
+    pub const ERFC_H: [f32; 10] = [
+        0.17087277 * 512.0,
+        -0.82215223 * 256.0,
+        1.48851587 * 128.0,
+        -1.13520398 * 64.0,
+        0.27886807 * 32.0,
+        -0.18628806 * 16.0,
+        0.09678418 * 8.0,
+        0.37409196 * 4.0,
+        1.00002368 * 2.0,
+        -1.26551223,
+    ];
+    /// `-2·√(2/π)` (tanh GELU: `0.5·(1 + tanh(y)) = 1/(1 + exp(-2y))`).
+    pub const TANH_M2K: f32 = -2.0 * 0.797_884_560_802_865_4;
+    pub const TANH_C: f32 = 0.044715;
+}
+use consts::*;
+
+/// Exact GELU, `x·Φ(x) = x/2 · (1 + erf(x/√2))` (HF `gelu`, torch's default),
+/// from one `erfc` evaluation: with `q = erfc(|x|/√2)/2 = Φ(-|x|)`,
+/// `Φ(x) = q` for negative x and `1 - q` otherwise. Neither tail suffers
+/// cancellation (torch's `1 + erf` loses the negative one). Relative error
+/// about 3e-7 (absolute below 1e-7 for |x| <= 1); in the far negative tail
+/// the rounding of the argument of `exp(-x²/2 + ...)` adds about `x²/2` ulp
+/// of relative error. `gelu(+inf) = +inf`, `gelu(-inf) = -0` (the limit),
+/// NaN stays NaN. The vector kernels compute the same with FMAs.
 #[inline(always)]
-pub fn gelu(x: f32) -> f32 {
-    let u = x * std::f32::consts::FRAC_1_SQRT_2;
-    let a = u.abs();
-    let small = 0.5 * x * (1.0 + erf_rational(u));
-    let half_tail = 0.5 * x * erfc_pos(a);
-    let big = if x < 0.0 { half_tail } else { x - half_tail };
-    if a < ERF_SPLIT {
-        small
-    } else {
-        big
+pub fn gelu(v: f32) -> f32 {
+    // -inf -> -MAX so that the product below is -MAX·0 = -0, not NaN
+    // (written as a comparison so that NaN passes through).
+    let x = if v < -f32::MAX { -f32::MAX } else { v };
+    let a = x.abs();
+    let h = 0.5 / (1.0 + a * ERFC_HALF_Z);
+    let mut p = ERFC_H[0];
+    for &c in &ERFC_H[1..] {
+        p = p * h + c;
     }
+    let q = h * exp(-0.5 * a * a + p);
+    let phi = if x < 0.0 { q } else { 1.0 - q };
+    x * phi
 }
 
-/// Tanh GELU, `x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))`.
-#[inline]
-pub fn gelu_tanh(x: f32) -> f32 {
-    const K: f32 = 0.797_884_6; // sqrt(2/pi)
-    0.5 * x * (1.0 + (K * (x + 0.044_715 * x * x * x)).tanh())
+/// Tanh GELU, `x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))`, evaluated as
+/// `x / (1 + exp(-2√(2/π)·x·(1 + 0.044715x²)))` (no cancellation in the
+/// negative tail). `gelu_tanh(+inf) = +inf`, `gelu_tanh(-inf) = -0`, NaN
+/// stays NaN.
+#[inline(always)]
+pub fn gelu_tanh(v: f32) -> f32 {
+    let x = if v < -f32::MAX { -f32::MAX } else { v };
+    let e = exp(x * (1.0 + TANH_C * (x * x)) * TANH_M2K);
+    x / (1.0 + e)
 }
 
-/// `x = gelu(x + bias)` element-wise.
+/// `x = gelu(x + bias)` element-wise (portable fallback).
 #[inline(always)]
 fn bias_gelu_impl(x: &mut [f32], bias: &[f32]) {
     for (v, b) in x.iter_mut().zip(bias) {
@@ -209,7 +263,7 @@ fn bias_gelu_impl(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-/// `x = gelu_tanh(x + bias)` element-wise.
+/// `x = gelu_tanh(x + bias)` element-wise (portable fallback).
 #[inline(always)]
 fn bias_gelu_tanh_impl(x: &mut [f32], bias: &[f32]) {
     for (v, b) in x.iter_mut().zip(bias) {
@@ -217,7 +271,7 @@ fn bias_gelu_tanh_impl(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-/// Softmax of one row in place (max-subtracted).
+/// Softmax of one row in place (max-subtracted; portable fallback).
 #[inline(always)]
 fn softmax_impl(x: &mut [f32]) {
     if x.is_empty() {
@@ -346,76 +400,661 @@ pub fn bias_layer_norm(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32],
     bias_layer_norm_impl(x, bias, gamma, beta, eps)
 }
 
-/// `x = gelu(x + bias)` element-wise.
+/// `x = gelu(x + bias)` element-wise (over `min(x.len(), bias.len())`
+/// elements). Each output depends only on its own `x` and `bias` element,
+/// with the same bits in the vector body and the tail.
 #[inline]
 pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32], bias: &[f32]) {
-            bias_gelu_impl(x, bias)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32], bias: &[f32]) {
-            bias_gelu_impl(x, bias)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x, bias) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x, bias) },
-            None => {}
-        }
+    match sgemm::isa() {
+        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
+        Some(Isa::Avx512) => return unsafe { avx512::bias_gelu(x, bias) },
+        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+        Some(Isa::Avx2) => return unsafe { avx2::bias_gelu(x, bias) },
+        None => {}
     }
     bias_gelu_impl(x, bias)
 }
 
-/// `x = gelu_tanh(x + bias)` element-wise.
+/// `x = gelu_tanh(x + bias)` element-wise (over `min(x.len(), bias.len())`
+/// elements), element by element like [`bias_gelu`].
 #[inline]
 pub fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32], bias: &[f32]) {
-            bias_gelu_tanh_impl(x, bias)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32], bias: &[f32]) {
-            bias_gelu_tanh_impl(x, bias)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x, bias) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x, bias) },
-            None => {}
-        }
+    match sgemm::isa() {
+        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
+        Some(Isa::Avx512) => return unsafe { avx512::bias_gelu_tanh(x, bias) },
+        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+        Some(Isa::Avx2) => return unsafe { avx2::bias_gelu_tanh(x, bias) },
+        None => {}
     }
     bias_gelu_tanh_impl(x, bias)
 }
 
-/// Softmax of one row in place (max-subtracted).
+/// Softmax of one row in place (max-subtracted). The result depends only on
+/// the row's values (not on its length beyond them or its address).
 #[inline]
 pub fn softmax(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32]) {
-            softmax_impl(x)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32]) {
-            softmax_impl(x)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x) },
-            None => {}
-        }
+    match sgemm::isa() {
+        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
+        Some(Isa::Avx512) => return unsafe { avx512::softmax(x) },
+        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
+        Some(Isa::Avx2) => return unsafe { avx2::softmax(x) },
+        None => {}
     }
     softmax_impl(x)
+}
+
+// Explicit SIMD forms of GELU, tanh GELU and softmax. The kernels are written
+// once, in `simd_kernels!`, over a 16-lane vector `V` and a small set of
+// helpers (`add`, `fma`, `load_part`, ...) that each ISA module defines: one
+// `__m512` for AVX-512, a pair of `__m256` for AVX2. Both therefore run the
+// same IEEE operations (including the FMAs) lane by lane and reduce sums in
+// the same order, so they give the same bits.
+
+/// The vector kernels, expanded inside an ISA module that defines `V`, `M`
+/// (a lane mask) and the helpers; `$feat` is that module's target features.
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_kernels {
+    ($feat:literal) => {
+        /// Stores lanes `0..k` of `v`, through a stack copy: a masked store
+        /// would make later loads that overlap its 64 bytes wait until it
+        /// retires (which serialises consecutive short rows).
+        ///
+        /// # Safety
+        /// `k <= 16` and `p..p+k` is writable.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        unsafe fn store_part(p: *mut f32, k: usize, v: V) {
+            let mut buf = [0.0f32; 16];
+            // SAFETY: `buf` holds 16 floats; `p..p+k` is writable (contract).
+            unsafe {
+                store(buf.as_mut_ptr(), v);
+                std::ptr::copy_nonoverlapping(buf.as_ptr(), p, k);
+            }
+        }
+
+        /// `exp` of every lane for arguments up to 88.3 (as the scalar
+        /// [`super::exp`], with FMAs): 0 below `EXP_MIN` (those lanes are
+        /// masked, so no clamp is needed), NaN stays NaN.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn exp_low(x: V) -> V {
+            let under = lt(x, splat(EXP_MIN));
+            let k = fma(x, splat(LOG2E), splat(ROUND));
+            let n = sub(k, splat(ROUND));
+            let r = fnma(n, splat(EXP_C1), x);
+            let r = fnma(n, splat(EXP_C2), r);
+            let mut p = splat(EXP_P[0]);
+            for &c in &EXP_P[1..] {
+                p = fma(p, r, splat(c));
+            }
+            let y = add(fma(p, mul(r, r), r), splat(1.0));
+            select(under, splat(0.0), mul(y, pow2_of_rounded(k)))
+        }
+
+        /// `exp` of every lane: [`exp_low`] of the argument clamped to
+        /// `EXP_MAX` (`min` returns its second operand, so NaN stays NaN).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn exp(x: V) -> V {
+            exp_low(min(splat(EXP_MAX), x))
+        }
+
+        /// [`super::gelu`] of every lane, with FMAs.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gelu(v: V) -> V {
+            let x = max(splat(-f32::MAX), v);
+            let a = abs(x);
+            let h = div(splat(0.5), fma(a, splat(ERFC_HALF_Z), splat(1.0)));
+            let mut p = splat(ERFC_H[0]);
+            for &c in &ERFC_H[1..] {
+                p = fma(p, h, splat(c));
+            }
+            // The argument is at most 0 (`erfc(z) <= t`).
+            let q = mul(h, exp_low(fma(mul(splat(-0.5), a), a, p)));
+            let phi = select(lt(x, splat(0.0)), q, sub(splat(1.0), q));
+            mul(x, phi)
+        }
+
+        /// [`super::gelu_tanh`] of every lane, with FMAs.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gelu_tanh(v: V) -> V {
+            let x = max(splat(-f32::MAX), v);
+            let w = fma(mul(x, x), splat(TANH_C), splat(1.0));
+            let e = exp(mul(mul(x, w), splat(TANH_M2K)));
+            div(x, add(splat(1.0), e))
+        }
+
+        /// `x = act(x + bias)` over `n = min(x.len(), bias.len())` elements,
+        /// 16 at a time. A partial last group is handled by one more full
+        /// vector over the last 16 elements, computed before anything is
+        /// stored and stored last (its overlap with the body gets the same
+        /// bits again); below 16 elements, masked loads and stores. (Masked
+        /// stores in a loop stall the loads that follow them.)
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn bias_act<const TANH: bool>(x: &mut [f32], bias: &[f32]) {
+            let n = x.len().min(bias.len());
+            let xp = x.as_mut_ptr();
+            let bp = bias.as_ptr();
+            let act = |v: V| if TANH { gelu_tanh(v) } else { gelu(v) };
+            if n < 16 {
+                if n > 0 {
+                    // SAFETY: elements 0..n < 16 of both slices exist.
+                    unsafe {
+                        let v = add(load_part(xp, n, 0.0), load_part(bp, n, 0.0));
+                        store_part(xp, n, act(v));
+                    }
+                }
+                return;
+            }
+            let last = n - 16;
+            let tail = (n % 16 != 0).then(|| {
+                // SAFETY: elements last..n of both slices exist (n >= 16).
+                unsafe { act(add(load(xp.add(last)), load(bp.add(last)))) }
+            });
+            let mut i = 0;
+            while i + 32 <= n {
+                // SAFETY: elements i..i+32 <= n of both slices exist.
+                unsafe {
+                    let v0 = add(load(xp.add(i)), load(bp.add(i)));
+                    let v1 = add(load(xp.add(i + 16)), load(bp.add(i + 16)));
+                    let (y0, y1) = (act(v0), act(v1));
+                    store(xp.add(i), y0);
+                    store(xp.add(i + 16), y1);
+                }
+                i += 32;
+            }
+            if i + 16 <= n {
+                // SAFETY: elements i..i+16 <= n of both slices exist.
+                unsafe {
+                    let v = add(load(xp.add(i)), load(bp.add(i)));
+                    store(xp.add(i), act(v));
+                }
+            }
+            if let Some(t) = tail {
+                // SAFETY: elements last..n of `x` exist.
+                unsafe { store(xp.add(last), t) };
+            }
+        }
+
+        /// `x = gelu(x + bias)` element-wise.
+        #[target_feature(enable = $feat)]
+        pub(super) fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+            bias_act::<false>(x, bias)
+        }
+
+        /// `x = gelu_tanh(x + bias)` element-wise.
+        #[target_feature(enable = $feat)]
+        pub(super) fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
+            bias_act::<true>(x, bias)
+        }
+
+        /// Softmax of one row in place: max, then `exp(x - max)` stored and
+        /// summed in 16 lanes (reduced in a fixed tree), then scaled by the
+        /// reciprocal of the sum. Rows of 16 or more: elements `i < 16·⌊n/16⌋`
+        /// go to lane `i mod 16`, the rest to the lanes of one more vector
+        /// over the last 16 elements (kept in registers, its lanes that
+        /// repeat body elements left out of the sum). Shorter rows: one
+        /// masked vector.
+        #[target_feature(enable = $feat)]
+        pub(super) fn softmax(x: &mut [f32]) {
+            let n = x.len();
+            let p = x.as_mut_ptr();
+            if n < 16 {
+                if n > 0 {
+                    // SAFETY: elements 0..n < 16 exist. The fill lanes give
+                    // exp(-inf) = 0 and leave the sum unchanged.
+                    unsafe {
+                        let v = load_part(p, n, f32::NEG_INFINITY);
+                        let e = exp_low(sub(v, splat(hmax(v))));
+                        store_part(p, n, mul(e, splat(1.0 / hsum(e))));
+                    }
+                }
+                return;
+            }
+            let tail = n % 16;
+            let body = n - tail;
+            // SAFETY: elements n-16..n exist (n >= 16).
+            let last = unsafe { load(p.add(n - 16)) };
+            let mut m = last;
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                m = max(m, unsafe { load(p.add(i)) });
+            }
+            let m = splat(hmax(m));
+            let mut s = splat(0.0);
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                unsafe {
+                    let e = exp_low(sub(load(p.add(i)), m));
+                    store(p.add(i), e);
+                    s = add(s, e);
+                }
+            }
+            let e_last = exp_low(sub(last, m));
+            if tail > 0 {
+                s = add(s, select(last_lanes(tail), e_last, splat(0.0)));
+            }
+            let inv = splat(1.0 / hsum(s));
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                unsafe { store(p.add(i), mul(load(p.add(i)), inv)) };
+            }
+            if tail > 0 {
+                // SAFETY: elements n-16..n exist.
+                unsafe { store(p.add(n - 16), mul(e_last, inv)) };
+            }
+        }
+
+        /// `x = exp(x)` element-wise (tests).
+        #[cfg(test)]
+        #[target_feature(enable = $feat)]
+        pub(super) fn exp_slice(x: &mut [f32]) {
+            for c in x.chunks_mut(16) {
+                // SAFETY: the chunk has c.len() <= 16 elements.
+                unsafe {
+                    if c.len() == 16 {
+                        store(c.as_mut_ptr(), exp(load(c.as_ptr())));
+                    } else {
+                        let v = exp(load_part(c.as_ptr(), c.len(), 0.0));
+                        store_part(c.as_mut_ptr(), c.len(), v);
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// AVX-512F: `V` is one `__m512`.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::consts::*;
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy)]
+    struct V(__m512);
+    type M = __mmask16;
+
+    /// Mask of the first `k < 16` lanes.
+    #[inline(always)]
+    fn first(k: usize) -> M {
+        ((1u32 << k) - 1) as M
+    }
+
+    /// Mask of the last `k` lanes, `0 < k < 16`.
+    #[inline(always)]
+    fn last_lanes(k: usize) -> M {
+        !first(16 - k)
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn splat(v: f32) -> V {
+        V(_mm512_set1_ps(v))
+    }
+
+    /// # Safety
+    /// `p..p+16` is readable.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn load(p: *const f32) -> V {
+        // SAFETY: forwarded contract.
+        V(unsafe { _mm512_loadu_ps(p) })
+    }
+
+    /// Lanes `0..k` from `p`, the others `fill`.
+    ///
+    /// # Safety
+    /// `k < 16` and `p..p+k` is readable.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn load_part(p: *const f32, k: usize, fill: f32) -> V {
+        // SAFETY: the masked load reads only lanes 0..k (forwarded contract).
+        V(unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first(k), p) })
+    }
+
+    /// # Safety
+    /// `p..p+16` is writable.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn store(p: *mut f32, v: V) {
+        // SAFETY: forwarded contract.
+        unsafe { _mm512_storeu_ps(p, v.0) }
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn add(a: V, b: V) -> V {
+        V(_mm512_add_ps(a.0, b.0))
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn sub(a: V, b: V) -> V {
+        V(_mm512_sub_ps(a.0, b.0))
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn mul(a: V, b: V) -> V {
+        V(_mm512_mul_ps(a.0, b.0))
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn div(a: V, b: V) -> V {
+        V(_mm512_div_ps(a.0, b.0))
+    }
+
+    /// `a·b + c`, rounded once.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn fma(a: V, b: V, c: V) -> V {
+        V(_mm512_fmadd_ps(a.0, b.0, c.0))
+    }
+
+    /// `c - a·b`, rounded once.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn fnma(a: V, b: V, c: V) -> V {
+        V(_mm512_fnmadd_ps(a.0, b.0, c.0))
+    }
+
+    /// `a > b ? a : b` (so `b` when either is NaN).
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn max(a: V, b: V) -> V {
+        V(_mm512_max_ps(a.0, b.0))
+    }
+
+    /// `a < b ? a : b` (so `b` when either is NaN).
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn min(a: V, b: V) -> V {
+        V(_mm512_min_ps(a.0, b.0))
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn abs(a: V) -> V {
+        V(_mm512_abs_ps(a.0))
+    }
+
+    /// `a < b` (false with NaN).
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn lt(a: V, b: V) -> M {
+        _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a.0, b.0)
+    }
+
+    /// `m ? t : f` per lane.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn select(m: M, t: V, f: V) -> V {
+        V(_mm512_mask_blend_ps(m, f.0, t.0))
+    }
+
+    /// `2^n` from `k = n + ROUND` (integral `n` in `[-126, 127]`): the low
+    /// bits of `k` hold `n`, shifting them into the exponent field drops the
+    /// rest.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn pow2_of_rounded(k: V) -> V {
+        let e = _mm512_slli_epi32::<23>(_mm512_castps_si512(k.0));
+        V(_mm512_castsi512_ps(_mm512_add_epi32(
+            e,
+            _mm512_set1_epi32(127 << 23),
+        )))
+    }
+
+    /// The two 8-lane halves (lanes 0..8 and 8..16).
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn halves(v: V) -> (__m256, __m256) {
+        let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v.0));
+        (_mm512_castps512_ps256(v.0), _mm256_castpd_ps(hi))
+    }
+
+    /// Sum of the lanes: `l + (l + 8)`, then the AVX2 tree.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn hsum(v: V) -> f32 {
+        let (lo, hi) = halves(v);
+        super::avx2::hsum8(_mm256_add_ps(lo, hi))
+    }
+
+    /// Maximum of the lanes.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn hmax(v: V) -> f32 {
+        let (lo, hi) = halves(v);
+        super::avx2::hmax8(_mm256_max_ps(lo, hi))
+    }
+
+    simd_kernels!("avx512f,avx2,fma");
+}
+
+/// AVX2 + FMA: `V` is a pair of `__m256` (lanes 0..8 and 8..16).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::consts::*;
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy)]
+    struct V(__m256, __m256);
+    type M = (__m256, __m256);
+
+    /// Lane masks (all ones or zero) of the first `k < 16` lanes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn first(k: usize) -> (__m256i, __m256i) {
+        let k = _mm256_set1_epi32(k as i32);
+        let lo = _mm256_cmpgt_epi32(k, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        let hi = _mm256_cmpgt_epi32(k, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
+        (lo, hi)
+    }
+
+    /// Mask of the last `k` lanes, `0 < k < 16`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn last_lanes(k: usize) -> M {
+        let (lo, hi) = first(16 - k);
+        let ones = _mm256_set1_epi32(-1);
+        (
+            _mm256_castsi256_ps(_mm256_xor_si256(lo, ones)),
+            _mm256_castsi256_ps(_mm256_xor_si256(hi, ones)),
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn splat(v: f32) -> V {
+        V(_mm256_set1_ps(v), _mm256_set1_ps(v))
+    }
+
+    /// # Safety
+    /// `p..p+16` is readable.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load(p: *const f32) -> V {
+        // SAFETY: forwarded contract.
+        unsafe { V(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
+    }
+
+    /// Lanes `0..k` from `p`, the others `fill`.
+    ///
+    /// # Safety
+    /// `k < 16` and `p..p+k` is readable.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load_part(p: *const f32, k: usize, fill: f32) -> V {
+        let (mlo, mhi) = first(k);
+        let f = _mm256_set1_ps(fill);
+        // SAFETY: the masked loads read only lanes 0..k (forwarded contract);
+        // the upper half is touched only when k > 8.
+        unsafe {
+            let lo = _mm256_maskload_ps(p, mlo);
+            let hi = if k > 8 {
+                _mm256_maskload_ps(p.add(8), mhi)
+            } else {
+                f
+            };
+            V(
+                _mm256_blendv_ps(f, lo, _mm256_castsi256_ps(mlo)),
+                _mm256_blendv_ps(f, hi, _mm256_castsi256_ps(mhi)),
+            )
+        }
+    }
+
+    /// # Safety
+    /// `p..p+16` is writable.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn store(p: *mut f32, v: V) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            _mm256_storeu_ps(p, v.0);
+            _mm256_storeu_ps(p.add(8), v.1);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn add(a: V, b: V) -> V {
+        V(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn sub(a: V, b: V) -> V {
+        V(_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn mul(a: V, b: V) -> V {
+        V(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn div(a: V, b: V) -> V {
+        V(_mm256_div_ps(a.0, b.0), _mm256_div_ps(a.1, b.1))
+    }
+
+    /// `a·b + c`, rounded once.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn fma(a: V, b: V, c: V) -> V {
+        V(
+            _mm256_fmadd_ps(a.0, b.0, c.0),
+            _mm256_fmadd_ps(a.1, b.1, c.1),
+        )
+    }
+
+    /// `c - a·b`, rounded once.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn fnma(a: V, b: V, c: V) -> V {
+        V(
+            _mm256_fnmadd_ps(a.0, b.0, c.0),
+            _mm256_fnmadd_ps(a.1, b.1, c.1),
+        )
+    }
+
+    /// `a > b ? a : b` (so `b` when either is NaN).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn max(a: V, b: V) -> V {
+        V(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1))
+    }
+
+    /// `a < b ? a : b` (so `b` when either is NaN).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn min(a: V, b: V) -> V {
+        V(_mm256_min_ps(a.0, b.0), _mm256_min_ps(a.1, b.1))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn abs(a: V) -> V {
+        let s = _mm256_set1_ps(-0.0);
+        V(_mm256_andnot_ps(s, a.0), _mm256_andnot_ps(s, a.1))
+    }
+
+    /// `a < b` (false with NaN).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn lt(a: V, b: V) -> M {
+        (
+            _mm256_cmp_ps::<_CMP_LT_OQ>(a.0, b.0),
+            _mm256_cmp_ps::<_CMP_LT_OQ>(a.1, b.1),
+        )
+    }
+
+    /// `m ? t : f` per lane.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn select(m: M, t: V, f: V) -> V {
+        V(
+            _mm256_blendv_ps(f.0, t.0, m.0),
+            _mm256_blendv_ps(f.1, t.1, m.1),
+        )
+    }
+
+    /// `2^n` from `k = n + ROUND` (integral `n` in `[-126, 127]`): the low
+    /// bits of `k` hold `n`, shifting them into the exponent field drops the
+    /// rest.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn pow2_of_rounded(k: V) -> V {
+        let b = _mm256_set1_epi32(127 << 23);
+        let e = |k: __m256| {
+            let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(k));
+            _mm256_castsi256_ps(_mm256_add_epi32(e, b))
+        };
+        V(e(k.0), e(k.1))
+    }
+
+    /// Sum of 8 lanes: `l + (l + 4)`, then `l + (l + 2)`, then `l + (l + 1)`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) fn hsum8(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
+    }
+
+    /// Maximum of 8 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) fn hmax8(v: __m256) -> f32 {
+        let s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps::<1>(s, s)))
+    }
+
+    /// Sum of the lanes: `l + (l + 8)`, then [`hsum8`].
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn hsum(v: V) -> f32 {
+        hsum8(_mm256_add_ps(v.0, v.1))
+    }
+
+    /// Maximum of the lanes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn hmax(v: V) -> f32 {
+        hmax8(_mm256_max_ps(v.0, v.1))
+    }
+
+    simd_kernels!("avx2,fma");
 }
 
 #[cfg(test)]
@@ -539,6 +1178,350 @@ mod tests {
         scale(&mut s, 0.5);
         assert_eq!(s, vec![0.5, -1.0]);
     }
+
+    type Ew = fn(&mut [f32], &[f32]);
+    type Row = fn(&mut [f32]);
+
+    /// The implementations of `(bias_gelu, bias_gelu_tanh, softmax, exp)`
+    /// this CPU can run: portable, AVX2, AVX-512.
+    #[allow(clippy::type_complexity)]
+    fn paths() -> Vec<(&'static str, Ew, Ew, Row, Row)> {
+        let mut v: Vec<(&'static str, Ew, Ew, Row, Row)> = vec![(
+            "portable",
+            bias_gelu_impl,
+            bias_gelu_tanh_impl,
+            softmax_impl,
+            |x| x.iter_mut().for_each(|v| *v = exp(*v)),
+        )];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::Avx2.supported() {
+                v.push((
+                    "avx2",
+                    // SAFETY: the CPU has AVX2 and FMA (checked above); the same
+                    // holds for the three closures below.
+                    |x, b| unsafe { avx2::bias_gelu(x, b) },
+                    // SAFETY: as above.
+                    |x, b| unsafe { avx2::bias_gelu_tanh(x, b) },
+                    // SAFETY: as above.
+                    |x| unsafe { avx2::softmax(x) },
+                    // SAFETY: as above.
+                    |x| unsafe { avx2::exp_slice(x) },
+                ));
+            }
+            if Isa::Avx512.supported() {
+                v.push((
+                    "avx512",
+                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked above);
+                    // the same holds for the three closures below.
+                    |x, b| unsafe { avx512::bias_gelu(x, b) },
+                    // SAFETY: as above.
+                    |x, b| unsafe { avx512::bias_gelu_tanh(x, b) },
+                    // SAFETY: as above.
+                    |x| unsafe { avx512::softmax(x) },
+                    // SAFETY: as above.
+                    |x| unsafe { avx512::exp_slice(x) },
+                ));
+            }
+        }
+        v
+    }
+
+    /// `f` (with bias -0, which keeps every input, -0 included) of every
+    /// element of `x`, 1000 at a time.
+    fn apply(f: Ew, x: &[f32]) -> Vec<f32> {
+        let mut y = x.to_vec();
+        let zero = [-0.0f32; 1000];
+        for c in y.chunks_mut(1000) {
+            f(c, &zero);
+        }
+        y
+    }
+
+    fn gelu_f64(x: f64) -> f64 {
+        0.5 * x * reference::erfc_f64(-x / std::f64::consts::SQRT_2)
+    }
+
+    fn gelu_tanh_f64(x: f64) -> f64 {
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+    }
+
+    /// A dense sweep of [-12, 12] plus values around 0 at every scale.
+    fn sweep() -> Vec<f32> {
+        let mut v: Vec<f32> = (-400_000..=400_000).map(|i| i as f32 * 3e-5).collect();
+        for e in -40..=0 {
+            for m in [1.0f32, 1.37, 2.9, 5.5, 7.77] {
+                let x = m * 10f32.powi(e);
+                v.extend([x, -x]);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn gelu_paths_are_accurate() {
+        let xs = sweep();
+        for (name, g, t, _, _) in paths() {
+            let (mut abs_small, mut rel_big, mut rel_all) = (0.0f64, 0.0f64, 0.0f64);
+            let (mut tanh_abs, mut tanh_rel) = (0.0f64, 0.0f64);
+            let mut tail = 0.0f64;
+            let mut worst_x = 0.0f32;
+            for (&x, (&y, &yt)) in xs.iter().zip(apply(g, &xs).iter().zip(&apply(t, &xs))) {
+                let want = gelu_f64(f64::from(x));
+                let err = (f64::from(y) - want).abs();
+                if want.abs() <= 1.0 {
+                    abs_small = abs_small.max(err);
+                } else {
+                    rel_big = rel_big.max(err / want.abs());
+                }
+                if want != 0.0 {
+                    let rel = err / want.abs();
+                    if x > -3.0 && rel > rel_all {
+                        rel_all = rel;
+                        worst_x = x;
+                    }
+                    // Beyond -3 the rounding of x²/2 inside exp(-x²/2 + ...)
+                    // adds up to about x²/2 ulp (torch's `1 + erf` form
+                    // loses all digits there).
+                    let tol = 6e-7 + 6e-8 * f64::from(x * x);
+                    if x <= -3.0 {
+                        tail = tail.max(rel / (1.0 + f64::from(x * x) / 10.0));
+                    }
+                    assert!(
+                        rel <= tol || err < 1e-40,
+                        "{name}: gelu({x:e}) = {y:e}, want {want:e}, rel {rel:e}"
+                    );
+                }
+                let want_t = gelu_tanh_f64(f64::from(x));
+                let err_t = (f64::from(yt) - want_t).abs();
+                tanh_abs = tanh_abs.max(err_t / want_t.abs().max(1.0));
+                if want_t.abs() > 1e-30 && x > -3.0 {
+                    tanh_rel = tanh_rel.max(err_t / want_t.abs());
+                }
+            }
+            eprintln!(
+                "{name}: gelu abs err (|gelu| <= 1) {abs_small:.2e}, rel err (|gelu| > 1) \
+                 {rel_big:.2e}, rel err (x > -3) {rel_all:.2e} at {worst_x}, rel err / (1 + x²/10) \
+                 (x <= -3) {tail:.2e}; gelu_tanh err {tanh_abs:.2e}, rel (x > -3) \
+                 {tanh_rel:.2e}"
+            );
+            assert!(abs_small < 1.5e-7, "{name}: gelu abs {abs_small:e}");
+            assert!(rel_big < 2e-7, "{name}: gelu rel {rel_big:e}");
+            assert!(tanh_abs < 3e-7, "{name}: gelu_tanh {tanh_abs:e}");
+            assert!(tanh_rel < 2e-6, "{name}: gelu_tanh rel {tanh_rel:e}");
+        }
+    }
+
+    #[test]
+    fn gelu_edge_cases() {
+        let nan = f32::NAN;
+        let big = [1e4, 3e9, 1e20, 1e30, f32::MAX, f32::INFINITY];
+        for (name, g, t, _, _) in paths() {
+            for f in [g, t] {
+                let one = |x: f32| apply(f, &[x])[0];
+                assert_eq!(one(0.0).to_bits(), 0.0f32.to_bits(), "{name}");
+                assert_eq!(one(-0.0).to_bits(), (-0.0f32).to_bits(), "{name}");
+                for x in [1e-30f32, -1e-30, 1e-40, -1e-40, 1e-45, -1e-45] {
+                    // gelu(x) = x/2 + O(x²) for tiny x.
+                    let y = one(x);
+                    assert!(
+                        (y - 0.5 * x).abs() <= 3e-7 * (0.5 * x).abs(),
+                        "{name} {x}: {y}"
+                    );
+                }
+                for &x in &big {
+                    assert_eq!(one(x), x, "{name}: large {x}");
+                    let y = one(-x);
+                    assert!(y == 0.0 && y.is_sign_negative(), "{name}: -{x} -> {y}");
+                }
+                assert_eq!(one(10.0), 10.0, "{name}");
+                let y = one(-20.0);
+                assert!(y == 0.0 && y.is_sign_negative(), "{name}: -20 -> {y}");
+                assert!(one(nan).is_nan(), "{name}: NaN");
+            }
+            let y = apply(g, &[-10.0])[0];
+            let want = gelu_f64(-10.0);
+            assert!(
+                ((f64::from(y) - want) / want).abs() < 1e-5,
+                "{name}: {y} {want}"
+            );
+        }
+    }
+
+    /// Every output of the element-wise kernels depends only on its own
+    /// input: the same bits in the vector body, the overlapping last vector
+    /// and the short masked form, for every length and offset.
+    #[test]
+    fn elementwise_results_do_not_depend_on_position() {
+        let x: Vec<f32> = (0..48)
+            .map(|i| match i {
+                5 => f32::NAN,
+                17 => f32::NEG_INFINITY,
+                30 => -0.0,
+                _ => ((i * 37 % 23) as f32 - 11.0) * 0.61,
+            })
+            .collect();
+        let b: Vec<f32> = (0..48).map(|i| ((i * 7 % 5) as f32 - 2.0) * 0.13).collect();
+        for (name, g, t, _, _) in paths() {
+            for f in [g, t] {
+                let single: Vec<f32> = (0..48)
+                    .map(|j| {
+                        let mut v = [x[j]];
+                        f(&mut v, &b[j..j + 1]);
+                        v[0]
+                    })
+                    .collect();
+                for len in 1..=40 {
+                    for off in 0..=48 - len {
+                        let mut y = x[off..off + len].to_vec();
+                        f(&mut y, &b[off..]);
+                        for (i, v) in y.iter().enumerate() {
+                            let s = single[off + i];
+                            assert!(
+                                v.to_bits() == s.to_bits() || (v.is_nan() && s.is_nan()),
+                                "{name}: len {len} off {off} element {i}: {v} vs {s}"
+                            );
+                        }
+                    }
+                }
+                // Only min(x.len(), bias.len()) elements are touched.
+                let mut y = x[..20].to_vec();
+                f(&mut y, &b[..18]);
+                assert_eq!(y[18..].to_vec(), x[18..20].to_vec(), "{name}");
+            }
+        }
+    }
+
+    /// The AVX2 and AVX-512 kernels run the same operations and give the
+    /// same bits.
+    #[test]
+    fn vector_paths_agree_bit_for_bit() {
+        let p = paths();
+        if p.len() < 3 {
+            eprintln!("skipped: this CPU has no AVX-512");
+            return;
+        }
+        let (a, b) = (&p[1], &p[2]);
+        let mut xs = sweep();
+        xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 1e-45]);
+        for (fa, fb) in [(a.1, b.1), (a.2, b.2)] {
+            let (ya, yb) = (apply(fa, &xs), apply(fb, &xs));
+            for ((x, u), v) in xs.iter().zip(&ya).zip(&yb) {
+                assert_eq!(u.to_bits(), v.to_bits(), "x = {x}");
+            }
+        }
+        let mut ea = xs.clone();
+        let mut eb = xs.clone();
+        (a.4)(&mut ea);
+        (b.4)(&mut eb);
+        assert!(ea.iter().zip(&eb).all(|(u, v)| u.to_bits() == v.to_bits()));
+        for n in (1..=200).chain([255, 256, 257, 384, 1000]) {
+            let row: Vec<f32> = (0..n)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.37)
+                .collect();
+            let (mut ra, mut rb) = (row.clone(), row);
+            (a.3)(&mut ra);
+            (b.3)(&mut rb);
+            assert_eq!(ra, rb, "softmax n = {n}");
+        }
+    }
+
+    #[test]
+    fn exp_paths_are_accurate() {
+        let xs: Vec<f32> = (-870_000..=880_000)
+            .map(|i| i as f32 * 1e-4)
+            .chain([-0.0, 1e-30, -1e-30, 1e-7, -1e-7])
+            .collect();
+        for (name, _, _, _, e) in paths() {
+            let mut y = xs.clone();
+            e(&mut y);
+            let mut worst = 0.0f64;
+            for (&x, &v) in xs.iter().zip(&y) {
+                let want = f64::from(x).exp();
+                if x < -87.3 {
+                    assert_eq!(v, 0.0, "{name}: exp({x})");
+                } else if want < f64::from(f32::MAX) && x < 88.37 {
+                    worst = worst.max(((f64::from(v) - want) / want).abs());
+                }
+            }
+            eprintln!("{name}: exp worst rel {worst:.2e}");
+            assert!(worst < 2.5e-7, "{name}: exp rel {worst:e}");
+            let mut s = [
+                0.0,
+                -1000.0,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                100.0,
+                f32::INFINITY,
+            ];
+            e(&mut s);
+            assert_eq!(s[..3], [1.0, 0.0, 0.0], "{name}");
+            assert!(s[3].is_nan(), "{name}");
+            assert_eq!(s[4..], [f32::INFINITY; 2], "{name}");
+        }
+    }
+
+    #[test]
+    fn softmax_paths_are_accurate_and_row_local() {
+        let mut worst = 0.0f64;
+        for (name, _, _, s, _) in paths() {
+            for n in (1..=200).chain([255, 256, 257, 384]) {
+                for pattern in 0..4 {
+                    let row: Vec<f32> = (0..n)
+                        .map(|i| {
+                            let u = ((i * 53 + pattern * 11) % 97) as f32 / 97.0;
+                            match pattern {
+                                0 => u * 20.0 - 10.0,
+                                1 => u * 2000.0 - 1000.0,
+                                2 if i % 3 == 1 => f32::NEG_INFINITY,
+                                2 => u * 8.0,
+                                _ => 1.5,
+                            }
+                        })
+                        .collect();
+                    let mut y = row.clone();
+                    s(&mut y);
+                    let m = row
+                        .iter()
+                        .fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)));
+                    let ex: Vec<f64> = row.iter().map(|&v| (f64::from(v) - m).exp()).collect();
+                    let total: f64 = ex.iter().sum();
+                    for (i, (&v, &e)) in y.iter().zip(&ex).enumerate() {
+                        let want = e / total;
+                        let err = (f64::from(v) - want).abs();
+                        if want > 1e-30 {
+                            worst = worst.max(err / want);
+                        }
+                        // Rounding x - max to f32 (as torch does) costs up to
+                        // |x - max|/2 ulp.
+                        let d = m - f64::from(row[i]);
+                        assert!(
+                            err <= (4e-7 + 6e-8 * d) * want + 1e-37 || (want == 0.0 && v == 0.0),
+                            "{name}: n {n} pattern {pattern} [{i}] = {v:e}, want {want:e}"
+                        );
+                    }
+                    // The same row anywhere in memory gives the same bits.
+                    for off in [1usize, 3, 8, 15] {
+                        let mut buf = vec![7.0f32; n + 32];
+                        buf[off..off + n].copy_from_slice(&row);
+                        s(&mut buf[off..off + n]);
+                        assert_eq!(&buf[off..off + n], &y[..], "{name}: n {n} off {off}");
+                        assert!(buf[..off].iter().chain(&buf[off + n..]).all(|&v| v == 7.0));
+                    }
+                }
+                let mut r = vec![0.5f32; n];
+                r[n / 2] = f32::NAN;
+                s(&mut r);
+                assert!(r.iter().all(|v| v.is_nan()), "{name}: NaN row n {n}");
+            }
+            let mut one = [42.0f32];
+            s(&mut one);
+            assert_eq!(one, [1.0], "{name}");
+            s(&mut []);
+        }
+        eprintln!("softmax: worst rel {worst:.2e}");
+    }
 }
 
 /// Speed of the element-wise and row kernels in ns per element, for the path
@@ -613,7 +1596,7 @@ mod speed {
     fn speed() {
         eprintln!("ISA {:?}", sgemm::isa());
         let bias = data(1536, 0.5);
-        for n in [25usize, 32, 128, 1536] {
+        for n in [12usize, 25, 32, 128, 1536] {
             let g = ns_per_element(n, 6.0, |r| bias_gelu(r, &bias));
             let t = ns_per_element(n, 6.0, |r| bias_gelu_tanh(r, &bias));
             let s = ns_per_element(n, 10.0, softmax);
