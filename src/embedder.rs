@@ -166,6 +166,9 @@ impl Embedder {
         let format = file.format;
         let file = Arc::new(file);
         let model = BertModel::load(&file, &cfg)?;
+        if opts.prepack_weights {
+            model.prepack(true);
+        }
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -222,6 +225,18 @@ impl Embedder {
             pooling: self.cfg.pooling,
             normalize: self.normalize,
         }
+    }
+
+    /// Packs the layers' weight matrices for the kernels now, on the calling
+    /// thread, if that is not done yet (see [`Options::prepack_weights`], which
+    /// does it in the background after open). Results do not change.
+    pub fn prepack(&self) {
+        self.model.prepack(false);
+    }
+
+    /// Layers whose weights are packed so far, and the bytes those copies hold.
+    pub fn packed_layers(&self) -> (usize, usize) {
+        self.model.packed_layers()
     }
 
     /// Worker threads used by one call.

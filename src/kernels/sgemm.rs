@@ -145,6 +145,140 @@ pub trait BSource: Sync {
     /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * w`
     /// floats; `w` is 16 or 32 and AVX2 is available.
     unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32);
+
+    /// The panel of rows `p0..p0 + isa.kc()` (clipped to k) and columns
+    /// `j0..j0 + isa.nr()` already packed in the layout [`BSource::pack`]
+    /// writes (`w = isa.nr()`, zero columns beyond n), if the source holds
+    /// one; `None` makes the product pack it. `p0` is a multiple of
+    /// `isa.kc()` and `j0` of `isa.nr()`.
+    fn packed_panel(&self, isa: Isa, p0: usize, j0: usize) -> Option<*const f32> {
+        let _ = (isa, p0, j0);
+        None
+    }
+}
+
+/// B packed once, ahead of the products, in exactly the panel order and layout
+/// the kernels of one [`Isa`] read: for each block of `kc` rows, the panels of
+/// `nr` columns one after the other, each `kc x nr` floats row by row, the
+/// last panel zero-padded. Products then read panels in place instead of
+/// packing them per call; the values of C are the same bit for bit (only the
+/// layout of B changes, not the arithmetic).
+///
+/// For the weights of a `Linear` layer this is a copy of the same size as the
+/// weights, made once (see `model::bert`).
+pub struct PackedB {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    /// Columns rounded up to whole panels.
+    n_pad: usize,
+    buf: Vec<f32>,
+    /// Index of the first float in `buf` (64-byte aligned).
+    start: usize,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedB")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl PackedB {
+    /// Packs the `k x n` matrix `src` for the kernels of `isa`.
+    ///
+    /// # Panics
+    /// If `src` is too short for a `k x n` view or the CPU lacks `isa`.
+    pub fn new<B: BSource>(isa: Isa, k: usize, n: usize, src: &B) -> PackedB {
+        assert!(isa.supported(), "sgemm: {isa:?} kernels need CPU support");
+        src.check(k, n);
+        let (nr, kcb) = (isa.nr(), isa.kc());
+        let n_pad = n.next_multiple_of(nr);
+        let floats = k * n_pad;
+        let mut buf = vec![0.0f32; floats + 16];
+        let start = buf.as_ptr().align_offset(64).min(16);
+        let base = buf[start..].as_mut_ptr();
+        let mut p0 = 0;
+        while p0 < k {
+            let kc = kcb.min(k - p0);
+            let mut j0 = 0;
+            while j0 < n {
+                let w = nr.min(n - j0);
+                // SAFETY: `check(k, n)` covered rows p0..p0+kc <= k and columns
+                // j0..j0+w <= n; the destination panel starts at
+                // p0·n_pad + j0·kc and holds kc·nr floats, ending at or before
+                // (p0 + kc)·n_pad <= k·n_pad, inside `buf[start..]`; AVX2 comes
+                // with every ISA.
+                unsafe { src.pack(p0, kc, j0, w, nr, base.add(p0 * n_pad + j0 * kc)) };
+                j0 += nr;
+            }
+            p0 += kc;
+        }
+        PackedB {
+            isa,
+            k,
+            n,
+            n_pad,
+            buf,
+            start,
+        }
+    }
+
+    /// The kernel family this was packed for.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() * 4
+    }
+
+    /// `B[p][j]`.
+    fn at(&self, p: usize, j: usize) -> f32 {
+        let (nr, kcb) = (self.isa.nr(), self.isa.kc());
+        let p0 = p / kcb * kcb;
+        let kc = kcb.min(self.k - p0);
+        let j0 = j / nr * nr;
+        self.buf[self.start + p0 * self.n_pad + j0 * kc + (p - p0) * nr + (j - j0)]
+    }
+}
+
+impl BSource for PackedB {
+    fn check(&self, k: usize, n: usize) {
+        assert!(
+            k == self.k && n <= self.n,
+            "sgemm: packed B is {}x{}, asked for {k}x{n}",
+            self.k,
+            self.n
+        );
+    }
+
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
+        for p in 0..kc {
+            for jj in 0..w {
+                let v = if jj < nr {
+                    self.at(p0 + p, j0 + jj)
+                } else {
+                    0.0
+                };
+                // SAFETY: dst holds kc·w floats (contract of `pack`).
+                unsafe { *dst.add(p * w + jj) = v };
+            }
+        }
+    }
+
+    fn packed_panel(&self, isa: Isa, p0: usize, j0: usize) -> Option<*const f32> {
+        if isa != self.isa || p0 >= self.k || j0 >= self.n {
+            return None;
+        }
+        let kc = isa.kc().min(self.k - p0);
+        // The panel lies inside `buf[start..start + k·n_pad]` (see `new`).
+        Some(self.buf[self.start + p0 * self.n_pad + j0 * kc..].as_ptr())
+    }
 }
 
 /// `B = Wᵀ` for `W` in the `Linear` layout `[n x k]`, row stride `ldw`.
@@ -609,10 +743,17 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                 let mut j0 = j_lo;
                 while j0 < j_hi {
                     let w = nr.min(j_hi - j0);
-                    // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of
-                    // B are inside the checked view; the B area holds
-                    // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
-                    unsafe { b.pack(p0, kc, j0, w, nr, pb) };
+                    let bp = match b.packed_panel(isa, p0, j0) {
+                        Some(panel) => panel,
+                        None => {
+                            // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc
+                            // <= k of B are inside the checked view; the B area
+                            // holds MAX_KC*MAX_NR floats; AVX2 comes with every
+                            // ISA.
+                            unsafe { b.pack(p0, kc, j0, w, nr, pb) };
+                            pb.cast_const()
+                        }
+                    };
                     let mut i = 0;
                     while i < mc {
                         let h = mr.min(mc - i);
@@ -631,7 +772,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                             // p0..p0+kc; the B panel holds kc*nr floats; C rows
                             // row0..row0+mr have columns j0..j0+nr <= j_hi in
                             // this task's range.
-                            unsafe { kernel(kc, ap, ld, pb, cp, ldc, load) };
+                            unsafe { kernel(kc, ap, ld, bp, cp, ldc, load) };
                         } else {
                             if load {
                                 for r in 0..h {
@@ -644,7 +785,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                             // SAFETY: as above (the padded block has mr rows of
                             // kc floats), writing into the local tile of
                             // MAX_MR x MAX_NR >= mr x nr floats.
-                            unsafe { kernel(kc, ap, ld, pb, tmp.as_mut_ptr(), nr, load) };
+                            unsafe { kernel(kc, ap, ld, bp, tmp.as_mut_ptr(), nr, load) };
                             for r in 0..h {
                                 for jj in 0..w {
                                     // SAFETY: row row0+r < m, column j0+jj < j_hi.
@@ -844,6 +985,106 @@ mod tests {
                     "m {m} {par:?}"
                 );
             }
+        }
+    }
+
+    /// Products over pre-packed B equal products that pack on the fly, bit for
+    /// bit: every ISA, awkward m / n / k (partial panels, k across blocks),
+    /// accumulation, column splits; the packed copy also reads back exactly
+    /// through the fallback `pack`.
+    #[test]
+    fn packed_b_gives_the_same_bits() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let none = |_: usize, _: &mut [f32]| {};
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            if !isa.supported() {
+                eprintln!("{isa:?} unsupported here: skipped");
+                continue;
+            }
+            for &(n, k) in &[
+                (1usize, 1usize),
+                (7, 9),
+                (33, 17),
+                (65, 385),
+                (96, 800),
+                (384, 1536),
+            ] {
+                let w = rand_vec(n * k, 40);
+                let raw = Transposed { w: &w, ldw: k };
+                let packed = PackedB::new(isa, k, n, &raw);
+                let mut panel = vec![0.0f32; 7 * 5];
+                let mut want = vec![0.0f32; 7 * 5];
+                let (p0, j0) = (k / 3, n / 2);
+                let (kc, nr) = (3.min(k - p0), 3.min(n - j0));
+                // SAFETY: rows p0..p0+kc <= k, columns j0..j0+nr <= n, 5 >= nr
+                // and the buffers hold kc * 5 floats.
+                unsafe {
+                    packed.pack(p0, kc, j0, nr, 5, panel.as_mut_ptr());
+                    raw.pack(p0, kc, j0, nr, 5, want.as_mut_ptr());
+                }
+                assert_eq!(panel, want, "{isa:?} fallback pack {n}x{k}");
+                for &m in &[1usize, 5, 12, 13, 250] {
+                    let a = rand_vec(m * k, 41);
+                    let init = rand_vec(m * n, 42);
+                    for acc in [false, true] {
+                        let mut c0 = init.clone();
+                        product(
+                            isa,
+                            m,
+                            n,
+                            k,
+                            &a,
+                            k,
+                            &raw,
+                            &mut c0,
+                            n,
+                            acc,
+                            &none,
+                            Par::Serial,
+                        );
+                        for par in [Par::Serial, Par::Threads(2), Par::Threads(3)] {
+                            let mut c1 = init.clone();
+                            pool.install(|| {
+                                product(isa, m, n, k, &a, k, &packed, &mut c1, n, acc, &none, par)
+                            });
+                            assert!(
+                                c0.iter().zip(&c1).all(|(x, y)| x.to_bits() == y.to_bits()),
+                                "{isa:?} {m}x{n}x{k} acc {acc} {par:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_stacked_and_linear_equal_the_unpacked_calls() {
+        if isa().is_none() {
+            return;
+        }
+        let (k, n) = (64, 96);
+        let ws: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n * k, 50 + s)).collect();
+        let bs: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n, 60 + s)).collect();
+        let wr: Vec<&[f32]> = ws.iter().map(Vec::as_slice).collect();
+        let br: Vec<&[f32]> = bs.iter().map(Vec::as_slice).collect();
+        let st = gemm::pack_stacked(&wr, n, k).unwrap();
+        let one = gemm::pack_linear(wr[0], n, k).unwrap();
+        assert!(gemm::pack_stacked(&wr, n + 1, k).is_none());
+        for m in [1usize, 20, 37] {
+            let x = rand_vec(m * k, 70);
+            let (mut a, mut b) = (vec![0.0f32; m * 3 * n], vec![1.0f32; m * 3 * n]);
+            gemm::linear_stacked(&x, m, k, &wr, &br, n, &mut a, 3 * n, Par::Serial);
+            gemm::linear_stacked_packed(&x, m, k, &st, &br, n, &mut b, 3 * n, Par::Serial);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+            let epi = gemm::Epilogue::BiasGelu(br[1]);
+            let (mut a, mut b) = (vec![0.5f32; m * n], vec![0.5f32; m * n]);
+            gemm::linear(&x, m, k, wr[0], n, &mut a, n, true, epi, Par::Serial);
+            gemm::linear_packed(&x, m, k, &one, n, &mut b, n, true, epi, Par::Serial);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
     }
 }
