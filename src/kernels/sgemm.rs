@@ -501,6 +501,7 @@ unsafe fn kernel_6x16(
     c: *mut f32,
     ldc: usize,
     load: bool,
+    next: *const f32,
 ) {
     use std::arch::x86_64::*;
     const R: usize = 6;
@@ -514,7 +515,11 @@ unsafe fn kernel_6x16(
             }
         }
         let mut b = b;
+        let mut next = next;
         for p in 0..kc {
+            // One 64-byte line of the next panel per row of this one.
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            next = next.wrapping_add(16);
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
             for (i, row) in acc.iter_mut().enumerate() {
@@ -548,6 +553,7 @@ unsafe fn kernel_12x32(
     c: *mut f32,
     ldc: usize,
     load: bool,
+    next: *const f32,
 ) {
     use std::arch::x86_64::*;
     const R: usize = 12;
@@ -561,7 +567,12 @@ unsafe fn kernel_12x32(
             }
         }
         let mut b = b;
+        let mut next = next;
         for p in 0..kc {
+            // The next panel's rows (two 64-byte lines per row of this one).
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
+            next = next.wrapping_add(32);
             let b0 = _mm512_loadu_ps(b);
             let b1 = _mm512_loadu_ps(b.add(16));
             for (i, row) in acc.iter_mut().enumerate() {
@@ -668,7 +679,9 @@ pub fn product<B: BSource>(
 }
 
 /// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
-type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool);
+/// The last argument is where the next B panel lies (prefetched while this
+/// one is used; never dereferenced, may be anywhere).
+type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool, *const f32);
 
 /// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
 /// finished row segment of at most `nr` columns.
@@ -743,15 +756,16 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                 let mut j0 = j_lo;
                 while j0 < j_hi {
                     let w = nr.min(j_hi - j0);
-                    let bp = match b.packed_panel(isa, p0, j0) {
-                        Some(panel) => panel,
+                    let (bp, next) = match b.packed_panel(isa, p0, j0) {
+                        // Packed panels follow each other in memory.
+                        Some(panel) => (panel, panel.wrapping_add(kc * nr)),
                         None => {
                             // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc
                             // <= k of B are inside the checked view; the B area
                             // holds MAX_KC*MAX_NR floats; AVX2 comes with every
                             // ISA.
                             unsafe { b.pack(p0, kc, j0, w, nr, pb) };
-                            pb.cast_const()
+                            (pb.cast_const(), pb.cast_const())
                         }
                     };
                     let mut i = 0;
@@ -772,7 +786,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                             // p0..p0+kc; the B panel holds kc*nr floats; C rows
                             // row0..row0+mr have columns j0..j0+nr <= j_hi in
                             // this task's range.
-                            unsafe { kernel(kc, ap, ld, bp, cp, ldc, load) };
+                            unsafe { kernel(kc, ap, ld, bp, cp, ldc, load, next) };
                         } else {
                             if load {
                                 for r in 0..h {
@@ -785,7 +799,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                             // SAFETY: as above (the padded block has mr rows of
                             // kc floats), writing into the local tile of
                             // MAX_MR x MAX_NR >= mr x nr floats.
-                            unsafe { kernel(kc, ap, ld, bp, tmp.as_mut_ptr(), nr, load) };
+                            unsafe { kernel(kc, ap, ld, bp, tmp.as_mut_ptr(), nr, load, next) };
                             for r in 0..h {
                                 for jj in 0..w {
                                     // SAFETY: row row0+r < m, column j0+jj < j_hi.
