@@ -493,6 +493,7 @@ unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn kernel_6x16(
     kc: usize,
     a: *const f32,
@@ -545,6 +546,7 @@ unsafe fn kernel_6x16(
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn kernel_12x32(
     kc: usize,
     a: *const f32,
