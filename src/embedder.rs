@@ -82,7 +82,7 @@ const MAX_THREADS: usize = 1024;
 /// scores (one head's when the worker runs serially). For all-MiniLM-L6-v2 that
 /// is about 3.5 MiB per worker (a single 512-token text: 7 MiB plus 12 MiB of
 /// per-head scores when its heads are split across threads); each thread that
-/// runs GEMMs also keeps a 66 KiB packing buffer. Workspaces are kept between
+/// runs GEMMs also keeps a 48 KiB packing buffer. Workspaces are kept between
 /// calls and reused, so memory is bounded by `threads x workspace`,
 /// independent of the batch size.
 /// [`Embedder::embed_into`] additionally holds the token ids of at most 1024

@@ -22,9 +22,9 @@
 //! # Memory
 //!
 //! Each thread that runs a product keeps one packing buffer (thread-local,
-//! allocated on first use and reused): one B panel of at most 384 x 32 floats
-//! and a padded copy of the last, partial tile of A rows (12 x 384), 66 KiB.
-//! Full tiles of A are read in place.
+//! allocated on first use and reused): one B panel of at most 384 x 32 floats,
+//! 48 KiB, used only when B is not pre-packed ([`PackedB`]). A is read in
+//! place; a last tile of fewer rows runs a kernel of that many rows.
 
 use std::cell::RefCell;
 
@@ -483,18 +483,18 @@ unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32
     }
 }
 
-/// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + A · Bpanel`
-/// over `kc` steps, one FMA chain per element. A is read in place: row `i` of
-/// the tile is `a[i·lda..i·lda + kc]`.
+/// The `R x 16` register tile (R <= 6): `C[0..R][0..16] = (load ? C : 0) +
+/// A · Bpanel` over `kc` steps, one FMA chain per element. A is read in place:
+/// row `i` of the tile is `a[i·lda..i·lda + kc]`.
 ///
 /// # Safety
-/// AVX2 and FMA are available; A has 6 rows of `kc` floats at stride `lda`,
-/// `b` holds `kc * 16` floats, and C has 6 rows of 16 writable floats at row
+/// AVX2 and FMA are available; A has R rows of `kc` floats at stride `lda`,
+/// `b` holds `kc * 16` floats, and C has R rows of 16 writable floats at row
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel_6x16(
+unsafe fn kernel_rx16<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -505,7 +505,6 @@ unsafe fn kernel_6x16(
     next: *const f32,
 ) {
     use std::arch::x86_64::*;
-    const R: usize = 6;
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -537,17 +536,17 @@ unsafe fn kernel_6x16(
     }
 }
 
-/// The 12 x 32 register tile with AVX-512F (same arithmetic as
-/// [`kernel_6x16`]).
+/// The `R x 32` register tile (R <= 12) with AVX-512F (same arithmetic as
+/// [`kernel_rx16`]).
 ///
 /// # Safety
-/// AVX-512F is available; A has 12 rows of `kc` floats at stride `lda`, `b`
-/// holds `kc * 32` floats, and C has 12 rows of 32 writable floats at row
+/// AVX-512F is available; A has R rows of `kc` floats at stride `lda`, `b`
+/// holds `kc * 32` floats, and C has R rows of 32 writable floats at row
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel_12x32(
+unsafe fn kernel_rx32<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -558,7 +557,6 @@ unsafe fn kernel_12x32(
     next: *const f32,
 ) {
     use std::arch::x86_64::*;
-    const R: usize = 12;
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
@@ -592,7 +590,35 @@ unsafe fn kernel_12x32(
 }
 
 /// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
-const PACK_FLOATS: usize = MAX_MR * MAX_KC + MAX_KC * MAX_NR + 16;
+const PACK_FLOATS: usize = MAX_KC * MAX_NR + 16;
+
+/// The AVX2 tiles of 1..=6 rows (index = rows - 1).
+#[cfg(target_arch = "x86_64")]
+const KERNELS_AVX2: [Kernel; 6] = [
+    kernel_rx16::<1>,
+    kernel_rx16::<2>,
+    kernel_rx16::<3>,
+    kernel_rx16::<4>,
+    kernel_rx16::<5>,
+    kernel_rx16::<6>,
+];
+
+/// The AVX-512 tiles of 1..=12 rows (index = rows - 1).
+#[cfg(target_arch = "x86_64")]
+const KERNELS_AVX512: [Kernel; 12] = [
+    kernel_rx32::<1>,
+    kernel_rx32::<2>,
+    kernel_rx32::<3>,
+    kernel_rx32::<4>,
+    kernel_rx32::<5>,
+    kernel_rx32::<6>,
+    kernel_rx32::<7>,
+    kernel_rx32::<8>,
+    kernel_rx32::<9>,
+    kernel_rx32::<10>,
+    kernel_rx32::<11>,
+    kernel_rx32::<12>,
+];
 
 thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -709,12 +735,12 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
     epi: EpilogueFn<'_>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    let kernel: Kernel = match isa {
-        Isa::Avx2 => kernel_6x16,
-        Isa::Avx512 => kernel_12x32,
+    let kernels: &[Kernel] = match isa {
+        Isa::Avx2 => &KERNELS_AVX2,
+        Isa::Avx512 => &KERNELS_AVX512,
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let kernel: Kernel = {
+    let kernels: &[Kernel] = {
         let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
         unreachable!("sgemm without x86-64")
     };
@@ -725,8 +751,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
             buf.resize(PACK_FLOATS, 0.0);
         }
         let base = buf.as_mut_ptr();
-        let pa = base.wrapping_add(base.align_offset(64).min(16));
-        let pb = pa.wrapping_add(MAX_MR * MAX_KC);
+        let pb = base.wrapping_add(base.align_offset(64).min(16));
         let c = c.0;
         let mut tmp = [0.0f32; MAX_MR * MAX_NR];
         let k_blocks = k.div_ceil(kcb).max(1);
@@ -735,23 +760,6 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
             let kc = kcb.min(k - p0.min(k));
             let load = accumulate || kb > 0;
             let last = kb + 1 == k_blocks;
-            // The last, partial tile of rows is copied into a padded block
-            // (zero rows below m) so that the kernel can read mr full rows.
-            let tail = m % mr;
-            if tail != 0 {
-                for r in 0..mr {
-                    for p in 0..kc {
-                        let v = if r < tail {
-                            // SAFETY: row m - tail + r < m of A has column p0 + p < k.
-                            unsafe { *a.add((m - tail + r) * lda + p0 + p) }
-                        } else {
-                            0.0
-                        };
-                        // SAFETY: the A area holds MAX_MR*MAX_KC >= mr*kc floats.
-                        unsafe { *pa.add(r * kc + p) = v };
-                    }
-                }
-            }
             let mut i0 = 0;
             while i0 < m {
                 let mc = MC.min(m - i0);
@@ -773,22 +781,18 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                     let mut i = 0;
                     while i < mc {
                         let h = mr.min(mc - i);
+                        // The tile of h rows (the last one of the matrix may
+                        // be shorter than mr) reads A in place.
+                        let kernel = kernels[h - 1];
                         let row0 = i0 + i;
                         let cp = c.wrapping_add(row0 * ldc + j0);
-                        // Full tiles read A in place; the partial last one the
-                        // padded copy (MC is a multiple of mr, so only the very
-                        // last tile can be partial).
-                        let (ap, ld) = if h == mr {
-                            (a.wrapping_add(row0 * lda + p0), lda)
-                        } else {
-                            (pa.cast_const(), kc)
-                        };
-                        if h == mr && w == nr {
-                            // SAFETY: A rows row0..row0+mr < m have columns
+                        let ap = a.wrapping_add(row0 * lda + p0);
+                        if w == nr {
+                            // SAFETY: A rows row0..row0+h < m have columns
                             // p0..p0+kc; the B panel holds kc*nr floats; C rows
-                            // row0..row0+mr have columns j0..j0+nr <= j_hi in
+                            // row0..row0+h have columns j0..j0+nr <= j_hi in
                             // this task's range.
-                            unsafe { kernel(kc, ap, ld, bp, cp, ldc, load, next) };
+                            unsafe { kernel(kc, ap, lda, bp, cp, ldc, load, next) };
                         } else {
                             if load {
                                 for r in 0..h {
@@ -798,10 +802,9 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                                     }
                                 }
                             }
-                            // SAFETY: as above (the padded block has mr rows of
-                            // kc floats), writing into the local tile of
-                            // MAX_MR x MAX_NR >= mr x nr floats.
-                            unsafe { kernel(kc, ap, ld, bp, tmp.as_mut_ptr(), nr, load, next) };
+                            // SAFETY: as above, writing into the local tile of
+                            // MAX_MR x MAX_NR >= h x nr floats.
+                            unsafe { kernel(kc, ap, lda, bp, tmp.as_mut_ptr(), nr, load, next) };
                             for r in 0..h {
                                 for jj in 0..w {
                                     // SAFETY: row row0+r < m, column j0+jj < j_hi.
