@@ -9,6 +9,7 @@
 //! ```
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -66,6 +67,10 @@ pub const CHUNK_TOKENS: usize = 256;
 /// at most this many texts are held at once.
 const TEXT_GROUP: usize = 1024;
 
+/// A first call with at least this many tokens starts packing the weights in
+/// the background before it runs (a smaller one, after).
+const PREPACK_FIRST_TOKENS: usize = 8 * CHUNK_TOKENS;
+
 /// Chunks with fewer tokens run on one thread even when workers are idle.
 const MIN_SPLIT_TOKENS: usize = 96;
 
@@ -97,6 +102,8 @@ pub struct Embedder {
     pool: Option<rayon::ThreadPool>,
     workspaces: Mutex<Vec<Workspace>>,
     tokenizer: Tokenizer,
+    /// The background packing of the weights is still to be started.
+    prepack_pending: AtomicBool,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -166,9 +173,6 @@ impl Embedder {
         let format = file.format;
         let file = Arc::new(file);
         let model = BertModel::load(&file, &cfg)?;
-        if opts.prepack_weights {
-            model.prepack(true);
-        }
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -193,6 +197,7 @@ impl Embedder {
             pool,
             workspaces: Mutex::new(Vec::new()),
             tokenizer,
+            prepack_pending: AtomicBool::new(opts.prepack_weights),
         })
     }
 
@@ -229,7 +234,7 @@ impl Embedder {
 
     /// Packs the layers' weight matrices for the kernels now, on the calling
     /// thread, if that is not done yet (see [`Options::prepack_weights`], which
-    /// does it in the background after open). Results do not change.
+    /// does it in the background from the first call on). Results do not change.
     pub fn prepack(&self) {
         self.model.prepack(false);
     }
@@ -362,8 +367,25 @@ impl Embedder {
     /// workers (one long text), each chunk's kernels are split instead. Either
     /// way every vector is bit-identical to the one the text gets alone.
     fn run(&self, seqs: &[&[u32]], out: &mut [f32]) -> Result<()> {
-        let dim = self.dim();
         let total: usize = seqs.iter().map(|s| s.len()).sum();
+        // Background packing of the weights starts with the first call, so
+        // that it never slows down opening: before a large call (which then
+        // profits from it), after a small one (which would only compete with
+        // it for memory bandwidth).
+        let start_packing = self.prepack_pending.load(Ordering::Relaxed)
+            && self.prepack_pending.swap(false, Ordering::Relaxed);
+        if start_packing && total >= PREPACK_FIRST_TOKENS {
+            self.model.prepack(true);
+        }
+        let r = self.run_chunks(seqs, total, out);
+        if start_packing && total < PREPACK_FIRST_TOKENS {
+            self.model.prepack(true);
+        }
+        r
+    }
+
+    fn run_chunks(&self, seqs: &[&[u32]], total: usize, out: &mut [f32]) -> Result<()> {
+        let dim = self.dim();
         let target = CHUNK_TOKENS.min(total.div_ceil(self.threads).max(1));
         let mut chunks: Vec<(&[&[u32]], &mut [f32])> = Vec::new();
         let mut rest_out = out;
@@ -394,7 +416,12 @@ impl Embedder {
                     // Splitting the kernels of a short chunk costs more in
                     // synchronisation than it saves.
                     let tokens: usize = s.iter().map(|x| x.len()).sum();
-                    let par = if tokens >= MIN_SPLIT_TOKENS {
+                    let par = if tokens
+                        >= std::env::var("EMBD_MIN_SPLIT")
+                            .ok()
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(MIN_SPLIT_TOKENS)
+                    {
                         Par::Threads(self.threads)
                     } else {
                         Par::Serial

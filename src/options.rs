@@ -16,11 +16,13 @@ pub struct Options {
     /// an explicit start-up optimisation; the header CRC is always verified.
     pub verify_checksums: bool,
     /// Pack the layers' weight matrices into the kernels' panel layout on a
-    /// background thread right after open (default true). Calls then read the
-    /// packed copy instead of packing panels per call (much faster for short
-    /// inputs); until it is ready they pack on the fly. Results are identical
-    /// either way. The copy costs the size of those matrices in memory (42 MB
-    /// for all-MiniLM-L6-v2).
+    /// background thread (default true), started by the first embedding call
+    /// (so opening stays cheap): before it for a large first call, after it for
+    /// a small one. Calls then read the packed copy instead of packing panels
+    /// per call (much faster for short inputs); until it is ready they pack on
+    /// the fly. Results are identical either way. The copy costs the size of
+    /// those matrices in memory (42 MB for all-MiniLM-L6-v2); the mapped
+    /// originals are released from the process's resident memory.
     pub prepack_weights: bool,
 }
 

@@ -27,9 +27,11 @@
 //! place; a last tile of fewer rows runs a kernel of that many rows.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::packbuf::PackBuf;
 use super::Par;
 
 /// Rows of A swept per B panel (a multiple of every kernel's tile height; the
@@ -165,15 +167,16 @@ pub trait BSource: Sync {
 /// layout of B changes, not the arithmetic).
 ///
 /// For the weights of a `Linear` layer this is a copy of the same size as the
-/// weights, made once (see `model::bert`).
+/// weights, made once (see `model::bert`). Several matrices packed together
+/// ([`PackedB::pack_all`]) share one [`PackBuf`].
 pub struct PackedB {
     isa: Isa,
     k: usize,
     n: usize,
     /// Columns rounded up to whole panels.
     n_pad: usize,
-    buf: Vec<f32>,
-    /// Index of the first float in `buf` (64-byte aligned).
+    buf: Arc<PackBuf>,
+    /// Index of this matrix's first float in `buf` (64-byte aligned).
     start: usize,
 }
 
@@ -193,37 +196,73 @@ impl PackedB {
     /// # Panics
     /// If `src` is too short for a `k x n` view or the CPU lacks `isa`.
     pub fn new<B: BSource>(isa: Isa, k: usize, n: usize, src: &B) -> PackedB {
+        let mut all = Self::pack_all(isa, &[(k, n, src as &dyn BSource)]);
+        all.pop().expect("one matrix packed")
+    }
+
+    /// Packs several `(k, n, source)` matrices into one shared buffer, in order.
+    ///
+    /// # Panics
+    /// As [`PackedB::new`], for any of them.
+    pub fn pack_all(isa: Isa, items: &[(usize, usize, &dyn BSource)]) -> Vec<PackedB> {
         assert!(isa.supported(), "sgemm: {isa:?} kernels need CPU support");
-        src.check(k, n);
+        let nr = isa.nr();
+        let mut starts = Vec::with_capacity(items.len());
+        let mut total = 0usize;
+        for &(k, n, src) in items {
+            src.check(k, n);
+            starts.push(total);
+            // k · n_pad is a multiple of 16 floats: every start stays aligned.
+            total += k * n.next_multiple_of(nr);
+        }
+        let mut buf = PackBuf::zeroed(total);
+        let dst = buf.as_mut_slice();
+        for (&(k, n, src), &start) in items.iter().zip(&starts) {
+            Self::fill(
+                isa,
+                k,
+                n,
+                src,
+                &mut dst[start..start + k * n.next_multiple_of(nr)],
+            );
+        }
+        let buf = Arc::new(buf);
+        items
+            .iter()
+            .zip(starts)
+            .map(|(&(k, n, _), start)| PackedB {
+                isa,
+                k,
+                n,
+                n_pad: n.next_multiple_of(nr),
+                buf: Arc::clone(&buf),
+                start,
+            })
+            .collect()
+    }
+
+    /// Writes the packed layout of `src` (checked as `k x n`) into `dst`
+    /// (`k · n_pad` floats).
+    fn fill(isa: Isa, k: usize, n: usize, src: &dyn BSource, dst: &mut [f32]) {
         let (nr, kcb) = (isa.nr(), isa.kc());
         let n_pad = n.next_multiple_of(nr);
-        let floats = k * n_pad;
-        let mut buf = vec![0.0f32; floats + 16];
-        let start = buf.as_ptr().align_offset(64).min(16);
-        let base = buf[start..].as_mut_ptr();
+        assert_eq!(dst.len(), k * n_pad, "sgemm: packed area size");
+        let base = dst.as_mut_ptr();
         let mut p0 = 0;
         while p0 < k {
             let kc = kcb.min(k - p0);
             let mut j0 = 0;
             while j0 < n {
                 let w = nr.min(n - j0);
-                // SAFETY: `check(k, n)` covered rows p0..p0+kc <= k and columns
-                // j0..j0+w <= n; the destination panel starts at
+                // SAFETY: `src` was checked as k x n, covering rows p0..p0+kc
+                // and columns j0..j0+w; the destination panel starts at
                 // p0·n_pad + j0·kc and holds kc·nr floats, ending at or before
-                // (p0 + kc)·n_pad <= k·n_pad, inside `buf[start..]`; AVX2 comes
-                // with every ISA.
+                // (p0 + kc)·n_pad <= k·n_pad = dst.len(); AVX2 comes with every
+                // ISA.
                 unsafe { src.pack(p0, kc, j0, w, nr, base.add(p0 * n_pad + j0 * kc)) };
                 j0 += nr;
             }
             p0 += kc;
-        }
-        PackedB {
-            isa,
-            k,
-            n,
-            n_pad,
-            buf,
-            start,
         }
     }
 
@@ -232,9 +271,9 @@ impl PackedB {
         self.isa
     }
 
-    /// Bytes held.
+    /// Bytes of this matrix's packed copy.
     pub fn bytes(&self) -> usize {
-        self.buf.len() * 4
+        self.k * self.n_pad * 4
     }
 
     /// `B[p][j]`.
@@ -243,7 +282,7 @@ impl PackedB {
         let p0 = p / kcb * kcb;
         let kc = kcb.min(self.k - p0);
         let j0 = j / nr * nr;
-        self.buf[self.start + p0 * self.n_pad + j0 * kc + (p - p0) * nr + (j - j0)]
+        self.buf.as_slice()[self.start + p0 * self.n_pad + j0 * kc + (p - p0) * nr + (j - j0)]
     }
 }
 
@@ -277,7 +316,7 @@ impl BSource for PackedB {
         }
         let kc = isa.kc().min(self.k - p0);
         // The panel lies inside `buf[start..start + k·n_pad]` (see `new`).
-        Some(self.buf[self.start + p0 * self.n_pad + j0 * kc..].as_ptr())
+        Some(self.buf.as_slice()[self.start + p0 * self.n_pad + j0 * kc..].as_ptr())
     }
 }
 

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::formats::{DType, ModelFile};
 use crate::kernels::gemm::{self, Epilogue};
-use crate::kernels::sgemm::PackedB;
+use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::{ops, Par};
 use crate::model::config::{Activation, ModelConfig, Pooling};
 use crate::model::pooling;
@@ -168,17 +168,44 @@ struct PackedLayer {
 }
 
 impl PackedLayer {
-    /// Packs `l`, or `None` when the engine's own kernels are not in use.
+    /// Packs `l` into one buffer, or `None` when the engine's own kernels are
+    /// not in use (or `h` is not a multiple of [`sgemm::SEGMENT_ALIGN`]).
     fn new(l: &Layer, h: usize, inter: usize) -> Option<PackedLayer> {
+        let isa = sgemm::isa().filter(|_| h.is_multiple_of(sgemm::SEGMENT_ALIGN))?;
+        let ws = [l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()];
+        let qkv = sgemm::Stacked {
+            ws: &ws,
+            seg_n: h,
+            k: h,
+        };
+        let ao = sgemm::Transposed {
+            w: l.ao_w.as_slice(),
+            ldw: h,
+        };
+        let wi = sgemm::Transposed {
+            w: l.i_w.as_slice(),
+            ldw: h,
+        };
+        let wo = sgemm::Transposed {
+            w: l.o_w.as_slice(),
+            ldw: inter,
+        };
+        let mut all = PackedB::pack_all(
+            isa,
+            &[
+                (h, 3 * h, &qkv),
+                (h, h, &ao),
+                (h, inter, &wi),
+                (inter, h, &wo),
+            ],
+        )
+        .into_iter();
+        let mut next = || all.next().expect("four matrices packed");
         Some(PackedLayer {
-            qkv: gemm::pack_stacked(
-                &[l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()],
-                h,
-                h,
-            )?,
-            ao: gemm::pack_linear(l.ao_w.as_slice(), h, h)?,
-            inter: gemm::pack_linear(l.i_w.as_slice(), inter, h)?,
-            out: gemm::pack_linear(l.o_w.as_slice(), h, inter)?,
+            qkv: next(),
+            ao: next(),
+            inter: next(),
+            out: next(),
         })
     }
 
@@ -271,11 +298,15 @@ fn grow(v: &mut Vec<f32>, n: usize) {
     }
 }
 
+/// Row passes over fewer floats than this run on one thread (splitting them
+/// costs more in synchronisation than the pass itself).
+const MIN_SPLIT_ROW_FLOATS: usize = 1 << 15;
+
 /// Applies `f` to each `width`-wide row of `buf`, in parallel if asked.
 fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sync + Send) {
     let rows = buf.len() / width.max(1);
     match par {
-        Par::Threads(t) if t > 1 && rows > 1 => {
+        Par::Threads(t) if t > 1 && rows > 1 && buf.len() >= MIN_SPLIT_ROW_FLOATS => {
             let per = rows.div_ceil(t);
             buf.par_chunks_mut(per * width)
                 .for_each(|c| c.chunks_exact_mut(width).for_each(&f));
