@@ -71,9 +71,6 @@ const TEXT_GROUP: usize = 1024;
 /// the background before it runs (a smaller one, after).
 const PREPACK_FIRST_TOKENS: usize = 8 * CHUNK_TOKENS;
 
-/// Chunks with fewer tokens run on one thread even when workers are idle.
-const MIN_SPLIT_TOKENS: usize = 96;
-
 /// Most worker threads accepted in [`Options::threads`].
 const MAX_THREADS: usize = 1024;
 
@@ -413,19 +410,9 @@ impl Embedder {
             }),
             Some(pool) => pool.install(|| {
                 chunks.into_iter().try_for_each(|(s, o)| {
-                    // Splitting the kernels of a short chunk costs more in
-                    // synchronisation than it saves.
-                    let tokens: usize = s.iter().map(|x| x.len()).sum();
-                    let par = if tokens
-                        >= std::env::var("EMBD_MIN_SPLIT")
-                            .ok()
-                            .and_then(|v| v.parse().ok())
-                            .unwrap_or(MIN_SPLIT_TOKENS)
-                    {
-                        Par::Threads(self.threads)
-                    } else {
-                        Par::Serial
-                    };
+                    // Even a short text's products are split: each core then
+                    // streams half of the weights, the bound for short inputs.
+                    let par = Par::Threads(self.threads);
                     self.forward_chunk(s, par, o)
                 })
             }),
