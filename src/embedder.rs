@@ -9,6 +9,7 @@
 //! ```
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -66,8 +67,9 @@ pub const CHUNK_TOKENS: usize = 256;
 /// at most this many texts are held at once.
 const TEXT_GROUP: usize = 1024;
 
-/// Chunks with fewer tokens run on one thread even when workers are idle.
-const MIN_SPLIT_TOKENS: usize = 96;
+/// A first call with at least this many tokens starts packing the weights in
+/// the background before it runs (a smaller one, after).
+const PREPACK_FIRST_TOKENS: usize = 8 * CHUNK_TOKENS;
 
 /// Most worker threads accepted in [`Options::threads`].
 const MAX_THREADS: usize = 1024;
@@ -82,7 +84,7 @@ const MAX_THREADS: usize = 1024;
 /// scores (one head's when the worker runs serially). For all-MiniLM-L6-v2 that
 /// is about 3.5 MiB per worker (a single 512-token text: 7 MiB plus 12 MiB of
 /// per-head scores when its heads are split across threads); each thread that
-/// runs GEMMs also keeps a 66 KiB packing buffer. Workspaces are kept between
+/// runs GEMMs also keeps a 48 KiB packing buffer. Workspaces are kept between
 /// calls and reused, so memory is bounded by `threads x workspace`,
 /// independent of the batch size.
 /// [`Embedder::embed_into`] additionally holds the token ids of at most 1024
@@ -97,6 +99,8 @@ pub struct Embedder {
     pool: Option<rayon::ThreadPool>,
     workspaces: Mutex<Vec<Workspace>>,
     tokenizer: Tokenizer,
+    /// The background packing of the weights is still to be started.
+    prepack_pending: AtomicBool,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -190,6 +194,7 @@ impl Embedder {
             pool,
             workspaces: Mutex::new(Vec::new()),
             tokenizer,
+            prepack_pending: AtomicBool::new(opts.prepack_weights),
         })
     }
 
@@ -222,6 +227,18 @@ impl Embedder {
             pooling: self.cfg.pooling,
             normalize: self.normalize,
         }
+    }
+
+    /// Packs the layers' weight matrices for the kernels now, on the calling
+    /// thread, if that is not done yet (see [`Options::prepack_weights`], which
+    /// does it in the background from the first call on). Results do not change.
+    pub fn prepack(&self) {
+        self.model.prepack(false);
+    }
+
+    /// Layers whose weights are packed so far, and the bytes those copies hold.
+    pub fn packed_layers(&self) -> (usize, usize) {
+        self.model.packed_layers()
     }
 
     /// Worker threads used by one call.
@@ -347,8 +364,25 @@ impl Embedder {
     /// workers (one long text), each chunk's kernels are split instead. Either
     /// way every vector is bit-identical to the one the text gets alone.
     fn run(&self, seqs: &[&[u32]], out: &mut [f32]) -> Result<()> {
-        let dim = self.dim();
         let total: usize = seqs.iter().map(|s| s.len()).sum();
+        // Background packing of the weights starts with the first call, so
+        // that it never slows down opening: before a large call (which then
+        // profits from it), after a small one (which would only compete with
+        // it for memory bandwidth).
+        let start_packing = self.prepack_pending.load(Ordering::Relaxed)
+            && self.prepack_pending.swap(false, Ordering::Relaxed);
+        if start_packing && total >= PREPACK_FIRST_TOKENS {
+            self.model.prepack(true);
+        }
+        let r = self.run_chunks(seqs, total, out);
+        if start_packing && total < PREPACK_FIRST_TOKENS {
+            self.model.prepack(true);
+        }
+        r
+    }
+
+    fn run_chunks(&self, seqs: &[&[u32]], total: usize, out: &mut [f32]) -> Result<()> {
+        let dim = self.dim();
         let target = CHUNK_TOKENS.min(total.div_ceil(self.threads).max(1));
         let mut chunks: Vec<(&[&[u32]], &mut [f32])> = Vec::new();
         let mut rest_out = out;
@@ -376,14 +410,9 @@ impl Embedder {
             }),
             Some(pool) => pool.install(|| {
                 chunks.into_iter().try_for_each(|(s, o)| {
-                    // Splitting the kernels of a short chunk costs more in
-                    // synchronisation than it saves.
-                    let tokens: usize = s.iter().map(|x| x.len()).sum();
-                    let par = if tokens >= MIN_SPLIT_TOKENS {
-                        Par::Threads(self.threads)
-                    } else {
-                        Par::Serial
-                    };
+                    // Even a short text's products are split: each core then
+                    // streams half of the weights, the bound for short inputs.
+                    let par = Par::Threads(self.threads);
                     self.forward_chunk(s, par, o)
                 })
             }),

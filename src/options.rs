@@ -15,6 +15,15 @@ pub struct Options {
     /// Verify the data and file CRCs at open (default true). Turning this off is
     /// an explicit start-up optimisation; the header CRC is always verified.
     pub verify_checksums: bool,
+    /// Pack the layers' weight matrices into the kernels' panel layout on a
+    /// background thread (default true), started by the first embedding call
+    /// (so opening stays cheap): before it for a large first call, after it for
+    /// a small one. Calls then read the packed copy instead of packing panels
+    /// per call (much faster for short inputs); until it is ready they pack on
+    /// the fly. Results are identical either way. The copy costs the size of
+    /// those matrices in memory (42 MB for all-MiniLM-L6-v2); the mapped
+    /// originals are released from the process's resident memory.
+    pub prepack_weights: bool,
 }
 
 impl Default for Options {
@@ -24,6 +33,7 @@ impl Default for Options {
             max_seq_length: None,
             normalize: None,
             verify_checksums: true,
+            prepack_weights: true,
         }
     }
 }
@@ -59,6 +69,14 @@ impl Options {
     #[must_use]
     pub fn verify_checksums(mut self, on: bool) -> Self {
         self.verify_checksums = on;
+        self
+    }
+
+    /// Turns background packing of the weights after open on or off (see
+    /// [`Options::prepack_weights`]).
+    #[must_use]
+    pub fn prepack_weights(mut self, on: bool) -> Self {
+        self.prepack_weights = on;
         self
     }
 }

@@ -375,28 +375,8 @@ pub fn linear_stacked(
         "linear_stacked: one bias per weight"
     );
     if let Some(isa) = sgemm::isa().filter(|_| n.is_multiple_of(sgemm::SEGMENT_ALIGN)) {
-        for b in biases {
-            assert!(b.len() >= n, "linear_stacked: bias too short");
-        }
         let b = sgemm::Stacked { ws, seg_n: n, k };
-        let epi = |j0: usize, r: &mut [f32]| {
-            let s = j0 / n;
-            ops::add_assign(r, &biases[s][j0 - s * n..]);
-        };
-        sgemm::product(
-            isa,
-            m,
-            n * ws.len(),
-            k,
-            x,
-            k,
-            &b,
-            out,
-            ldo,
-            false,
-            &epi,
-            par,
-        );
+        stacked_product(isa, x, m, k, &b, biases, n, out, ldo, par);
         return;
     }
     for (s, (w, b)) in ws.iter().zip(biases).enumerate() {
@@ -413,6 +393,105 @@ pub fn linear_stacked(
             par,
         );
     }
+}
+
+/// `out = x · B + biases` for the segments of a stacked B (see
+/// [`linear_stacked`]); panels never straddle segments.
+#[allow(clippy::too_many_arguments)]
+fn stacked_product<B: sgemm::BSource>(
+    isa: sgemm::Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    b: &B,
+    biases: &[&[f32]],
+    n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    par: Par,
+) {
+    assert!(
+        n.is_multiple_of(sgemm::SEGMENT_ALIGN),
+        "linear_stacked: segment width not a multiple of {}",
+        sgemm::SEGMENT_ALIGN
+    );
+    for b in biases {
+        assert!(b.len() >= n, "linear_stacked: bias too short");
+    }
+    let epi = |j0: usize, r: &mut [f32]| {
+        let s = j0 / n;
+        ops::add_assign(r, &biases[s][j0 - s * n..]);
+    };
+    sgemm::product(
+        isa,
+        m,
+        n * biases.len(),
+        k,
+        x,
+        k,
+        b,
+        out,
+        ldo,
+        false,
+        &epi,
+        par,
+    );
+}
+
+/// Packs the weights of a `Linear` layer (`[n x k]`) for [`linear_packed`],
+/// or `None` when the engine's own kernels are not in use on this CPU.
+pub fn pack_linear(w: &[f32], n: usize, k: usize) -> Option<sgemm::PackedB> {
+    let isa = sgemm::isa()?;
+    Some(sgemm::PackedB::new(
+        isa,
+        k,
+        n,
+        &sgemm::Transposed { w, ldw: k },
+    ))
+}
+
+/// Packs several `Linear` layers of `[n x k]` side by side for
+/// [`linear_stacked_packed`] (`None` as for [`pack_linear`], or when `n` is
+/// not a multiple of [`sgemm::SEGMENT_ALIGN`]).
+pub fn pack_stacked(ws: &[&[f32]], n: usize, k: usize) -> Option<sgemm::PackedB> {
+    let isa = sgemm::isa().filter(|_| n.is_multiple_of(sgemm::SEGMENT_ALIGN))?;
+    let b = sgemm::Stacked { ws, seg_n: n, k };
+    Some(sgemm::PackedB::new(isa, k, n * ws.len(), &b))
+}
+
+/// [`linear`] with weights packed by [`pack_linear`]: the same values bit for
+/// bit, without packing weight panels per call.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_packed(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &sgemm::PackedB,
+    n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    accumulate: bool,
+    epi: Epilogue<'_>,
+    par: Par,
+) {
+    let epi = epilogue_fn(epi);
+    sgemm::product(w.isa(), m, n, k, x, k, w, out, ldo, accumulate, &epi, par);
+}
+
+/// [`linear_stacked`] with weights packed by [`pack_stacked`] (same values).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_stacked_packed(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &sgemm::PackedB,
+    biases: &[&[f32]],
+    n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    par: Par,
+) {
+    stacked_product(w.isa(), x, m, k, w, biases, n, out, ldo, par);
 }
 
 #[cfg(test)]

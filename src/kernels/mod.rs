@@ -6,6 +6,7 @@
 
 pub mod gemm;
 pub mod ops;
+pub mod packbuf;
 pub mod reference;
 pub mod sgemm;
 

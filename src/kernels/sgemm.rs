@@ -22,14 +22,16 @@
 //! # Memory
 //!
 //! Each thread that runs a product keeps one packing buffer (thread-local,
-//! allocated on first use and reused): one B panel of at most 384 x 32 floats
-//! and a padded copy of the last, partial tile of A rows (12 x 384), 66 KiB.
-//! Full tiles of A are read in place.
+//! allocated on first use and reused): one B panel of at most 384 x 32 floats,
+//! 48 KiB, used only when B is not pre-packed ([`PackedB`]). A is read in
+//! place; a last tile of fewer rows runs a kernel of that many rows.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::packbuf::PackBuf;
 use super::Par;
 
 /// Rows of A swept per B panel (a multiple of every kernel's tile height; the
@@ -145,6 +147,177 @@ pub trait BSource: Sync {
     /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * w`
     /// floats; `w` is 16 or 32 and AVX2 is available.
     unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32);
+
+    /// The panel of rows `p0..p0 + isa.kc()` (clipped to k) and columns
+    /// `j0..j0 + isa.nr()` already packed in the layout [`BSource::pack`]
+    /// writes (`w = isa.nr()`, zero columns beyond n), if the source holds
+    /// one; `None` makes the product pack it. `p0` is a multiple of
+    /// `isa.kc()` and `j0` of `isa.nr()`.
+    fn packed_panel(&self, isa: Isa, p0: usize, j0: usize) -> Option<*const f32> {
+        let _ = (isa, p0, j0);
+        None
+    }
+}
+
+/// B packed once, ahead of the products, in exactly the panel order and layout
+/// the kernels of one [`Isa`] read: for each block of `kc` rows, the panels of
+/// `nr` columns one after the other, each `kc x nr` floats row by row, the
+/// last panel zero-padded. Products then read panels in place instead of
+/// packing them per call; the values of C are the same bit for bit (only the
+/// layout of B changes, not the arithmetic).
+///
+/// For the weights of a `Linear` layer this is a copy of the same size as the
+/// weights, made once (see `model::bert`). Several matrices packed together
+/// ([`PackedB::pack_all`]) share one [`PackBuf`].
+pub struct PackedB {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    /// Columns rounded up to whole panels.
+    n_pad: usize,
+    buf: Arc<PackBuf>,
+    /// Index of this matrix's first float in `buf` (64-byte aligned).
+    start: usize,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedB")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl PackedB {
+    /// Packs the `k x n` matrix `src` for the kernels of `isa`.
+    ///
+    /// # Panics
+    /// If `src` is too short for a `k x n` view or the CPU lacks `isa`.
+    pub fn new<B: BSource>(isa: Isa, k: usize, n: usize, src: &B) -> PackedB {
+        let mut all = Self::pack_all(isa, &[(k, n, src as &dyn BSource)]);
+        all.pop().expect("one matrix packed")
+    }
+
+    /// Packs several `(k, n, source)` matrices into one shared buffer, in order.
+    ///
+    /// # Panics
+    /// As [`PackedB::new`], for any of them.
+    pub fn pack_all(isa: Isa, items: &[(usize, usize, &dyn BSource)]) -> Vec<PackedB> {
+        assert!(isa.supported(), "sgemm: {isa:?} kernels need CPU support");
+        let nr = isa.nr();
+        let mut starts = Vec::with_capacity(items.len());
+        let mut total = 0usize;
+        for &(k, n, src) in items {
+            src.check(k, n);
+            starts.push(total);
+            // k · n_pad is a multiple of 16 floats: every start stays aligned.
+            total += k * n.next_multiple_of(nr);
+        }
+        let mut buf = PackBuf::zeroed(total);
+        let dst = buf.as_mut_slice();
+        for (&(k, n, src), &start) in items.iter().zip(&starts) {
+            Self::fill(
+                isa,
+                k,
+                n,
+                src,
+                &mut dst[start..start + k * n.next_multiple_of(nr)],
+            );
+        }
+        let buf = Arc::new(buf);
+        items
+            .iter()
+            .zip(starts)
+            .map(|(&(k, n, _), start)| PackedB {
+                isa,
+                k,
+                n,
+                n_pad: n.next_multiple_of(nr),
+                buf: Arc::clone(&buf),
+                start,
+            })
+            .collect()
+    }
+
+    /// Writes the packed layout of `src` (checked as `k x n`) into `dst`
+    /// (`k · n_pad` floats).
+    fn fill(isa: Isa, k: usize, n: usize, src: &dyn BSource, dst: &mut [f32]) {
+        let (nr, kcb) = (isa.nr(), isa.kc());
+        let n_pad = n.next_multiple_of(nr);
+        assert_eq!(dst.len(), k * n_pad, "sgemm: packed area size");
+        let base = dst.as_mut_ptr();
+        let mut p0 = 0;
+        while p0 < k {
+            let kc = kcb.min(k - p0);
+            let mut j0 = 0;
+            while j0 < n {
+                let w = nr.min(n - j0);
+                // SAFETY: `src` was checked as k x n, covering rows p0..p0+kc
+                // and columns j0..j0+w; the destination panel starts at
+                // p0·n_pad + j0·kc and holds kc·nr floats, ending at or before
+                // (p0 + kc)·n_pad <= k·n_pad = dst.len(); AVX2 comes with every
+                // ISA.
+                unsafe { src.pack(p0, kc, j0, w, nr, base.add(p0 * n_pad + j0 * kc)) };
+                j0 += nr;
+            }
+            p0 += kc;
+        }
+    }
+
+    /// The kernel family this was packed for.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Bytes of this matrix's packed copy.
+    pub fn bytes(&self) -> usize {
+        self.k * self.n_pad * 4
+    }
+
+    /// `B[p][j]`.
+    fn at(&self, p: usize, j: usize) -> f32 {
+        let (nr, kcb) = (self.isa.nr(), self.isa.kc());
+        let p0 = p / kcb * kcb;
+        let kc = kcb.min(self.k - p0);
+        let j0 = j / nr * nr;
+        self.buf.as_slice()[self.start + p0 * self.n_pad + j0 * kc + (p - p0) * nr + (j - j0)]
+    }
+}
+
+impl BSource for PackedB {
+    fn check(&self, k: usize, n: usize) {
+        assert!(
+            k == self.k && n <= self.n,
+            "sgemm: packed B is {}x{}, asked for {k}x{n}",
+            self.k,
+            self.n
+        );
+    }
+
+    unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
+        for p in 0..kc {
+            for jj in 0..w {
+                let v = if jj < nr {
+                    self.at(p0 + p, j0 + jj)
+                } else {
+                    0.0
+                };
+                // SAFETY: dst holds kc·w floats (contract of `pack`).
+                unsafe { *dst.add(p * w + jj) = v };
+            }
+        }
+    }
+
+    fn packed_panel(&self, isa: Isa, p0: usize, j0: usize) -> Option<*const f32> {
+        if isa != self.isa || p0 >= self.k || j0 >= self.n {
+            return None;
+        }
+        let kc = isa.kc().min(self.k - p0);
+        // The panel lies inside `buf[start..start + k·n_pad]` (see `new`).
+        Some(self.buf.as_slice()[self.start + p0 * self.n_pad + j0 * kc..].as_ptr())
+    }
 }
 
 /// `B = Wᵀ` for `W` in the `Linear` layout `[n x k]`, row stride `ldw`.
@@ -349,17 +522,18 @@ unsafe fn pack_transposed_8(src: *const f32, ld: usize, kc: usize, dst: *mut f32
     }
 }
 
-/// The 6 x 16 register tile: `C[0..6][0..16] = (load ? C : 0) + A · Bpanel`
-/// over `kc` steps, one FMA chain per element. A is read in place: row `i` of
-/// the tile is `a[i·lda..i·lda + kc]`.
+/// The `R x 16` register tile (R <= 6): `C[0..R][0..16] = (load ? C : 0) +
+/// A · Bpanel` over `kc` steps, one FMA chain per element. A is read in place:
+/// row `i` of the tile is `a[i·lda..i·lda + kc]`.
 ///
 /// # Safety
-/// AVX2 and FMA are available; A has 6 rows of `kc` floats at stride `lda`,
-/// `b` holds `kc * 16` floats, and C has 6 rows of 16 writable floats at row
+/// AVX2 and FMA are available; A has R rows of `kc` floats at stride `lda`,
+/// `b` holds `kc * 16` floats, and C has R rows of 16 writable floats at row
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_6x16(
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_rx16<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -367,9 +541,9 @@ unsafe fn kernel_6x16(
     c: *mut f32,
     ldc: usize,
     load: bool,
+    next: *const f32,
 ) {
     use std::arch::x86_64::*;
-    const R: usize = 6;
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -380,7 +554,11 @@ unsafe fn kernel_6x16(
             }
         }
         let mut b = b;
+        let mut next = next;
         for p in 0..kc {
+            // One 64-byte line of the next panel per row of this one.
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            next = next.wrapping_add(16);
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
             for (i, row) in acc.iter_mut().enumerate() {
@@ -397,16 +575,17 @@ unsafe fn kernel_6x16(
     }
 }
 
-/// The 12 x 32 register tile with AVX-512F (same arithmetic as
-/// [`kernel_6x16`]).
+/// The `R x 32` register tile (R <= 12) with AVX-512F (same arithmetic as
+/// [`kernel_rx16`]).
 ///
 /// # Safety
-/// AVX-512F is available; A has 12 rows of `kc` floats at stride `lda`, `b`
-/// holds `kc * 32` floats, and C has 12 rows of 32 writable floats at row
+/// AVX-512F is available; A has R rows of `kc` floats at stride `lda`, `b`
+/// holds `kc * 32` floats, and C has R rows of 32 writable floats at row
 /// stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn kernel_12x32(
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_rx32<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -414,9 +593,9 @@ unsafe fn kernel_12x32(
     c: *mut f32,
     ldc: usize,
     load: bool,
+    next: *const f32,
 ) {
     use std::arch::x86_64::*;
-    const R: usize = 12;
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
@@ -427,7 +606,12 @@ unsafe fn kernel_12x32(
             }
         }
         let mut b = b;
+        let mut next = next;
         for p in 0..kc {
+            // The next panel's rows (two 64-byte lines per row of this one).
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
+            next = next.wrapping_add(32);
             let b0 = _mm512_loadu_ps(b);
             let b1 = _mm512_loadu_ps(b.add(16));
             for (i, row) in acc.iter_mut().enumerate() {
@@ -445,7 +629,35 @@ unsafe fn kernel_12x32(
 }
 
 /// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
-const PACK_FLOATS: usize = MAX_MR * MAX_KC + MAX_KC * MAX_NR + 16;
+const PACK_FLOATS: usize = MAX_KC * MAX_NR + 16;
+
+/// The AVX2 tiles of 1..=6 rows (index = rows - 1).
+#[cfg(target_arch = "x86_64")]
+const KERNELS_AVX2: [Kernel; 6] = [
+    kernel_rx16::<1>,
+    kernel_rx16::<2>,
+    kernel_rx16::<3>,
+    kernel_rx16::<4>,
+    kernel_rx16::<5>,
+    kernel_rx16::<6>,
+];
+
+/// The AVX-512 tiles of 1..=12 rows (index = rows - 1).
+#[cfg(target_arch = "x86_64")]
+const KERNELS_AVX512: [Kernel; 12] = [
+    kernel_rx32::<1>,
+    kernel_rx32::<2>,
+    kernel_rx32::<3>,
+    kernel_rx32::<4>,
+    kernel_rx32::<5>,
+    kernel_rx32::<6>,
+    kernel_rx32::<7>,
+    kernel_rx32::<8>,
+    kernel_rx32::<9>,
+    kernel_rx32::<10>,
+    kernel_rx32::<11>,
+    kernel_rx32::<12>,
+];
 
 thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -534,7 +746,9 @@ pub fn product<B: BSource>(
 }
 
 /// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
-type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool);
+/// The last argument is where the next B panel lies (prefetched while this
+/// one is used; never dereferenced, may be anywhere).
+type Kernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool, *const f32);
 
 /// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
 /// finished row segment of at most `nr` columns.
@@ -560,12 +774,12 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
     epi: EpilogueFn<'_>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    let kernel: Kernel = match isa {
-        Isa::Avx2 => kernel_6x16,
-        Isa::Avx512 => kernel_12x32,
+    let kernels: &[Kernel] = match isa {
+        Isa::Avx2 => &KERNELS_AVX2,
+        Isa::Avx512 => &KERNELS_AVX512,
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let kernel: Kernel = {
+    let kernels: &[Kernel] = {
         let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
         unreachable!("sgemm without x86-64")
     };
@@ -576,8 +790,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
             buf.resize(PACK_FLOATS, 0.0);
         }
         let base = buf.as_mut_ptr();
-        let pa = base.wrapping_add(base.align_offset(64).min(16));
-        let pb = pa.wrapping_add(MAX_MR * MAX_KC);
+        let pb = base.wrapping_add(base.align_offset(64).min(16));
         let c = c.0;
         let mut tmp = [0.0f32; MAX_MR * MAX_NR];
         let k_blocks = k.div_ceil(kcb).max(1);
@@ -586,52 +799,39 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
             let kc = kcb.min(k - p0.min(k));
             let load = accumulate || kb > 0;
             let last = kb + 1 == k_blocks;
-            // The last, partial tile of rows is copied into a padded block
-            // (zero rows below m) so that the kernel can read mr full rows.
-            let tail = m % mr;
-            if tail != 0 {
-                for r in 0..mr {
-                    for p in 0..kc {
-                        let v = if r < tail {
-                            // SAFETY: row m - tail + r < m of A has column p0 + p < k.
-                            unsafe { *a.add((m - tail + r) * lda + p0 + p) }
-                        } else {
-                            0.0
-                        };
-                        // SAFETY: the A area holds MAX_MR*MAX_KC >= mr*kc floats.
-                        unsafe { *pa.add(r * kc + p) = v };
-                    }
-                }
-            }
             let mut i0 = 0;
             while i0 < m {
                 let mc = MC.min(m - i0);
                 let mut j0 = j_lo;
                 while j0 < j_hi {
                     let w = nr.min(j_hi - j0);
-                    // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of
-                    // B are inside the checked view; the B area holds
-                    // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
-                    unsafe { b.pack(p0, kc, j0, w, nr, pb) };
+                    let (bp, next) = match b.packed_panel(isa, p0, j0) {
+                        // Packed panels follow each other in memory.
+                        Some(panel) => (panel, panel.wrapping_add(kc * nr)),
+                        None => {
+                            // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc
+                            // <= k of B are inside the checked view; the B area
+                            // holds MAX_KC*MAX_NR floats; AVX2 comes with every
+                            // ISA.
+                            unsafe { b.pack(p0, kc, j0, w, nr, pb) };
+                            (pb.cast_const(), pb.cast_const())
+                        }
+                    };
                     let mut i = 0;
                     while i < mc {
                         let h = mr.min(mc - i);
+                        // The tile of h rows (the last one of the matrix may
+                        // be shorter than mr) reads A in place.
+                        let kernel = kernels[h - 1];
                         let row0 = i0 + i;
                         let cp = c.wrapping_add(row0 * ldc + j0);
-                        // Full tiles read A in place; the partial last one the
-                        // padded copy (MC is a multiple of mr, so only the very
-                        // last tile can be partial).
-                        let (ap, ld) = if h == mr {
-                            (a.wrapping_add(row0 * lda + p0), lda)
-                        } else {
-                            (pa.cast_const(), kc)
-                        };
-                        if h == mr && w == nr {
-                            // SAFETY: A rows row0..row0+mr < m have columns
+                        let ap = a.wrapping_add(row0 * lda + p0);
+                        if w == nr {
+                            // SAFETY: A rows row0..row0+h < m have columns
                             // p0..p0+kc; the B panel holds kc*nr floats; C rows
-                            // row0..row0+mr have columns j0..j0+nr <= j_hi in
+                            // row0..row0+h have columns j0..j0+nr <= j_hi in
                             // this task's range.
-                            unsafe { kernel(kc, ap, ld, pb, cp, ldc, load) };
+                            unsafe { kernel(kc, ap, lda, bp, cp, ldc, load, next) };
                         } else {
                             if load {
                                 for r in 0..h {
@@ -641,10 +841,9 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                                     }
                                 }
                             }
-                            // SAFETY: as above (the padded block has mr rows of
-                            // kc floats), writing into the local tile of
-                            // MAX_MR x MAX_NR >= mr x nr floats.
-                            unsafe { kernel(kc, ap, ld, pb, tmp.as_mut_ptr(), nr, load) };
+                            // SAFETY: as above, writing into the local tile of
+                            // MAX_MR x MAX_NR >= h x nr floats.
+                            unsafe { kernel(kc, ap, lda, bp, tmp.as_mut_ptr(), nr, load, next) };
                             for r in 0..h {
                                 for jj in 0..w {
                                     // SAFETY: row row0+r < m, column j0+jj < j_hi.
@@ -844,6 +1043,106 @@ mod tests {
                     "m {m} {par:?}"
                 );
             }
+        }
+    }
+
+    /// Products over pre-packed B equal products that pack on the fly, bit for
+    /// bit: every ISA, awkward m / n / k (partial panels, k across blocks),
+    /// accumulation, column splits; the packed copy also reads back exactly
+    /// through the fallback `pack`.
+    #[test]
+    fn packed_b_gives_the_same_bits() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let none = |_: usize, _: &mut [f32]| {};
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            if !isa.supported() {
+                eprintln!("{isa:?} unsupported here: skipped");
+                continue;
+            }
+            for &(n, k) in &[
+                (1usize, 1usize),
+                (7, 9),
+                (33, 17),
+                (65, 385),
+                (96, 800),
+                (384, 1536),
+            ] {
+                let w = rand_vec(n * k, 40);
+                let raw = Transposed { w: &w, ldw: k };
+                let packed = PackedB::new(isa, k, n, &raw);
+                let mut panel = vec![0.0f32; 7 * 5];
+                let mut want = vec![0.0f32; 7 * 5];
+                let (p0, j0) = (k / 3, n / 2);
+                let (kc, nr) = (3.min(k - p0), 3.min(n - j0));
+                // SAFETY: rows p0..p0+kc <= k, columns j0..j0+nr <= n, 5 >= nr
+                // and the buffers hold kc * 5 floats.
+                unsafe {
+                    packed.pack(p0, kc, j0, nr, 5, panel.as_mut_ptr());
+                    raw.pack(p0, kc, j0, nr, 5, want.as_mut_ptr());
+                }
+                assert_eq!(panel, want, "{isa:?} fallback pack {n}x{k}");
+                for &m in &[1usize, 5, 12, 13, 250] {
+                    let a = rand_vec(m * k, 41);
+                    let init = rand_vec(m * n, 42);
+                    for acc in [false, true] {
+                        let mut c0 = init.clone();
+                        product(
+                            isa,
+                            m,
+                            n,
+                            k,
+                            &a,
+                            k,
+                            &raw,
+                            &mut c0,
+                            n,
+                            acc,
+                            &none,
+                            Par::Serial,
+                        );
+                        for par in [Par::Serial, Par::Threads(2), Par::Threads(3)] {
+                            let mut c1 = init.clone();
+                            pool.install(|| {
+                                product(isa, m, n, k, &a, k, &packed, &mut c1, n, acc, &none, par)
+                            });
+                            assert!(
+                                c0.iter().zip(&c1).all(|(x, y)| x.to_bits() == y.to_bits()),
+                                "{isa:?} {m}x{n}x{k} acc {acc} {par:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_stacked_and_linear_equal_the_unpacked_calls() {
+        if isa().is_none() {
+            return;
+        }
+        let (k, n) = (64, 96);
+        let ws: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n * k, 50 + s)).collect();
+        let bs: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n, 60 + s)).collect();
+        let wr: Vec<&[f32]> = ws.iter().map(Vec::as_slice).collect();
+        let br: Vec<&[f32]> = bs.iter().map(Vec::as_slice).collect();
+        let st = gemm::pack_stacked(&wr, n, k).unwrap();
+        let one = gemm::pack_linear(wr[0], n, k).unwrap();
+        assert!(gemm::pack_stacked(&wr, n + 1, k).is_none());
+        for m in [1usize, 20, 37] {
+            let x = rand_vec(m * k, 70);
+            let (mut a, mut b) = (vec![0.0f32; m * 3 * n], vec![1.0f32; m * 3 * n]);
+            gemm::linear_stacked(&x, m, k, &wr, &br, n, &mut a, 3 * n, Par::Serial);
+            gemm::linear_stacked_packed(&x, m, k, &st, &br, n, &mut b, 3 * n, Par::Serial);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+            let epi = gemm::Epilogue::BiasGelu(br[1]);
+            let (mut a, mut b) = (vec![0.5f32; m * n], vec![0.5f32; m * n]);
+            gemm::linear(&x, m, k, wr[0], n, &mut a, n, true, epi, Par::Serial);
+            gemm::linear_packed(&x, m, k, &one, n, &mut b, n, true, epi, Par::Serial);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
     }
 }

@@ -10,13 +10,16 @@
 //! other rows (see [`crate::kernels::gemm`]), so a text gets bit-identical
 //! results alone or in any batch, and with any [`Par`] setting.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::formats::{DType, ModelFile};
 use crate::kernels::gemm::{self, Epilogue};
+use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::{ops, Par};
 use crate::model::config::{Activation, ModelConfig, Pooling};
 use crate::model::pooling;
@@ -155,7 +158,80 @@ struct Layer {
     ln2_b: Param,
 }
 
+/// The four weight matrices of one layer packed for the engine's kernels
+/// (Q, K and V side by side).
+struct PackedLayer {
+    qkv: PackedB,
+    ao: PackedB,
+    inter: PackedB,
+    out: PackedB,
+}
+
+impl PackedLayer {
+    /// Packs `l` into one buffer, or `None` when the engine's own kernels are
+    /// not in use (or `h` is not a multiple of [`sgemm::SEGMENT_ALIGN`]).
+    fn new(l: &Layer, h: usize, inter: usize) -> Option<PackedLayer> {
+        let isa = sgemm::isa().filter(|_| h.is_multiple_of(sgemm::SEGMENT_ALIGN))?;
+        let ws = [l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()];
+        let qkv = sgemm::Stacked {
+            ws: &ws,
+            seg_n: h,
+            k: h,
+        };
+        let ao = sgemm::Transposed {
+            w: l.ao_w.as_slice(),
+            ldw: h,
+        };
+        let wi = sgemm::Transposed {
+            w: l.i_w.as_slice(),
+            ldw: h,
+        };
+        let wo = sgemm::Transposed {
+            w: l.o_w.as_slice(),
+            ldw: inter,
+        };
+        let mut all = PackedB::pack_all(
+            isa,
+            &[
+                (h, 3 * h, &qkv),
+                (h, h, &ao),
+                (h, inter, &wi),
+                (inter, h, &wo),
+            ],
+        )
+        .into_iter();
+        let mut next = || all.next().expect("four matrices packed");
+        Some(PackedLayer {
+            qkv: next(),
+            ao: next(),
+            inter: next(),
+            out: next(),
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        self.qkv.bytes() + self.ao.bytes() + self.inter.bytes() + self.out.bytes()
+    }
+}
+
+/// Packed weights of every layer, filled once (usually by a background
+/// thread) and read by every forward pass from then on.
+struct PackStore {
+    layers: Vec<OnceLock<PackedLayer>>,
+    /// Asks the background packer to stop (the model is being dropped).
+    stop: AtomicBool,
+}
+
 /// A loaded BERT encoder.
+///
+/// # Pre-packed weights
+///
+/// The kernels read weight matrices as panels in their own layout. Until a
+/// layer's weights are packed ([`BertModel::prepack`]), each product packs
+/// the panels it needs on the fly, which costs as much as the arithmetic for
+/// short inputs; after, products read the packed copy in place. The values
+/// are the same bit for bit either way (only the layout of the weights
+/// changes), so a result never depends on whether, or when, packing happened.
 pub struct BertModel {
     hidden: usize,
     heads: usize,
@@ -169,9 +245,27 @@ pub struct BertModel {
     typ: Param,
     emb_ln_g: Param,
     emb_ln_b: Param,
-    layers: Vec<Layer>,
+    layers: Arc<Vec<Layer>>,
+    packs: Arc<PackStore>,
+    packer: Mutex<Option<JoinHandle<()>>>,
     mapped: usize,
     owned: usize,
+}
+
+impl Drop for BertModel {
+    fn drop(&mut self) {
+        self.packs.stop.store(true, Ordering::Relaxed);
+        let handle = self
+            .packer
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            // The packer stops after the layer it is on; a panic in it only
+            // means some layers stayed unpacked.
+            let _ = handle.join();
+        }
+    }
 }
 
 /// Scratch memory for one forward call, reused across layers and calls. Its
@@ -204,11 +298,15 @@ fn grow(v: &mut Vec<f32>, n: usize) {
     }
 }
 
+/// Row passes over fewer floats than this run on one thread (splitting them
+/// costs more in synchronisation than the pass itself).
+const MIN_SPLIT_ROW_FLOATS: usize = 1 << 15;
+
 /// Applies `f` to each `width`-wide row of `buf`, in parallel if asked.
 fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sync + Send) {
     let rows = buf.len() / width.max(1);
     match par {
-        Par::Threads(t) if t > 1 && rows > 1 => {
+        Par::Threads(t) if t > 1 && rows > 1 && buf.len() >= MIN_SPLIT_ROW_FLOATS => {
             let per = rows.div_ceil(t);
             buf.par_chunks_mut(per * width)
                 .for_each(|c| c.chunks_exact_mut(width).for_each(&f));
@@ -327,7 +425,12 @@ impl BertModel {
             typ,
             emb_ln_g,
             emb_ln_b,
-            layers,
+            packs: Arc::new(PackStore {
+                layers: (0..layers.len()).map(|_| OnceLock::new()).collect(),
+                stop: AtomicBool::new(false),
+            }),
+            layers: Arc::new(layers),
+            packer: Mutex::new(None),
             mapped: 0,
             owned: 0,
         };
@@ -354,7 +457,7 @@ impl BertModel {
         ] {
             f(p);
         }
-        for l in &self.layers {
+        for l in self.layers.iter() {
             for p in [
                 &l.q_w, &l.q_b, &l.k_w, &l.k_b, &l.v_w, &l.v_b, &l.ao_w, &l.ao_b, &l.ln1_g,
                 &l.ln1_b, &l.i_w, &l.i_b, &l.o_w, &l.o_b, &l.ln2_g, &l.ln2_b,
@@ -362,6 +465,52 @@ impl BertModel {
                 f(p);
             }
         }
+    }
+
+    /// Packs the weights of every layer for the kernels (see the type's docs):
+    /// on a background thread that returns at once when `background`, else on
+    /// the calling thread before returning. Layers already packed are skipped;
+    /// a second call while the background thread runs does nothing. A no-op
+    /// when the engine's own kernels are not in use on this CPU. Costs one
+    /// copy of the layers' weight matrices in memory (42 MB for
+    /// all-MiniLM-L6-v2).
+    pub fn prepack(&self, background: bool) {
+        if crate::kernels::sgemm::isa().is_none() {
+            return;
+        }
+        let (layers, packs) = (Arc::clone(&self.layers), Arc::clone(&self.packs));
+        let (h, inter) = (self.hidden, self.inter);
+        let work = move || {
+            for (l, slot) in layers.iter().zip(&packs.layers) {
+                if packs.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                if slot.get().is_none() {
+                    if let Some(p) = PackedLayer::new(l, h, inter) {
+                        let _ = slot.set(p);
+                    }
+                }
+            }
+        };
+        if !background {
+            work();
+            return;
+        }
+        let mut packer = self.packer.lock().unwrap_or_else(|e| e.into_inner());
+        if packer.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        // A failure to spawn only leaves the weights unpacked.
+        *packer = std::thread::Builder::new()
+            .name("embd-prepack".into())
+            .spawn(work)
+            .ok();
+    }
+
+    /// Layers whose weights are packed so far, and the bytes those copies hold.
+    pub fn packed_layers(&self) -> (usize, usize) {
+        let done: Vec<&PackedLayer> = self.packs.layers.iter().filter_map(|s| s.get()).collect();
+        (done.len(), done.iter().map(|p| p.bytes()).sum())
     }
 
     /// How many parameter tensors are read in place from the file, and how many
@@ -461,21 +610,28 @@ impl BertModel {
         for_rows(hidden, h, par, |r| ops::layer_norm(r, g, b, eps));
 
         let scale = 1.0 / (d as f32).sqrt();
-        for l in &self.layers {
+        for (l, packed) in self.layers.iter().zip(&self.packs.layers) {
+            let packed = packed.get();
             let x = &ws.hidden[..total * h];
             let qkv = &mut ws.qkv[..total * 3 * h];
             // Q, K and V in one pass over x (columns side by side).
-            gemm::linear_stacked(
-                x,
-                total,
-                h,
-                &[l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()],
-                &[l.q_b.as_slice(), l.k_b.as_slice(), l.v_b.as_slice()],
-                h,
-                qkv,
-                3 * h,
-                par,
-            );
+            let biases = [l.q_b.as_slice(), l.k_b.as_slice(), l.v_b.as_slice()];
+            match packed {
+                Some(p) => {
+                    gemm::linear_stacked_packed(x, total, h, &p.qkv, &biases, h, qkv, 3 * h, par)
+                }
+                None => gemm::linear_stacked(
+                    x,
+                    total,
+                    h,
+                    &[l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()],
+                    &biases,
+                    h,
+                    qkv,
+                    3 * h,
+                    par,
+                ),
+            }
 
             // Attention, per sequence and head, over the sequence's own rows.
             let qkv = &ws.qkv[..total * 3 * h];
@@ -512,18 +668,15 @@ impl BertModel {
 
             // Attention output: hidden += ctx · Wᵀ, then bias + LayerNorm.
             let hidden = &mut ws.hidden[..total * h];
-            gemm::linear(
-                &ws.ctx[..total * h],
-                total,
-                h,
-                l.ao_w.as_slice(),
-                h,
-                hidden,
-                h,
-                true,
-                Epilogue::None,
-                par,
-            );
+            let ctx = &ws.ctx[..total * h];
+            let none = Epilogue::None;
+            match packed {
+                Some(p) => gemm::linear_packed(ctx, total, h, &p.ao, h, hidden, h, true, none, par),
+                None => {
+                    let w = l.ao_w.as_slice();
+                    gemm::linear(ctx, total, h, w, h, hidden, h, true, none, par)
+                }
+            }
             let (bb, g, b) = (l.ao_b.as_slice(), l.ln1_g.as_slice(), l.ln1_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
 
@@ -533,30 +686,18 @@ impl BertModel {
                 Activation::Gelu => Epilogue::BiasGelu(l.i_b.as_slice()),
                 Activation::GeluTanh => Epilogue::BiasGeluTanh(l.i_b.as_slice()),
             };
-            gemm::linear(
-                hidden,
-                total,
-                h,
-                l.i_w.as_slice(),
-                self.inter,
-                inter,
-                self.inter,
-                false,
-                epi,
-                par,
-            );
-            gemm::linear(
-                inter,
-                total,
-                self.inter,
-                l.o_w.as_slice(),
-                h,
-                hidden,
-                h,
-                true,
-                Epilogue::None,
-                par,
-            );
+            let ni = self.inter;
+            match packed {
+                Some(p) => {
+                    gemm::linear_packed(hidden, total, h, &p.inter, ni, inter, ni, false, epi, par);
+                    gemm::linear_packed(inter, total, ni, &p.out, h, hidden, h, true, none, par);
+                }
+                None => {
+                    let (wi, wo) = (l.i_w.as_slice(), l.o_w.as_slice());
+                    gemm::linear(hidden, total, h, wi, ni, inter, ni, false, epi, par);
+                    gemm::linear(inter, total, ni, wo, h, hidden, h, true, none, par);
+                }
+            }
             let (bb, g, b) = (l.o_b.as_slice(), l.ln2_g.as_slice(), l.ln2_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
         }

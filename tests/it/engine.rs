@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use embedder::formats::hf::HfOptions;
 use embedder::formats::{Backing, TensorEntry};
-use embedder::kernels::reference;
+use embedder::kernels::{reference, sgemm};
 use embedder::{
     DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Vocab,
 };
@@ -137,6 +137,23 @@ fn real_model_parity_batch_and_thread_invariance() {
         );
     }
     eprintln!("batch sizes 1/7/64/327 and 1 vs 2 threads: bit-identical");
+
+    // (d) weights never packed, or all packed: the same bits (`all` itself may
+    // have run while the background packer was half way).
+    let opts = Options::new().threads(2).prepack_weights(false);
+    let e0 = Embedder::from_model_file(load_hf().unwrap(), &opts).unwrap();
+    assert!(same_bits(&embed_all(&e0, &seqs, 64), &all), "unpacked");
+    assert_eq!(e0.packed_layers().0, 0);
+    e0.prepack();
+    if sgemm::isa().is_some() {
+        let (layers, bytes) = e0.packed_layers();
+        assert_eq!(layers, 6);
+        assert!(bytes >= 6 * 4 * (4 * 384 * 384 + 2 * 384 * 1536), "{bytes}");
+    }
+    for batch in [1usize, 327] {
+        let got = embed_all(&e0, &seqs, batch);
+        assert!(same_bits(&got, &all), "packed, batch {batch}");
+    }
 
     // Texts end to end (tokenizer + engine): the same vectors as from the ids.
     let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
