@@ -99,15 +99,21 @@ impl Isa {
 /// The best kernel family of this CPU (detected once), or `None` (then the
 /// callers use the portable `matrixmultiply` path). `EMBD_SIMD=avx2` or
 /// `EMBD_SIMD=none` in the environment caps the choice (for testing).
+#[inline]
 pub fn isa() -> Option<Isa> {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => return None,
-        2 => return Some(Isa::Avx2),
-        3 => return Some(Isa::Avx512),
-        _ => {}
+    match ISA_STATE.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => None,
+        2 => Some(Isa::Avx2),
+        3 => Some(Isa::Avx512),
+        _ => detect_isa(),
     }
+}
+
+/// [`isa`]'s state: 0 = not detected yet, 1 = none, 2 = AVX2, 3 = AVX-512.
+static ISA_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+#[cold]
+fn detect_isa() -> Option<Isa> {
     let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
     let found = if cap == "none" {
         None
@@ -123,7 +129,7 @@ pub fn isa() -> Option<Isa> {
         Some(Isa::Avx2) => 2,
         Some(Isa::Avx512) => 3,
     };
-    STATE.store(code, Ordering::Relaxed);
+    ISA_STATE.store(code, std::sync::atomic::Ordering::Relaxed);
     found
 }
 
