@@ -259,7 +259,7 @@ struct Parsed {
 ///   (checked when the file has CHECKSUM_ENABLED and `opts.verify_checksums`).
 /// * [`ErrorKind::Format`]: any other malformed field, named with its offset.
 pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
-    let parsed = parse(backing.bytes(), opts)?;
+    let parsed = parse(&backing, opts)?;
     let mut mf = ModelFile::new(
         FormatKind::Embd,
         backing,
@@ -271,7 +271,8 @@ pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
     Ok(mf)
 }
 
-fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
+fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
+    let b = backing.bytes();
     let h = parse_header(b)?;
     let len = b.len() as u64;
     if h.total_file_size != len {
@@ -407,13 +408,21 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
     } else if !opts.verify_checksums {
         "not verified (disabled by option)"
     } else {
+        let ds_start = usize_of(data.start, "tensor data")?;
         let ds = bytes::slice(
             b,
-            usize_of(data.start, "tensor data")?,
+            ds_start,
             usize_of(data.end - data.start, "tensor data")?,
             "tensor data",
         )?;
-        let computed = bytes::crc32(ds);
+        // One pass over the data: the file CRC is the data CRC combined with
+        // those of the bytes before and after it.
+        let prefault = |c: &[u8]| {
+            let at = c.as_ptr() as usize - b.as_ptr() as usize;
+            backing.populate(at..at + c.len());
+        };
+        let data_crc = bytes::crc32_parallel(ds, &prefault);
+        let computed = data_crc.clone().finalize();
         if computed != data_checksum {
             return Err(Error::checksum(
                 format!(
@@ -424,7 +433,12 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
                 computed,
             ));
         }
-        let computed = bytes::crc32(bytes::slice(b, 0, footer_us, "file")?);
+        let mut file_crc = crc32fast::Hasher::new();
+        file_crc.update(bytes::slice(b, 0, ds_start, "file")?);
+        file_crc.combine(&data_crc);
+        let rest = ds_start + ds.len();
+        file_crc.update(bytes::slice(b, rest, footer_us - rest, "file")?);
+        let computed = file_crc.finalize();
         if computed != file_checksum {
             return Err(Error::checksum(
                 format!(
