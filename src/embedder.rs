@@ -396,11 +396,17 @@ impl Embedder {
 /// background thread, so that the first embedding does not stop on a page
 /// fault per 64 KiB of weights (about 4 ms for all-MiniLM-L6-v2 with the file
 /// in the page cache; the first call of a short text runs on one thread, so the
-/// other core is free). Pages already mapped (after the CRC check at open) cost
-/// only a page-table walk. The word-embedding table is left alone: a text
+/// other core is free). Skipped after a CRC check at open, which mapped every
+/// page already. The word-embedding table is left alone: a text
 /// touches only its tokens' rows.
 fn prefault_encoder(file: &Arc<ModelFile>) {
-    if !matches!(**file.backing(), Backing::Mmap(_)) {
+    // After a CRC check at open every page is mapped already; walking them
+    // again would only take CPU time from the first call.
+    let verified = file
+        .details
+        .iter()
+        .any(|(k, v)| k == "checksums" && v == "verified");
+    if verified || !matches!(**file.backing(), Backing::Mmap(_)) {
         return;
     }
     let f = Arc::clone(file);
