@@ -259,7 +259,7 @@ struct Parsed {
 ///   (checked when the file has CHECKSUM_ENABLED and `opts.verify_checksums`).
 /// * [`ErrorKind::Format`]: any other malformed field, named with its offset.
 pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
-    let parsed = parse(backing.bytes(), opts)?;
+    let parsed = parse(&backing, opts)?;
     let mut mf = ModelFile::new(
         FormatKind::Embd,
         backing,
@@ -271,7 +271,8 @@ pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
     Ok(mf)
 }
 
-fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
+fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
+    let b = backing.bytes();
     let h = parse_header(b)?;
     let len = b.len() as u64;
     if h.total_file_size != len {
@@ -407,13 +408,21 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
     } else if !opts.verify_checksums {
         "not verified (disabled by option)"
     } else {
+        let ds_start = usize_of(data.start, "tensor data")?;
         let ds = bytes::slice(
             b,
-            usize_of(data.start, "tensor data")?,
+            ds_start,
             usize_of(data.end - data.start, "tensor data")?,
             "tensor data",
         )?;
-        let computed = bytes::crc32(ds);
+        // One pass over the data: the file CRC is the data CRC combined with
+        // those of the bytes before and after it.
+        let prefault = |c: &[u8]| {
+            let at = c.as_ptr() as usize - b.as_ptr() as usize;
+            backing.populate(at..at + c.len());
+        };
+        let data_crc = bytes::crc32_parallel(ds, &prefault);
+        let computed = data_crc.clone().finalize();
         if computed != data_checksum {
             return Err(Error::checksum(
                 format!(
@@ -424,7 +433,12 @@ fn parse(b: &[u8], opts: ReadOptions) -> Result<Parsed> {
                 computed,
             ));
         }
-        let computed = bytes::crc32(bytes::slice(b, 0, footer_us, "file")?);
+        let mut file_crc = crc32fast::Hasher::new();
+        file_crc.update(bytes::slice(b, 0, ds_start, "file")?);
+        file_crc.combine(&data_crc);
+        let rest = ds_start + ds.len();
+        file_crc.update(bytes::slice(b, rest, footer_us - rest, "file")?);
+        let computed = file_crc.finalize();
         if computed != file_checksum {
             return Err(Error::checksum(
                 format!(
@@ -604,24 +618,8 @@ fn parse_vocab(b: &[u8], r: Range) -> Result<Vocab> {
         }
     }
     let tokens_end_us = usize_of(tokens_end, "vocab token entries")?;
+    let tokens_start_us = usize_of(tokens_start, "vocab token entries")?;
     let tsect = bytes::slice(sect, 0, tokens_end_us, "vocab token entries")?;
-    let mut tc = Cursor::new(tsect, usize_of(tokens_start, "vocab token entries")?);
-    let mut tokens = Vec::with_capacity(token_count as usize);
-    for i in 0..token_count {
-        let n = tc.u16(&format!("vocab token {i} token_length"))?;
-        let t = tc.str(usize::from(n), &format!("vocab token {i}"))?;
-        tokens.push(t.to_string());
-    }
-    if tc.pos() != tokens_end_us {
-        return Err(Error::format(
-            "vocab.total_size",
-            r.start + 4,
-            format!(
-                "the {token_count} token entries end at offset {} but total_size {total_size} says they end at {tokens_end}",
-                tc.pos()
-            ),
-        ));
-    }
     let specials = SpecialIds {
         pad: ids[0],
         unk: ids[1],
@@ -629,7 +627,55 @@ fn parse_vocab(b: &[u8], r: Range) -> Result<Vocab> {
         sep: ids[3],
         mask: ids[4],
     };
-    Vocab::new(tokens, specials)
+    // Fast path: no allocation or message per token. Any defect (or a count
+    // mismatch) is reported by the checked walk below, with the same errors.
+    if let Some((text, offsets)) = vocab_tokens_fast(tsect, tokens_start_us, token_count) {
+        return Vocab::from_parts(text, offsets, specials);
+    }
+    let mut tc = Cursor::new(tsect, tokens_start_us);
+    for i in 0..token_count {
+        let n = tc.u16(&format!("vocab token {i} token_length"))?;
+        tc.str(usize::from(n), &format!("vocab token {i}"))?;
+    }
+    Err(Error::format(
+        "vocab.total_size",
+        r.start + 4,
+        format!(
+            "the {token_count} token entries end at offset {} but total_size {total_size} says they end at {tokens_end}",
+            tc.pos()
+        ),
+    ))
+}
+
+/// Reads `count` token entries (u16 length + UTF-8 bytes) from `b[start..]`,
+/// which must end exactly at `b.len()`, into one string and its offsets (see
+/// [`Vocab::from_parts`]). `None` on any defect; the caller then walks the
+/// entries again with checked reads to name it.
+fn vocab_tokens_fast(b: &[u8], start: usize, count: u32) -> Option<(String, Vec<u32>)> {
+    let entries = b.get(start..)?;
+    // Lengths take 2 bytes each, so the text is at most this long.
+    let cap = entries.len().checked_sub(2 * count as usize)?;
+    let mut text: Vec<u8> = Vec::with_capacity(cap);
+    let mut offsets: Vec<u32> = Vec::with_capacity(count as usize + 1);
+    offsets.push(0);
+    let mut at = 0usize;
+    for _ in 0..count {
+        let len = entries.get(at..at + 2)?;
+        let n = usize::from(u16::from_le_bytes([len[0], len[1]]));
+        text.extend_from_slice(entries.get(at + 2..at + 2 + n)?);
+        offsets.push(u32::try_from(text.len()).ok()?);
+        at += 2 + n;
+    }
+    if at != entries.len() {
+        return None;
+    }
+    // Each token is valid UTF-8 exactly when the concatenation is and every
+    // token boundary is a char boundary.
+    let text = String::from_utf8(text).ok()?;
+    offsets
+        .iter()
+        .all(|&o| text.is_char_boundary(o as usize))
+        .then_some((text, offsets))
 }
 
 /// A raw 32-byte descriptor.
@@ -912,7 +958,7 @@ fn plan(model: &ModelFile, opts: &WriteOptions) -> Result<Plan> {
     // Vocab section.
     let vocab_offset = metadata_offset + metadata_size;
     let mut toks = Vec::new();
-    for (i, t) in vocab.tokens().iter().enumerate() {
+    for (i, t) in vocab.iter().enumerate() {
         let n = fit_u16(t.len(), &format!("vocab token {i}"))?;
         toks.extend_from_slice(&n.to_le_bytes());
         toks.extend_from_slice(t.as_bytes());
@@ -1677,6 +1723,35 @@ mod tests {
             },
             ErrorKind::Format,
             &["vocab token 0", "UTF-8"],
+        );
+    }
+
+    #[test]
+    fn token_split_inside_a_char() {
+        // "##lo" takes the first byte of "é": the token bytes as a whole are
+        // still valid UTF-8, but neither token is.
+        defect(
+            |b| {
+                let at = find(b, b"\x04\x00##lo\x02\x00\xc3\xa9");
+                put16(b, at, 5);
+                b[at + 6] = 0xC3;
+                b[at + 7] = 1;
+                b[at + 8] = 0;
+            },
+            ErrorKind::Format,
+            &["vocab token 6", "UTF-8"],
+        );
+    }
+
+    #[test]
+    fn token_entries_shorter_than_total_size() {
+        defect(
+            |b| {
+                let at = find(b, b"\x04\x00##lo\x02\x00\xc3\xa9");
+                put16(b, at + 6, 0);
+            },
+            ErrorKind::Format,
+            &["vocab.total_size", "token entries end at offset"],
         );
     }
 

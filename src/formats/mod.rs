@@ -178,6 +178,12 @@ impl Backing {
         // through bounds-checked slices, so a shrinking file cannot make us read
         // outside the mapping's length as recorded here.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path.display(), e))?;
+        // When the file is not yet in the page cache, huge-page-sized readahead
+        // fills it with 2 MiB folios that later maps (this one included) can map
+        // with one page-table entry each instead of 512 page faults. No effect on
+        // pages already cached; a hint only, so its failure is ignored.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         Ok(Backing::Mmap(map))
     }
 
@@ -199,6 +205,72 @@ impl Backing {
             Backing::Owned { words, len } => &words_as_bytes(words)[..*len],
         }
     }
+
+    /// The whole pages of a map that lie entirely inside `range` (clamped to the
+    /// file), as (offset, length) for `madvise`; `None` for owned bytes or when
+    /// no whole page fits.
+    fn whole_pages(&self, range: std::ops::Range<usize>) -> Option<(&memmap2::Mmap, usize, usize)> {
+        let Backing::Mmap(m) = self else {
+            return None;
+        };
+        let page = page_size();
+        let end = range.end.min(m.len());
+        let start = range.start.checked_next_multiple_of(page)?;
+        // The map starts on a page boundary; its last page may be partial, and
+        // the kernel treats a partial last page as whole.
+        let end = if end == m.len() {
+            end
+        } else {
+            end - end % page
+        };
+        (start < end).then_some((m, start, end - start))
+    }
+
+    /// Maps the pages of `range` into this process now (Linux
+    /// `MADV_POPULATE_READ`), so that later reads take no page faults. Best effort:
+    /// a no-op for owned bytes, other systems and kernels before 5.14.
+    pub fn populate(&self, range: std::ops::Range<usize>) {
+        #[cfg(target_os = "linux")]
+        if let Some((m, off, len)) = self.whole_pages(range) {
+            let _ = m.advise_range(memmap2::Advice::PopulateRead, off, len);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = range;
+    }
+
+    /// Drops the whole pages inside `range` from this process's resident set
+    /// (`madvise(MADV_DONTNEED)`); see [`ModelFile::release_pages`].
+    pub fn release_pages(&self, range: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        if let Some((m, off, len)) = self.whole_pages(range) {
+            // SAFETY: `off..off + len` lies inside the live map `m` and `off` is
+            // page-aligned, so only pages of this range are affected. The map is
+            // a read-only file mapping: its pages are never dirty, so dropping
+            // them loses nothing, and a page touched again is read back from the
+            // file (through the page cache) with the same bytes; `&[u8]` views
+            // of it stay valid (as long as the file is not modified, which
+            // `Backing::map` already requires).
+            let _ =
+                unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, len) };
+        }
+        #[cfg(not(unix))]
+        let _ = range;
+    }
+}
+
+/// The virtual memory page size (4096 when it cannot be read).
+fn page_size() -> usize {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if let Ok(p) = usize::try_from(p) {
+            if p.is_power_of_two() {
+                return p;
+            }
+        }
+    }
+    4096
 }
 
 fn words_as_bytes(w: &[u64]) -> &[u8] {
@@ -447,6 +519,34 @@ impl ModelFile {
         self.index.get(name).map(|&i| &self.tensors[i])
     }
 
+    /// Drops the memory pages that lie entirely inside `byte_range` of the file
+    /// from this process's resident set (`madvise(MADV_DONTNEED)` on a memory
+    /// map). The bytes stay readable: a page read again is mapped back from the
+    /// file through the page cache. Use it after copying or repacking tensors
+    /// (see [`ModelFile::tensor_file_range`]) so that the raw pages stop counting
+    /// in RSS. A no-op for owned (not memory-mapped) data, for empty ranges and
+    /// for partial pages at either end; a range beyond the file is clamped.
+    pub fn release_pages(&self, byte_range: std::ops::Range<usize>) {
+        self.backing.release_pages(byte_range);
+    }
+
+    /// Maps the pages of `byte_range` of the file in now, so that reading them
+    /// later takes no page faults (Linux `MADV_POPULATE_READ`; best effort, a
+    /// no-op elsewhere and for owned data).
+    pub fn populate_pages(&self, byte_range: std::ops::Range<usize>) {
+        self.backing.populate(byte_range);
+    }
+
+    /// Where a tensor's bytes are in the file (the backing), or `None` when the
+    /// reader converted them into owned memory: the range to pass to
+    /// [`ModelFile::release_pages`] or [`ModelFile::populate_pages`].
+    pub fn tensor_file_range(&self, t: &TensorEntry) -> Option<std::ops::Range<usize>> {
+        match t.data {
+            TensorData::Mapped { start, len } => Some(start..start + len),
+            TensorData::Owned { .. } => None,
+        }
+    }
+
     /// The raw bytes of a tensor.
     pub fn tensor_bytes<'a>(&'a self, t: &'a TensorEntry) -> &'a [u8] {
         match &t.data {
@@ -541,6 +641,98 @@ mod tests {
     fn unknown_magic_is_unknown_format() {
         let e = ModelFile::from_bytes(b"NOPE....", ReadOptions::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnknownFormat);
+    }
+
+    /// RSS of this process in KiB (Linux), for the release test.
+    #[cfg(target_os = "linux")]
+    fn rss_kib() -> usize {
+        let s = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = s.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * page_size() / 1024
+    }
+
+    #[test]
+    fn release_pages_keeps_the_bytes() {
+        let dir = std::env::temp_dir().join(format!("embd-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.bin");
+        let data: Vec<u8> = (0..(4usize << 20) + 123)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let b = Backing::map(&path).unwrap();
+        assert_eq!(b.bytes(), &data[..]);
+        #[cfg(target_os = "linux")]
+        let before = rss_kib();
+        // A range with partial pages at both ends, then the whole file, then
+        // empty and out-of-range ones.
+        b.release_pages(1000..(3 << 20) + 7);
+        assert_eq!(b.bytes(), &data[..]);
+        b.release_pages(0..data.len());
+        #[cfg(target_os = "linux")]
+        assert!(rss_kib() + 2048 < before, "{} -> {}", before, rss_kib());
+        assert_eq!(b.bytes(), &data[..]);
+        b.release_pages(5..5);
+        b.release_pages(data.len() + 10..usize::MAX);
+        b.populate(0..data.len());
+        assert_eq!(b.bytes(), &data[..]);
+        // Owned bytes: a no-op.
+        let o = Backing::from_bytes(&data);
+        o.release_pages(0..data.len());
+        assert_eq!(o.bytes(), &data[..]);
+        drop(b);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tensor_file_range_and_release_through_model_file() {
+        let dir = std::env::temp_dir().join(format!("embd-release-mf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.weights");
+        let values: Vec<f32> = (0..300_000).map(|i| i as f32 * 0.5).collect();
+        let mut md = BTreeMap::new();
+        for (k, v) in [
+            ("model_name", "t"),
+            ("model_version", "1"),
+            ("embedding_dim", "4"),
+            ("vocab_size", "5"),
+            ("num_layers", "1"),
+            ("num_attention_heads", "1"),
+            ("hidden_size", "4"),
+            ("intermediate_size", "8"),
+            ("max_position_emb", "16"),
+            ("created_at", "2025-01-01T00:00:00Z"),
+        ] {
+            md.insert(k.to_string(), v.to_string());
+        }
+        let vocab = Vocab::from_tokens_bert(
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        )
+        .unwrap();
+        let m = ModelFile::new(
+            FormatKind::Embd,
+            Arc::new(Backing::from_bytes(&[])),
+            md,
+            Some(vocab),
+            vec![TensorEntry::owned_f32("big", vec![values.len()], &values)],
+        )
+        .unwrap();
+        assert_eq!(m.tensor_file_range(m.tensor("big").unwrap()), None);
+        embd::write_file(&m, &path, &embd::WriteOptions::default(), &mut |_, _| {}).unwrap();
+        let f = ModelFile::open(&path, ReadOptions::default()).unwrap();
+        let t = f.tensor("big").unwrap();
+        let r = f.tensor_file_range(t).unwrap();
+        assert_eq!(r.start as u64, t.file_offset);
+        assert_eq!(r.len(), values.len() * 4);
+        f.release_pages(r.clone());
+        assert_eq!(f.tensor_f32(t).unwrap(), &values[..]);
+        f.release_pages(0..usize::MAX);
+        assert_eq!(f.tensor_f32(t).unwrap(), &values[..]);
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

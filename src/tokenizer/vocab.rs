@@ -1,7 +1,6 @@
 //! The WordPiece vocabulary: id <-> token, plus the five special ids.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 
@@ -27,41 +26,92 @@ impl SpecialIds {
     }
 }
 
-/// A vocabulary: tokens indexed by id, and a hash map from token to id built on
-/// the first [`Vocab::id`] call (the tokenizer has its own maps, so opening a
-/// model does not pay for this one).
-#[derive(Debug, Clone)]
+/// A vocabulary: tokens indexed by id, and the five special ids.
+///
+/// All token strings live in one buffer with an offset table (two allocations
+/// whatever the size, so opening a model does not allocate per token). The
+/// token -> id table for [`Vocab::id`] is built on the first call (the tokenizer
+/// has its own tables), and so is the `Vec<String>` of [`Vocab::tokens`]. Clones
+/// share all of it.
+#[derive(Clone)]
 pub struct Vocab {
-    tokens: Vec<String>,
-    ids: OnceLock<HashMap<String, u32>>,
+    inner: Arc<Inner>,
     specials: SpecialIds,
+}
+
+struct Inner {
+    /// Every token, concatenated.
+    text: Box<str>,
+    /// `offsets[i]..offsets[i + 1]` is token `i` in `text` (`len + 1` entries).
+    offsets: Box<[u32]>,
+    ids: OnceLock<TokenTable>,
+    strings: OnceLock<Vec<String>>,
+}
+
+impl std::fmt::Debug for Vocab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vocab")
+            .field("len", &self.len())
+            .field("bytes", &self.inner.text.len())
+            .field("specials", &self.specials)
+            .finish()
+    }
 }
 
 impl Vocab {
     /// Builds a vocabulary. Fails if a special id is out of range or the vocab is
-    /// larger than `u32::MAX` entries. When a token string repeats, the first id
-    /// wins for token -> id lookups (as in HF `vocab.txt` loading, where the last
-    /// wins; real BERT vocabularies have no duplicates).
+    /// larger than `u32::MAX` entries or bytes. When a token string repeats, the
+    /// first id wins for token -> id lookups (as in HF `vocab.txt` loading, where
+    /// the last wins; real BERT vocabularies have no duplicates).
     pub fn new(tokens: Vec<String>, specials: SpecialIds) -> Result<Vocab> {
-        let n = u32::try_from(tokens.len()).map_err(|_| {
-            Error::model(format!(
-                "vocabulary of {} tokens is too large",
-                tokens.len()
-            ))
-        })?;
+        let bytes: usize = tokens.iter().map(String::len).sum();
+        let mut text = String::with_capacity(bytes);
+        let mut offsets = Vec::with_capacity(tokens.len() + 1);
+        offsets.push(0u32);
+        for t in &tokens {
+            text.push_str(t);
+            offsets.push(u32::try_from(text.len()).map_err(|_| too_large(tokens.len(), bytes))?);
+        }
+        Vocab::from_parts(text, offsets, specials)
+    }
+
+    /// Builds a vocabulary from all token strings concatenated in `text` and the
+    /// `offsets` that cut it: token `i` is `text[offsets[i]..offsets[i + 1]]`, so
+    /// `offsets` has one entry more than there are tokens, starts at 0, never
+    /// decreases, ends at `text.len()` and falls on char boundaries.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if the offsets do not cut `text` that way, or
+    /// as [`Vocab::new`].
+    pub fn from_parts(text: String, offsets: Vec<u32>, specials: SpecialIds) -> Result<Vocab> {
+        let n = offsets.len().saturating_sub(1);
+        let n32 = u32::try_from(n).map_err(|_| too_large(n, text.len()))?;
+        let ok = offsets.first() == Some(&0)
+            && offsets.last().map(|&e| e as usize) == Some(text.len())
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && offsets.iter().all(|&o| text.is_char_boundary(o as usize));
+        if !ok {
+            return Err(Error::model(
+                "vocabulary offsets do not cut the token text into tokens",
+            ));
+        }
         for (name, id) in ["pad", "unk", "cls", "sep", "mask"]
             .iter()
             .zip(specials.as_array())
         {
-            if id >= n {
+            if id >= n32 {
                 return Err(Error::model(format!(
-                    "special token id {name}={id} is not below the vocabulary size {n}"
+                    "special token id {name}={id} is not below the vocabulary size {n32}"
                 )));
             }
         }
         Ok(Vocab {
-            tokens,
-            ids: OnceLock::new(),
+            inner: Arc::new(Inner {
+                text: text.into_boxed_str(),
+                offsets: offsets.into_boxed_slice(),
+                ids: OnceLock::new(),
+                strings: OnceLock::new(),
+            }),
             specials,
         })
     }
@@ -123,42 +173,204 @@ impl Vocab {
 
     /// Number of tokens.
     pub fn len(&self) -> usize {
-        self.tokens.len()
+        self.inner.offsets.len() - 1
     }
 
     /// True if there are no tokens.
     pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
+        self.len() == 0
     }
 
     /// The id of `token`, if present.
     pub fn id(&self, token: &str) -> Option<u32> {
-        self.ids
-            .get_or_init(|| {
-                let mut ids = HashMap::with_capacity(self.tokens.len());
-                for (i, t) in self.tokens.iter().enumerate() {
-                    ids.entry(t.clone()).or_insert(i as u32);
-                }
-                ids
-            })
-            .get(token)
-            .copied()
+        self.inner
+            .ids
+            .get_or_init(|| TokenTable::build(self, ""))
+            .get(self, token.as_bytes())
     }
 
     /// The token for `id`, if in range.
+    #[inline]
     pub fn token(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(String::as_str)
+        let i = id as usize;
+        let o = &self.inner.offsets;
+        if i + 1 >= o.len() {
+            return None;
+        }
+        self.inner.text.get(o[i] as usize..o[i + 1] as usize)
     }
 
-    /// All tokens, by id.
+    /// The bytes of token `id` (empty if out of range).
+    #[inline]
+    fn token_bytes(&self, id: u32) -> &[u8] {
+        self.token(id).map_or(&[], str::as_bytes)
+    }
+
+    /// All tokens, by id, without allocating.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        let text = &self.inner.text;
+        self.inner
+            .offsets
+            .windows(2)
+            .map(move |w| &text[w[0] as usize..w[1] as usize])
+    }
+
+    /// All tokens, by id, as owned strings (built on the first call and kept;
+    /// prefer [`Vocab::iter`]).
     pub fn tokens(&self) -> &[String] {
-        &self.tokens
+        self.inner
+            .strings
+            .get_or_init(|| self.iter().map(str::to_string).collect())
     }
 
     /// The special ids.
     pub fn specials(&self) -> SpecialIds {
         self.specials
     }
+}
+
+fn too_large(n: usize, bytes: usize) -> Error {
+    Error::model(format!(
+        "vocabulary of {n} tokens ({bytes} bytes) is too large"
+    ))
+}
+
+/// A token -> id table over a [`Vocab`]'s strings: open addressing with linear
+/// probing, one `u64` slot per entry (`hash tag << 32 | id`), keys compared
+/// against the vocabulary's own bytes. Built with one allocation, whatever the
+/// vocabulary size.
+///
+/// A table built with a `prefix` holds only tokens starting with it, keyed by
+/// the rest of the token (`##ing` -> `ing`).
+#[derive(Clone)]
+pub(crate) struct TokenTable {
+    slots: Box<[u64]>,
+    /// `slots.len() - 1` (a power of two minus one).
+    mask: usize,
+    /// `64 - log2(slots.len())`: the home slot is the hash's top bits.
+    shift: u32,
+    /// Length of the prefix stripped from every key.
+    skip: usize,
+    /// Longest key, in bytes.
+    max_key: usize,
+}
+
+const EMPTY: u64 = u64::MAX;
+
+impl TokenTable {
+    /// The table of every token of `vocab` starting with `prefix`, keyed by the
+    /// rest. When a key repeats, the first id wins.
+    pub(crate) fn build(vocab: &Vocab, prefix: &str) -> TokenTable {
+        let prefix = prefix.as_bytes();
+        let keys = if prefix.is_empty() {
+            vocab.len()
+        } else {
+            vocab
+                .iter()
+                .filter(|t| strip(t.as_bytes(), prefix).is_some())
+                .count()
+        };
+        // Load factor at most 1/2.
+        let size = (2 * keys).next_power_of_two().max(16);
+        let mut t = TokenTable {
+            slots: vec![EMPTY; size].into_boxed_slice(),
+            mask: size - 1,
+            shift: 64 - size.trailing_zeros(),
+            skip: prefix.len(),
+            max_key: 0,
+        };
+        for (id, tok) in vocab.iter().enumerate() {
+            let Some(key) = strip(tok.as_bytes(), prefix) else {
+                continue;
+            };
+            let (tag, mut i) = t.home(key);
+            let id = id as u32;
+            loop {
+                let s = t.slots[i];
+                if s == EMPTY {
+                    t.slots[i] = (u64::from(tag) << 32) | u64::from(id);
+                    t.max_key = t.max_key.max(key.len());
+                    break;
+                }
+                if (s >> 32) as u32 == tag && same(t.key(vocab, s as u32), key) {
+                    break; // first id wins
+                }
+                i = (i + 1) & t.mask;
+            }
+        }
+        t
+    }
+
+    /// Longest key in bytes (no lookup of a longer string can succeed).
+    #[inline]
+    pub(crate) fn max_key(&self) -> usize {
+        self.max_key
+    }
+
+    #[inline]
+    fn key<'v>(&self, vocab: &'v Vocab, id: u32) -> &'v [u8] {
+        vocab.token_bytes(id).get(self.skip..).unwrap_or(&[])
+    }
+
+    /// Tag and home slot of `key`.
+    #[inline]
+    fn home(&self, key: &[u8]) -> (u32, usize) {
+        let h = hash_bytes(key);
+        ((h as u32) ^ ((h >> 32) as u32), (h >> self.shift) as usize)
+    }
+
+    /// The id of `key` (`vocab` must be the vocabulary the table was built from).
+    #[inline]
+    pub(crate) fn get(&self, vocab: &Vocab, key: &[u8]) -> Option<u32> {
+        let (tag, mut i) = self.home(key);
+        loop {
+            let s = self.slots[i];
+            if s == EMPTY {
+                return None;
+            }
+            if (s >> 32) as u32 == tag && same(self.key(vocab, s as u32), key) {
+                return Some(s as u32);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// `b` without `prefix`, if it starts with it. A plain loop: for the short
+/// strings of a vocabulary, a `memcmp` call costs more than the comparison.
+#[inline]
+fn strip<'a>(b: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    if b.len() < prefix.len() {
+        return None;
+    }
+    let (head, rest) = b.split_at(prefix.len());
+    same(head, prefix).then_some(rest)
+}
+
+/// `a == b`, without a `memcmp` call (see [`strip`]).
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// FxHash-style hash of a byte string (8 bytes at a time). The vocabulary is
+/// trusted data, so hash flooding is not a concern.
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let add = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(SEED);
+    let mut h = 0u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        h = add(h, u64::from_le_bytes(a));
+    }
+    let rest = chunks.remainder();
+    let mut a = [0u8; 8];
+    a[..rest.len()].copy_from_slice(rest);
+    // The length goes into the last word, so "a" and "a\0" differ.
+    add(h, u64::from_le_bytes(a) ^ ((bytes.len() as u64) << 56))
 }
 
 #[cfg(test)]
@@ -187,6 +399,66 @@ mod tests {
         assert_eq!(v.id("##b"), Some(6));
         assert_eq!(v.specials().unk, 1);
         assert!(Vocab::from_vocab_text("").is_err());
+    }
+
+    #[test]
+    fn from_parts_checks_the_offsets() {
+        let s = SpecialIds {
+            pad: 0,
+            unk: 0,
+            cls: 1,
+            sep: 1,
+            mask: 2,
+        };
+        let v = Vocab::from_parts("abéc".into(), vec![0, 1, 4, 5], s).unwrap();
+        assert_eq!(v.iter().collect::<Vec<_>>(), ["a", "bé", "c"]);
+        assert_eq!(v.tokens(), ["a", "bé", "c"]);
+        assert_eq!(v.id("bé"), Some(1));
+        assert_eq!(v.token(3), None);
+        for bad in [
+            vec![0, 1, 3, 5], // inside "é"
+            vec![1, 2, 4, 5], // does not start at 0
+            vec![0, 1, 4, 4], // does not end at the text's end
+            vec![0, 4, 1, 5], // decreasing
+            vec![],
+        ] {
+            assert!(
+                Vocab::from_parts("abéc".into(), bad.clone(), s).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn repeated_token_first_id_wins_and_empty_tokens_work() {
+        let v = Vocab::from_tokens_bert(toks(&[
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "", "x", "##x", "##x",
+        ]))
+        .unwrap();
+        assert_eq!(v.id("x"), Some(5));
+        assert_eq!(v.id(""), Some(6));
+        assert_eq!(v.id("##x"), Some(8));
+        assert_eq!(v.id("y"), None);
+        let t = TokenTable::build(&v, "##");
+        assert_eq!(t.get(&v, b"x"), Some(8));
+        assert_eq!(t.get(&v, b"##x"), None);
+        assert_eq!(t.max_key(), 1);
+    }
+
+    #[test]
+    fn table_finds_every_token_of_a_large_vocabulary() {
+        let mut t = toks(&["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]);
+        t.extend((0..5000).map(|i| format!("w{i}")));
+        t.extend((0..5000).map(|i| format!("##{i}")));
+        let v = Vocab::from_tokens_bert(t).unwrap();
+        for (i, tok) in v.iter().enumerate() {
+            assert_eq!(v.id(tok), Some(i as u32), "{tok}");
+        }
+        let cont = TokenTable::build(&v, "##");
+        for i in 0..5000 {
+            assert_eq!(cont.get(&v, i.to_string().as_bytes()), Some(5005 + i));
+        }
+        assert_eq!(v.id("w5000"), None);
     }
 
     #[test]

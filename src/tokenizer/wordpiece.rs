@@ -1,96 +1,41 @@
 //! Greedy longest-match-first WordPiece, as HF `tokenizers`' `WordPiece` model.
 //!
-//! Lookups never allocate: continuation tokens (`##xyz`) are stored in a second map
+//! Lookups never allocate: continuation tokens (`##xyz`) are stored in a second table
 //! keyed by the text after the prefix, so a candidate is always a slice of the word.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use super::vocab::{TokenTable, Vocab};
 
-use super::vocab::Vocab;
-
-/// A small, fast non-cryptographic hasher (FxHash-style) for the token maps. The
-/// vocabulary is trusted data, so hash flooding is not a concern.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher {
-    hash: u64,
-}
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(c);
-            self.add(u64::from_le_bytes(a));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut a = [0u8; 8];
-            a[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(a) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-type FxMap = HashMap<Box<str>, u32, BuildHasherDefault<FxHasher>>;
-
-/// The WordPiece model: two lookup maps and the limits.
-#[derive(Debug, Clone)]
+/// The WordPiece model: two lookup tables over the vocabulary and the limits.
+#[derive(Clone)]
 pub struct WordPiece {
+    /// The vocabulary the tables index (shared, not copied).
+    vocab: Vocab,
     /// Tokens that may start a word (every vocabulary entry, as HF does).
-    start: FxMap,
+    start: TokenTable,
     /// Continuation tokens keyed by the text after the prefix.
-    cont: FxMap,
-    /// Longest key in `start`, in bytes.
-    max_start_bytes: usize,
-    /// Longest key in `cont`, in bytes.
-    max_cont_bytes: usize,
+    cont: TokenTable,
     unk: u32,
     max_input_chars_per_word: usize,
 }
 
+impl std::fmt::Debug for WordPiece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WordPiece")
+            .field("vocab", &self.vocab)
+            .field("unk", &self.unk)
+            .field("max_input_chars_per_word", &self.max_input_chars_per_word)
+            .finish()
+    }
+}
+
 impl WordPiece {
-    /// Builds the maps from `vocab`. When a token repeats, the first id wins (as
+    /// Builds the tables from `vocab`. When a token repeats, the first id wins (as
     /// [`Vocab::id`]).
     pub fn new(vocab: &Vocab, continuation_prefix: &str, max_input_chars_per_word: usize) -> Self {
-        let n = vocab.len();
-        let mut start = FxMap::with_capacity_and_hasher(n, Default::default());
-        let mut cont = FxMap::with_capacity_and_hasher(n / 4, Default::default());
-        let (mut max_start_bytes, mut max_cont_bytes) = (0, 0);
-        for (i, t) in vocab.tokens().iter().enumerate() {
-            let id = i as u32;
-            start.entry(t.as_str().into()).or_insert(id);
-            max_start_bytes = max_start_bytes.max(t.len());
-            if let Some(rest) = t.strip_prefix(continuation_prefix) {
-                cont.entry(rest.into()).or_insert(id);
-                max_cont_bytes = max_cont_bytes.max(rest.len());
-            }
-        }
         WordPiece {
-            start,
-            cont,
-            max_start_bytes,
-            max_cont_bytes,
+            vocab: vocab.clone(),
+            start: TokenTable::build(vocab, ""),
+            cont: TokenTable::build(vocab, continuation_prefix),
             unk: vocab.specials().unk,
             max_input_chars_per_word,
         }
@@ -109,11 +54,8 @@ impl WordPiece {
         let mark = out.len();
         let mut start = 0usize;
         while start < word.len() {
-            let (map, max_bytes) = if start == 0 {
-                (&self.start, self.max_start_bytes)
-            } else {
-                (&self.cont, self.max_cont_bytes)
-            };
+            let table = if start == 0 { &self.start } else { &self.cont };
+            let max_bytes = table.max_key();
             // No key is longer than `max_bytes`: start the search there (on a char
             // boundary), which is equivalent to starting at the end of the word.
             let mut end = word.len().min(start + max_bytes);
@@ -122,7 +64,7 @@ impl WordPiece {
             }
             let mut found = None;
             while end > start {
-                if let Some(&id) = map.get(&word[start..end]) {
+                if let Some(id) = table.get(&self.vocab, &word.as_bytes()[start..end]) {
                     found = Some(id);
                     break;
                 }
