@@ -58,6 +58,26 @@ impl Param {
     pub fn is_mapped(&self) -> bool {
         matches!(self, Param::Mapped { .. })
     }
+
+    /// Drops the mapped file pages holding only this tensor from the process's
+    /// resident memory (they are read back from the page cache if touched
+    /// again, with the same bytes); a no-op for owned values.
+    fn release_pages(&self) {
+        if let Some((file, r)) = self.file_range() {
+            file.release_pages(r);
+        }
+    }
+
+    /// The file and byte range of a mapped tensor.
+    fn file_range(&self) -> Option<(Arc<ModelFile>, std::ops::Range<usize>)> {
+        match self {
+            Param::Mapped { file, index } => {
+                let r = file.tensor_file_range(file.tensors.get(*index)?)?;
+                Some((Arc::clone(file), r))
+            }
+            Param::Owned(_) => None,
+        }
+    }
 }
 
 fn shape_str(s: &[usize]) -> String {
@@ -473,13 +493,15 @@ impl BertModel {
     /// a second call while the background thread runs does nothing. A no-op
     /// when the engine's own kernels are not in use on this CPU. Costs one
     /// copy of the layers' weight matrices in memory (42 MB for
-    /// all-MiniLM-L6-v2).
+    /// all-MiniLM-L6-v2); the mapped pages of the originals are released from
+    /// resident memory once a layer is packed.
     pub fn prepack(&self, background: bool) {
         if crate::kernels::sgemm::isa().is_none() {
             return;
         }
         let (layers, packs) = (Arc::clone(&self.layers), Arc::clone(&self.packs));
         let (h, inter) = (self.hidden, self.inter);
+        let word = self.word.file_range();
         let work = move || {
             for (l, slot) in layers.iter().zip(&packs.layers) {
                 if packs.stop.load(Ordering::Relaxed) {
@@ -488,8 +510,17 @@ impl BertModel {
                 if slot.get().is_none() {
                     if let Some(p) = PackedLayer::new(l, h, inter) {
                         let _ = slot.set(p);
+                        // From now on products read the packed copy only.
+                        for w in [&l.q_w, &l.k_w, &l.v_w, &l.ao_w, &l.i_w, &l.o_w] {
+                            w.release_pages();
+                        }
                     }
                 }
+            }
+            // A CRC check at open mapped the whole word-embedding table; calls
+            // read only their tokens' rows, so let those come back on demand.
+            if let Some((file, r)) = &word {
+                file.release_pages(r.clone());
             }
         };
         if !background {
