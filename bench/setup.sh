@@ -46,3 +46,18 @@ if [ ! -f "$out/minilm.onnx" ] || [ ! -f "$out/minilm.opt.onnx" ] \
   "$venv/bin/python" bench/export_onnx.py models/all-MiniLM-L6-v2-hf "$out"
   echo "$onnx_key" > "$out/.onnx.key"
 fi
+
+# 4. The model in the page cache as a reader leaves it, not as the converter left it:
+#    pages written by `embd convert` sit in the cache as 4 KiB pages, while a file read
+#    from disk is cached in large folios (a user's model file, read after a reboot).
+#    Mapping all 87 MB takes ~9 ms in the first state and ~2 ms in the second, which is
+#    what the open-time measurement sees with CRC verification. So: write back, drop
+#    the written pages (clean pages only; nothing is lost) and read the file once.
+for f in models/all-MiniLM-L6-v2.weights; do
+  python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.close(fd)' "$f"
+  cat "$f" > /dev/null
+done
