@@ -115,6 +115,8 @@ static void test_options(void) {
     CHECK_ST(embd_options_set_normalize(o, 2), EMBD_STATUS_INVALID_ARGUMENT, "normalize");
     CHECK_ST(embd_options_set_verify_checksums(o, -1), EMBD_STATUS_INVALID_ARGUMENT, "verify");
     CHECK_ST(embd_options_set_verify_checksums(o, 1), EMBD_STATUS_OK, NULL);
+    CHECK_ST(embd_options_set_prepack_weights(o, 2), EMBD_STATUS_INVALID_ARGUMENT, "prepack");
+    CHECK_ST(embd_options_set_prepack_weights(o, 1), EMBD_STATUS_OK, NULL);
 
     CHECK_ST(embd_options_set_threads(NULL, 1), EMBD_STATUS_NULL_ARGUMENT, "options is NULL");
     CHECK_ST(embd_options_set_max_seq_length(NULL, 1), EMBD_STATUS_NULL_ARGUMENT, "options");

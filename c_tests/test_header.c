@@ -17,6 +17,7 @@ int main(void) {
         (any_fn)&embd_options_new, (any_fn)&embd_options_free,
         (any_fn)&embd_options_set_threads, (any_fn)&embd_options_set_max_seq_length,
         (any_fn)&embd_options_set_normalize, (any_fn)&embd_options_set_verify_checksums,
+        (any_fn)&embd_options_set_prepack_weights,
         (any_fn)&embd_open, (any_fn)&embd_free, (any_fn)&embd_dim,
         (any_fn)&embd_max_seq_length, (any_fn)&embd_model_name,
         (any_fn)&embd_num_layers, (any_fn)&embd_num_heads, (any_fn)&embd_vocab_size,

@@ -315,6 +315,24 @@ embd_status embd_options_set_normalize(embd_options *options, int normalize);
 embd_status embd_options_set_verify_checksums(embd_options *options, int verify);
 
 /**
+ * Turns pre-packing of the weights on (1, the default) or off (0). When on,
+ * a background thread started by the first embedding call copies the
+ * encoder's weight matrices into the layout the matrix kernels read, so that
+ * later calls do not rearrange them on every call (short texts get several
+ * times faster); the copy costs the size of those matrices in memory (42 MB
+ * for all-MiniLM-L6-v2; the mapped originals are released from resident
+ * memory). Results are identical either way.
+ *
+ * - `options`: borrowed for the duration of the call.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (not 0 or 1).
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+embd_status embd_options_set_prepack_weights(embd_options *options, int prepack);
+
+/**
  * Opens a model file of any supported container,
  * validates it and prepares the engine.
  *

@@ -214,6 +214,31 @@ pub extern "C" fn embd_options_set_verify_checksums(
     })
 }
 
+/// Turns pre-packing of the weights on (1, the default) or off (0). When on,
+/// a background thread started by the first embedding call copies the
+/// encoder's weight matrices into the layout the matrix kernels read, so that
+/// later calls do not rearrange them on every call (short texts get several
+/// times faster); the copy costs the size of those matrices in memory (42 MB
+/// for all-MiniLM-L6-v2; the mapped originals are released from resident
+/// memory). Results are identical either way.
+///
+/// - `options`: borrowed for the duration of the call.
+///
+/// Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+/// `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (not 0 or 1).
+///
+/// Thread safety: must not race with other calls using the same `options`.
+#[no_mangle]
+pub extern "C" fn embd_options_set_prepack_weights(
+    options: *mut embd_options,
+    prepack: c_int,
+) -> embd_status {
+    with_options("embd_options_set_prepack_weights", options, |o| {
+        o.prepack_weights = bool_flag(prepack, "prepack")?;
+        Ok(())
+    })
+}
+
 // ---------------------------------------------------------------------------
 // Model lifetime
 // ---------------------------------------------------------------------------

@@ -61,6 +61,12 @@ fn options_lifecycle_and_stale_handles() {
         embd_status::InvalidArgument
     );
     assert_eq!(embd_options_set_verify_checksums(o, 0), embd_status::Ok);
+    assert_eq!(
+        embd_options_set_prepack_weights(o, -1),
+        embd_status::InvalidArgument
+    );
+    assert!(last().contains("prepack"), "{}", last());
+    assert_eq!(embd_options_set_prepack_weights(o, 0), embd_status::Ok);
     embd_options_free(o);
     assert_eq!(embd_options_set_threads(o, 2), embd_status::InvalidHandle);
     assert!(last().contains("not a live embd_options"), "{}", last());

@@ -243,6 +243,11 @@ impl Backing {
     pub fn release_pages(&self, range: std::ops::Range<usize>) {
         #[cfg(unix)]
         if let Some((m, off, len)) = self.whole_pages(range) {
+            // Pages touched again later come back 4 KiB at a time: with huge
+            // folios in the page cache, one touched row would otherwise map
+            // (and count) its whole 2 MiB folio again. A hint only.
+            #[cfg(target_os = "linux")]
+            let _ = m.advise_range(memmap2::Advice::NoHugePage, off, len);
             // SAFETY: `off..off + len` lies inside the live map `m` and `off` is
             // page-aligned, so only pages of this range are affected. The map is
             // a read-only file mapping: its pages are never dirty, so dropping
