@@ -167,54 +167,75 @@ const PARALLEL_CRC_MIN: usize = 8 << 20;
 /// the CRC itself, limit beyond that).
 const PARALLEL_CRC_MAX_THREADS: usize = 4;
 
+/// Bytes per work item of [`crc32_parallel`].
+const CRC_CHUNK: usize = 4 << 20;
+
 /// The CRC32 state after `bytes` (to [`crc32fast::Hasher::combine`] with others),
-/// computed over up to 4 parts on scoped threads when `bytes` is large and
-/// the machine has more than one core: for a memory-mapped file most of the
-/// time goes into the page faults of first touch, which then run in parallel.
-/// Each part first asks for its pages (`prefault`, e.g. `MADV_POPULATE_READ`),
-/// which maps them in fewer, larger steps than faulting one page at a time.
-pub fn crc32_parallel(bytes: &[u8], prefault: &(dyn Fn(&[u8]) + Sync)) -> crc32fast::Hasher {
-    let one = |part: &[u8]| {
-        let mut h = crc32fast::Hasher::new();
-        // Prefault and check in slices, so that the pages just mapped are
-        // checked while their page-table entries are still cached.
-        for c in part.chunks(4 << 20) {
-            prefault(c);
-            h.update(c);
+/// computed in chunks of 4 MiB on up to 4 scoped threads when `bytes` is large
+/// and the machine has more than one core: for a memory-mapped file most of
+/// the time goes into memory traffic and the page faults of first touch, which
+/// then run in parallel. Each chunk first asks for its pages (`prefault`, e.g.
+/// `MADV_POPULATE_READ`), which maps them in fewer, larger steps than faulting
+/// one page at a time, then is checked while its page-table entries are still
+/// cached.
+///
+/// Chunks are checked in any order and combined in file order. The chunks
+/// overlapping `last` (a range of `bytes`) are checked last, from its end
+/// back to its start, so that when the check ends the caches hold the start
+/// of `last`: the data a caller reads first right after (the first layers of
+/// an encoder) is then still in the last-level cache.
+pub fn crc32_parallel(
+    bytes: &[u8],
+    last: std::ops::Range<usize>,
+    prefault: &(dyn Fn(&[u8]) + Sync),
+) -> crc32fast::Hasher {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let chunks: Vec<&[u8]> = bytes.chunks(CRC_CHUNK).collect();
+    // Processing order: chunks before `last`, then after it, then `last`
+    // backwards.
+    let first_hot = last.start.min(bytes.len()) / CRC_CHUNK;
+    let end_hot = last.end.min(bytes.len()).div_ceil(CRC_CHUNK).max(first_hot);
+    let order: Vec<usize> = (0..first_hot)
+        .chain(end_hot..chunks.len())
+        .chain((first_hot..end_hot).rev())
+        .collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&c) = order.get(i) else { break };
+            prefault(chunks[c]);
+            let mut h = crc32fast::Hasher::new();
+            h.update(chunks[c]);
+            done.push((c, h));
         }
-        h
+        done
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores
         .min(PARALLEL_CRC_MAX_THREADS)
         .min(bytes.len() / PARALLEL_CRC_MIN)
         .max(1);
-    if threads == 1 {
-        return one(bytes);
-    }
-    let per = bytes.len().div_ceil(threads);
+    let mut parts: Vec<Option<crc32fast::Hasher>> = vec![None; chunks.len()];
     std::thread::scope(|s| {
-        let mut parts = bytes.chunks(per);
-        let first = parts.next().unwrap_or(&[]);
-        // A part whose thread cannot be started is checked here afterwards.
-        let workers: Vec<_> = parts
-            .map(|p| {
-                (
-                    p,
-                    std::thread::Builder::new().spawn_scoped(s, move || one(p)),
-                )
-            })
+        // A thread that cannot be started leaves its share to the others.
+        let workers: Vec<_> = (1..threads)
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
             .collect();
-        let mut h = one(first);
-        for (p, w) in workers {
-            let part = match w {
-                Ok(j) => j.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                Err(_) => one(p),
-            };
-            h.combine(&part);
+        let mut all = work();
+        for w in workers {
+            all.extend(w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         }
-        h
-    })
+        for (c, h) in all {
+            parts[c] = Some(h);
+        }
+    });
+    let mut h = crc32fast::Hasher::new();
+    for p in parts {
+        h.combine(&p.expect("every chunk checked"));
+    }
+    h
 }
 
 #[cfg(test)]
@@ -262,8 +283,13 @@ mod tests {
             touched.fetch_add(c.len(), std::sync::atomic::Ordering::Relaxed);
         };
         for part in [&data[..], &data[..100], &data[7..(17 << 20) + 3], &[]] {
+            let n = part.len();
+            for last in [0..0, 0..n, n / 3..n, 5..n / 2, n..n + 9] {
+                let h = crc32_parallel(part, last.clone(), &|_: &[u8]| {});
+                assert_eq!(h.finalize(), crc32(part), "{n} {last:?}");
+            }
             touched.store(0, std::sync::atomic::Ordering::Relaxed);
-            let h = crc32_parallel(part, &prefault);
+            let h = crc32_parallel(part, n / 2..n, &prefault);
             assert_eq!(h.finalize(), crc32(part));
             assert_eq!(
                 touched.load(std::sync::atomic::Ordering::Relaxed),

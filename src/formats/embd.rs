@@ -421,7 +421,18 @@ fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
             let at = c.as_ptr() as usize - b.as_ptr() as usize;
             backing.populate(at..at + c.len());
         };
-        let data_crc = bytes::crc32_parallel(ds, &prefault);
+        // The encoder's weights are checked last, first layer last, so that
+        // a first embedding right after opening finds them in cache.
+        let last = tensors
+            .iter()
+            .filter(|t| t.name.starts_with("encoder."))
+            .filter_map(|t| match t.data {
+                TensorData::Mapped { start, .. } => start.checked_sub(ds_start),
+                TensorData::Owned { .. } => None,
+            })
+            .min()
+            .map_or(0..0, |start| start..ds.len());
+        let data_crc = bytes::crc32_parallel(ds, last, &prefault);
         let computed = data_crc.clone().finalize();
         if computed != data_checksum {
             return Err(Error::checksum(
