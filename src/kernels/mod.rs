@@ -33,3 +33,15 @@ impl Par {
         }
     }
 }
+
+/// CPU time of the calling thread in seconds, for the kernels' speed tests.
+#[cfg(test)]
+pub(crate) fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}

@@ -1159,15 +1159,7 @@ mod tests {
 mod speed {
     use crate::kernels::{gemm, Par};
 
-    fn cpu() -> f64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
+    use crate::kernels::thread_cpu_seconds as cpu;
 
     fn best(mut f: impl FnMut(), flops: f64) -> f64 {
         let mut b = f64::INFINITY;
