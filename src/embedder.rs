@@ -89,6 +89,14 @@ const MAX_THREADS: usize = 1024;
 /// independent of the batch size.
 /// [`Embedder::embed_into`] additionally holds the token ids of at most 1024
 /// texts at a time.
+///
+/// # Memory per model
+///
+/// The file is memory-mapped; with [`Options::prepack_weights`] (the default)
+/// a background thread started by the first call copies the encoder's weight
+/// matrices into the kernels' panel layout (42 MB for all-MiniLM-L6-v2) and
+/// then releases the mapped pages of the originals and of the word-embedding
+/// table from resident memory (rows come back as texts use them).
 pub struct Embedder {
     cfg: ModelConfig,
     format: FormatKind,
