@@ -109,6 +109,23 @@ pub struct Embedder {
     tokenizer: Tokenizer,
     /// The background packing of the weights is still to be started.
     prepack_pending: AtomicBool,
+    /// The thread mapping the encoder's pages in after open, if any (joined
+    /// on drop, so no thread outlives the model).
+    prefault: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Embedder {
+    fn drop(&mut self) {
+        let handle = self
+            .prefault
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            // It only maps pages in; a panic in it changes nothing here.
+            let _ = handle.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Embedder {
@@ -178,7 +195,7 @@ impl Embedder {
         let format = file.format;
         let file = Arc::new(file);
         let model = BertModel::load(&file, &cfg)?;
-        prefault_encoder(&file);
+        let prefault = prefault_encoder(&file);
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -204,6 +221,7 @@ impl Embedder {
             workspaces: Mutex::new(Vec::new()),
             tokenizer,
             prepack_pending: AtomicBool::new(opts.prepack_weights),
+            prefault: Mutex::new(prefault),
         })
     }
 
@@ -436,7 +454,7 @@ impl Embedder {
 /// other core is free). Skipped after a CRC check at open, which mapped every
 /// page already. The word-embedding table is left alone: a text
 /// touches only its tokens' rows.
-fn prefault_encoder(file: &Arc<ModelFile>) {
+fn prefault_encoder(file: &Arc<ModelFile>) -> Option<std::thread::JoinHandle<()>> {
     // After a CRC check at open every page is mapped already; walking them
     // again would only take CPU time from the first call.
     let verified = file
@@ -444,11 +462,11 @@ fn prefault_encoder(file: &Arc<ModelFile>) {
         .iter()
         .any(|(k, v)| k == "checksums" && v == "verified");
     if verified || !matches!(**file.backing(), Backing::Mmap(_)) {
-        return;
+        return None;
     }
     let f = Arc::clone(file);
     // Best effort: without the thread, the first call takes the faults itself.
-    let _ = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("embedder-prefault".into())
         .spawn(move || {
             for t in f.tensors.iter().filter(|t| t.name.starts_with("encoder.")) {
@@ -456,7 +474,8 @@ fn prefault_encoder(file: &Arc<ModelFile>) {
                     f.populate_pages(r);
                 }
             }
-        });
+        })
+        .ok()
 }
 
 /// Checks a batch request: at most [`MAX_BATCH`] inputs and an output of at
