@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, FormatKind, ModelFile, ReadOptions};
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, Workspace};
+use crate::model::bert::{BertModel, JoinOnDrop, Workspace};
 use crate::model::config::{ModelConfig, Pooling};
 use crate::options::Options;
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
@@ -109,23 +109,9 @@ pub struct Embedder {
     tokenizer: Tokenizer,
     /// The background packing of the weights is still to be started.
     prepack_pending: AtomicBool,
-    /// The thread mapping the encoder's pages in after open, if any (joined
-    /// on drop, so no thread outlives the model).
-    prefault: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Drop for Embedder {
-    fn drop(&mut self) {
-        let handle = self
-            .prefault
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(handle) = handle {
-            // It only maps pages in; a panic in it changes nothing here.
-            let _ = handle.join();
-        }
-    }
+    /// The thread mapping the encoder's pages in after open, if any; held only
+    /// so that dropping the model joins it.
+    _prefault: JoinOnDrop,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -195,7 +181,8 @@ impl Embedder {
         let format = file.format;
         let file = Arc::new(file);
         let model = BertModel::load(&file, &cfg)?;
-        let prefault = prefault_encoder(&file);
+        let prefault = JoinOnDrop::default();
+        prefault_encoder(&file, &prefault);
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -221,7 +208,7 @@ impl Embedder {
             workspaces: Mutex::new(Vec::new()),
             tokenizer,
             prepack_pending: AtomicBool::new(opts.prepack_weights),
-            prefault: Mutex::new(prefault),
+            _prefault: prefault,
         })
     }
 
@@ -448,13 +435,12 @@ impl Embedder {
 }
 
 /// Maps the encoder weights of a memory-mapped file in on a short-lived
-/// background thread, so that the first embedding does not stop on a page
-/// fault per 64 KiB of weights (about 4 ms for all-MiniLM-L6-v2 with the file
-/// in the page cache; the first call of a short text runs on one thread, so the
-/// other core is free). Skipped after a CRC check at open, which mapped every
-/// page already. The word-embedding table is left alone: a text
+/// background thread (in `slot`), so that the first embedding does not stop
+/// on a page fault per 64 KiB of weights (about 4 ms for all-MiniLM-L6-v2 with
+/// the file in the page cache). Skipped after a CRC check at open, which
+/// mapped every page already. The word-embedding table is left alone: a text
 /// touches only its tokens' rows.
-fn prefault_encoder(file: &Arc<ModelFile>) -> Option<std::thread::JoinHandle<()>> {
+fn prefault_encoder(file: &Arc<ModelFile>, slot: &JoinOnDrop) {
     // After a CRC check at open every page is mapped already; walking them
     // again would only take CPU time from the first call.
     let verified = file
@@ -462,20 +448,17 @@ fn prefault_encoder(file: &Arc<ModelFile>) -> Option<std::thread::JoinHandle<()>
         .iter()
         .any(|(k, v)| k == "checksums" && v == "verified");
     if verified || !matches!(**file.backing(), Backing::Mmap(_)) {
-        return None;
+        return;
     }
     let f = Arc::clone(file);
     // Best effort: without the thread, the first call takes the faults itself.
-    std::thread::Builder::new()
-        .name("embedder-prefault".into())
-        .spawn(move || {
-            for t in f.tensors.iter().filter(|t| t.name.starts_with("encoder.")) {
-                if let Some(r) = f.tensor_file_range(t) {
-                    f.populate_pages(r);
-                }
+    slot.spawn_if_idle("embedder-prefault", move || {
+        for t in f.tensors.iter().filter(|t| t.name.starts_with("encoder.")) {
+            if let Some(r) = f.tensor_file_range(t) {
+                f.populate_pages(r);
             }
-        })
-        .ok()
+        }
+    });
 }
 
 /// Checks a batch request: at most [`MAX_BATCH`] inputs and an output of at

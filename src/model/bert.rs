@@ -242,6 +242,34 @@ struct PackStore {
     stop: AtomicBool,
 }
 
+/// A slot for one background thread, joined when the slot is dropped, so that
+/// no thread outlives its owner (and the code it runs, e.g. across `dlclose`).
+#[derive(Default)]
+pub(crate) struct JoinOnDrop(Mutex<Option<JoinHandle<()>>>);
+
+impl JoinOnDrop {
+    /// Starts `f` on a thread named `name`, unless the thread started here
+    /// before is still running. Best effort: when no thread can be started,
+    /// `f` does not run.
+    pub(crate) fn spawn_if_idle(&self, name: &str, f: impl FnOnce() + Send + 'static) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        *slot = std::thread::Builder::new().name(name.into()).spawn(f).ok();
+    }
+}
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        let handle = self.0.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle {
+            // A panic in the thread has no result to pass on.
+            let _ = handle.join();
+        }
+    }
+}
+
 /// A loaded BERT encoder.
 ///
 /// # Pre-packed weights
@@ -267,24 +295,18 @@ pub struct BertModel {
     emb_ln_b: Param,
     layers: Arc<Vec<Layer>>,
     packs: Arc<PackStore>,
-    packer: Mutex<Option<JoinHandle<()>>>,
+    /// The background packer; joined (after `stop` is set) when the model is
+    /// dropped.
+    packer: JoinOnDrop,
     mapped: usize,
     owned: usize,
 }
 
 impl Drop for BertModel {
     fn drop(&mut self) {
+        // The packer stops after the layer it is on; dropping `packer` then
+        // waits for it.
         self.packs.stop.store(true, Ordering::Relaxed);
-        let handle = self
-            .packer
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(handle) = handle {
-            // The packer stops after the layer it is on; a panic in it only
-            // means some layers stayed unpacked.
-            let _ = handle.join();
-        }
     }
 }
 
@@ -450,7 +472,7 @@ impl BertModel {
                 stop: AtomicBool::new(false),
             }),
             layers: Arc::new(layers),
-            packer: Mutex::new(None),
+            packer: JoinOnDrop::default(),
             mapped: 0,
             owned: 0,
         };
@@ -496,7 +518,7 @@ impl BertModel {
     /// all-MiniLM-L6-v2); the mapped pages of the originals are released from
     /// resident memory once a layer is packed.
     pub fn prepack(&self, background: bool) {
-        if crate::kernels::sgemm::isa().is_none() {
+        if sgemm::isa().is_none() {
             return;
         }
         let (layers, packs) = (Arc::clone(&self.layers), Arc::clone(&self.packs));
@@ -527,15 +549,8 @@ impl BertModel {
             work();
             return;
         }
-        let mut packer = self.packer.lock().unwrap_or_else(|e| e.into_inner());
-        if packer.as_ref().is_some_and(|t| !t.is_finished()) {
-            return;
-        }
         // A failure to spawn only leaves the weights unpacked.
-        *packer = std::thread::Builder::new()
-            .name("embd-prepack".into())
-            .spawn(work)
-            .ok();
+        self.packer.spawn_if_idle("embd-prepack", work);
     }
 
     /// Layers whose weights are packed so far, and the bytes those copies hold.
