@@ -19,7 +19,7 @@ use crate::formats::{Backing, FormatKind, ModelFile, ReadOptions};
 use crate::kernels::Par;
 use crate::model::bert::{BertModel, JoinOnDrop, Workspace};
 use crate::model::config::{ModelConfig, Pooling};
-use crate::options::Options;
+use crate::options::{Options, Precision};
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
 /// Most texts accepted by one embedding call; larger requests are refused with
@@ -54,6 +54,8 @@ pub struct ModelInfo {
     pub pooling: Pooling,
     /// Effective L2 normalization (after the option override).
     pub normalize: bool,
+    /// Arithmetic of the dense layers in use (after the option override).
+    pub precision: Precision,
 }
 
 /// Tokens processed together by one worker in one forward pass. A batch is
@@ -103,6 +105,7 @@ pub struct Embedder {
     model: BertModel,
     max_seq_length: usize,
     normalize: bool,
+    precision: Precision,
     threads: usize,
     pool: Option<rayon::ThreadPool>,
     workspaces: Mutex<Vec<Workspace>>,
@@ -180,6 +183,11 @@ impl Embedder {
         }
         let format = file.format;
         let file = Arc::new(file);
+        let precision = opts.precision.unwrap_or(if file_is_int8(&file) {
+            Precision::Int8
+        } else {
+            Precision::F32
+        });
         let model = BertModel::load(&file, &cfg)?;
         let prefault = JoinOnDrop::default();
         prefault_encoder(&file, &prefault);
@@ -203,6 +211,7 @@ impl Embedder {
             model,
             max_seq_length,
             normalize,
+            precision,
             threads,
             pool,
             workspaces: Mutex::new(Vec::new()),
@@ -240,6 +249,7 @@ impl Embedder {
             max_seq_length: self.max_seq_length,
             pooling: self.cfg.pooling,
             normalize: self.normalize,
+            precision: self.precision,
         }
     }
 
@@ -253,6 +263,11 @@ impl Embedder {
     /// Layers whose weights are packed so far, and the bytes those copies hold.
     pub fn packed_layers(&self) -> (usize, usize) {
         self.model.packed_layers()
+    }
+
+    /// Arithmetic of the dense layers in use.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// Worker threads used by one call.
@@ -459,6 +474,13 @@ fn prefault_encoder(file: &Arc<ModelFile>, slot: &JoinOnDrop) {
             }
         }
     });
+}
+
+/// True for files converted with `--dtype int8` (metadata `quantization`).
+fn file_is_int8(file: &ModelFile) -> bool {
+    file.metadata
+        .get("quantization")
+        .is_some_and(|q| q.trim() == "int8_per_row")
 }
 
 /// Checks a batch request: at most [`MAX_BATCH`] inputs and an output of at

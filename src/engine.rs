@@ -118,6 +118,8 @@ impl StaticEmbedder {
             max_seq_length: 0,
             pooling: Pooling::Mean,
             normalize: self.normalize,
+            // A table lookup: no dense layers, the stored f32 vectors.
+            precision: crate::Precision::F32,
         }
     }
 }

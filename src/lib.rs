@@ -26,5 +26,5 @@ pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use model::config::{Activation, ModelConfig, Pooling};
-pub use options::Options;
+pub use options::{Options, Precision};
 pub use tokenizer::vocab::{SpecialIds, Vocab};

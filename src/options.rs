@@ -24,6 +24,54 @@ pub struct Options {
     /// those matrices in memory (42 MB for all-MiniLM-L6-v2); the mapped
     /// originals are released from the process's resident memory.
     pub prepack_weights: bool,
+    /// Arithmetic of the encoder's dense layers; `None` = the file's own
+    /// ([`Precision::Int8`] for files converted with `--dtype int8`,
+    /// [`Precision::F32`] otherwise). Asking for a lower precision than the
+    /// file's converts the weights at open.
+    pub precision: Option<Precision>,
+}
+
+/// Arithmetic of the encoder's dense (`Linear`) layers. Attention, LayerNorm,
+/// GELU and pooling always run in f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 weights and activations, f32 accumulation: the reference numbers.
+    F32,
+    /// Weights and activations rounded to bfloat16 (round to nearest even),
+    /// f32 accumulation.
+    Bf16,
+    /// Weights symmetric int8 per output channel, activations quantized per
+    /// token row (asymmetric, 255 levels), exact int32 accumulation, f32
+    /// epilogues.
+    Int8,
+}
+
+impl Precision {
+    /// Every precision, in order of decreasing accuracy.
+    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Bf16, Precision::Int8];
+
+    /// The lowercase name used by the CLI and the C API's messages: `f32`,
+    /// `bf16` or `int8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::Int8 => "int8",
+        }
+    }
+
+    /// Parses a name of [`Precision::name`] (ASCII case-insensitive).
+    pub fn from_name(s: &str) -> Option<Precision> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Default for Options {
@@ -34,6 +82,7 @@ impl Default for Options {
             normalize: None,
             verify_checksums: true,
             prepack_weights: true,
+            precision: None,
         }
     }
 }
@@ -77,6 +126,13 @@ impl Options {
     #[must_use]
     pub fn prepack_weights(mut self, on: bool) -> Self {
         self.prepack_weights = on;
+        self
+    }
+
+    /// Sets the arithmetic of the dense layers (see [`Precision`]).
+    #[must_use]
+    pub fn precision(mut self, p: Precision) -> Self {
+        self.precision = Some(p);
         self
     }
 }
