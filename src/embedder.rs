@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, FormatKind, ModelFile, ReadOptions};
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, JoinOnDrop, Workspace};
+use crate::model::bert::{BertModel, JoinOnDrop, LayerPrecision, Workspace};
 use crate::model::config::{ModelConfig, Pooling};
 use crate::options::{Options, Precision};
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
@@ -188,7 +188,7 @@ impl Embedder {
         } else {
             Precision::F32
         });
-        let model = BertModel::load(&file, &cfg)?;
+        let model = BertModel::load(&file, &cfg, LayerPrecision::for_precision(precision), None)?;
         let prefault = JoinOnDrop::default();
         prefault_encoder(&file, &prefault);
         let pool = if threads > 1 {

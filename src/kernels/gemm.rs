@@ -158,8 +158,9 @@ fn gemm_strided(s: Strided, a: &[f32], b: &[f32], c: &mut [f32], par: Par) {
     });
 }
 
-/// The per-row-segment function of an epilogue.
-fn epilogue_fn<'a>(epi: Epilogue<'a>) -> impl Fn(usize, &mut [f32]) + Sync + 'a {
+/// The per-row-segment function of an epilogue: `f(j0, row)` applies it to
+/// the values of one row at columns `j0..j0 + row.len()`.
+pub fn epilogue_fn<'a>(epi: Epilogue<'a>) -> impl Fn(usize, &mut [f32]) + Sync + 'a {
     move |j0: usize, r: &mut [f32]| match epi {
         Epilogue::None => {}
         Epilogue::Bias(b) => ops::add_assign(r, &b[j0..]),
@@ -304,6 +305,18 @@ pub enum Epilogue<'a> {
     BiasGeluTanh(&'a [f32]),
 }
 
+impl<'a> Epilogue<'a> {
+    /// The same epilogue for the columns from `j0` on.
+    pub fn offset(self, j0: usize) -> Epilogue<'a> {
+        match self {
+            Epilogue::None => Epilogue::None,
+            Epilogue::Bias(b) => Epilogue::Bias(&b[j0..]),
+            Epilogue::BiasGelu(b) => Epilogue::BiasGelu(&b[j0..]),
+            Epilogue::BiasGeluTanh(b) => Epilogue::BiasGeluTanh(&b[j0..]),
+        }
+    }
+}
+
 /// A fully connected layer on `m` packed rows:
 /// `out[m x n] = x[m x k] · w[n x k]ᵀ (+ out if accumulate)`, then the epilogue
 /// on each row. `out` rows have stride `ldo >= n`.
@@ -354,144 +367,34 @@ pub fn linear(
 }
 
 /// Several `Linear` layers over the same input, outputs side by side:
-/// `out[.., s·n..(s+1)·n] = x · ws[s]ᵀ + biases[s]` for each segment `s`, every
-/// `ws[s]` being `[n x k]`. One pass packs `x` once for all segments; the
-/// values are the same as from separate [`linear`] calls.
+/// `out[.., s·seg_n..(s+1)·seg_n] (+)= x · ws[s]ᵀ` for each segment `s`, every
+/// `ws[s]` being `[seg_n x k]`, then `epi` over the whole stacked row (a bias
+/// of `ws.len() · seg_n` values). One pass packs `x` once for all segments;
+/// the values are the same as from separate [`linear`] calls.
 #[allow(clippy::too_many_arguments)]
 pub fn linear_stacked(
     x: &[f32],
     m: usize,
     k: usize,
     ws: &[&[f32]],
-    biases: &[&[f32]],
-    n: usize,
-    out: &mut [f32],
-    ldo: usize,
-    par: Par,
-) {
-    assert_eq!(
-        ws.len(),
-        biases.len(),
-        "linear_stacked: one bias per weight"
-    );
-    if let Some(isa) = sgemm::isa().filter(|_| n.is_multiple_of(sgemm::SEGMENT_ALIGN)) {
-        let b = sgemm::Stacked { ws, seg_n: n, k };
-        stacked_product(isa, x, m, k, &b, biases, n, out, ldo, par);
-        return;
-    }
-    for (s, (w, b)) in ws.iter().zip(biases).enumerate() {
-        linear(
-            x,
-            m,
-            k,
-            w,
-            n,
-            &mut out[s * n..],
-            ldo,
-            false,
-            Epilogue::Bias(b),
-            par,
-        );
-    }
-}
-
-/// `out = x · B + biases` for the segments of a stacked B (see
-/// [`linear_stacked`]); panels never straddle segments.
-#[allow(clippy::too_many_arguments)]
-fn stacked_product<B: sgemm::BSource>(
-    isa: sgemm::Isa,
-    x: &[f32],
-    m: usize,
-    k: usize,
-    b: &B,
-    biases: &[&[f32]],
-    n: usize,
-    out: &mut [f32],
-    ldo: usize,
-    par: Par,
-) {
-    assert!(
-        n.is_multiple_of(sgemm::SEGMENT_ALIGN),
-        "linear_stacked: segment width not a multiple of {}",
-        sgemm::SEGMENT_ALIGN
-    );
-    for b in biases {
-        assert!(b.len() >= n, "linear_stacked: bias too short");
-    }
-    let epi = |j0: usize, r: &mut [f32]| {
-        let s = j0 / n;
-        ops::add_assign(r, &biases[s][j0 - s * n..]);
-    };
-    sgemm::product(
-        isa,
-        m,
-        n * biases.len(),
-        k,
-        x,
-        k,
-        b,
-        out,
-        ldo,
-        false,
-        &epi,
-        par,
-    );
-}
-
-/// Packs the weights of a `Linear` layer (`[n x k]`) for [`linear_packed`],
-/// or `None` when the engine's own kernels are not in use on this CPU.
-pub fn pack_linear(w: &[f32], n: usize, k: usize) -> Option<sgemm::PackedB> {
-    let isa = sgemm::isa()?;
-    Some(sgemm::PackedB::new(
-        isa,
-        k,
-        n,
-        &sgemm::Transposed { w, ldw: k },
-    ))
-}
-
-/// Packs several `Linear` layers of `[n x k]` side by side for
-/// [`linear_stacked_packed`] (`None` as for [`pack_linear`], or when `n` is
-/// not a multiple of [`sgemm::SEGMENT_ALIGN`]).
-pub fn pack_stacked(ws: &[&[f32]], n: usize, k: usize) -> Option<sgemm::PackedB> {
-    let isa = sgemm::isa().filter(|_| n.is_multiple_of(sgemm::SEGMENT_ALIGN))?;
-    let b = sgemm::Stacked { ws, seg_n: n, k };
-    Some(sgemm::PackedB::new(isa, k, n * ws.len(), &b))
-}
-
-/// [`linear`] with weights packed by [`pack_linear`]: the same values bit for
-/// bit, without packing weight panels per call.
-#[allow(clippy::too_many_arguments)]
-pub fn linear_packed(
-    x: &[f32],
-    m: usize,
-    k: usize,
-    w: &sgemm::PackedB,
-    n: usize,
+    seg_n: usize,
     out: &mut [f32],
     ldo: usize,
     accumulate: bool,
     epi: Epilogue<'_>,
     par: Par,
 ) {
-    let epi = epilogue_fn(epi);
-    sgemm::product(w.isa(), m, n, k, x, k, w, out, ldo, accumulate, &epi, par);
-}
-
-/// [`linear_stacked`] with weights packed by [`pack_stacked`] (same values).
-#[allow(clippy::too_many_arguments)]
-pub fn linear_stacked_packed(
-    x: &[f32],
-    m: usize,
-    k: usize,
-    w: &sgemm::PackedB,
-    biases: &[&[f32]],
-    n: usize,
-    out: &mut [f32],
-    ldo: usize,
-    par: Par,
-) {
-    stacked_product(w.isa(), x, m, k, w, biases, n, out, ldo, par);
+    if let Some(isa) = sgemm::isa().filter(|_| seg_n.is_multiple_of(sgemm::SEGMENT_ALIGN)) {
+        let b = sgemm::Stacked { ws, seg_n, k };
+        let epi = epilogue_fn(epi);
+        let n = seg_n * ws.len();
+        sgemm::product(isa, m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
+        return;
+    }
+    for (s, w) in ws.iter().enumerate() {
+        let epi = epi.offset(s * seg_n);
+        linear(x, m, k, w, seg_n, &mut out[s * seg_n..], ldo, accumulate, epi, par);
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod gemm;
 pub mod ops;
 pub mod packbuf;
+pub mod qgemm;
 pub mod reference;
 pub mod sgemm;
 

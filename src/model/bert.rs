@@ -11,234 +11,97 @@
 //! results alone or in any batch, and with any [`Par`] setting.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::formats::{DType, ModelFile};
+use crate::formats::ModelFile;
 use crate::kernels::gemm::{self, Epilogue};
-use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::{ops, Par};
 use crate::model::config::{Activation, ModelConfig, Pooling};
+use crate::model::linear::{self, Linear, LinearScratch};
+use crate::model::param::{load_param, Param};
 use crate::model::pooling;
-
-/// One weight tensor as f32: borrowed in place from the shared model file, or
-/// owned after a conversion (f16/bf16, dequantized int8, misaligned f32).
-pub enum Param {
-    /// A FLOAT32 tensor of `file`, viewed zero-copy.
-    Mapped {
-        /// Keeps the mapping alive.
-        file: Arc<ModelFile>,
-        /// Index into `file.tensors`.
-        index: usize,
-    },
-    /// Converted values.
-    Owned(Vec<f32>),
-}
-
-impl Param {
-    /// The values. For a mapped tensor this is a view of the file's bytes.
-    pub fn as_slice(&self) -> &[f32] {
-        match self {
-            Param::Owned(v) => v,
-            // Presence, dtype and alignment were checked at load, so the view
-            // exists; the empty fallback is unreachable and would only make the
-            // bounds-checked kernels refuse the call.
-            Param::Mapped { file, index } => file
-                .tensors
-                .get(*index)
-                .and_then(|t| file.tensor_f32(t))
-                .unwrap_or(&[]),
-        }
-    }
-
-    /// True when the values are read in place from the file.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self, Param::Mapped { .. })
-    }
-
-    /// Drops the mapped file pages holding only this tensor from the process's
-    /// resident memory (they are read back from the page cache if touched
-    /// again, with the same bytes); a no-op for owned values.
-    fn release_pages(&self) {
-        if let Some((file, r)) = self.file_range() {
-            file.release_pages(r);
-        }
-    }
-
-    /// The file and byte range of a mapped tensor.
-    fn file_range(&self) -> Option<(Arc<ModelFile>, std::ops::Range<usize>)> {
-        match self {
-            Param::Mapped { file, index } => {
-                let r = file.tensor_file_range(file.tensors.get(*index)?)?;
-                Some((Arc::clone(file), r))
-            }
-            Param::Owned(_) => None,
-        }
-    }
-}
-
-fn shape_str(s: &[usize]) -> String {
-    let v: Vec<String> = s.iter().map(|d| d.to_string()).collect();
-    format!("[{}]", v.join(", "))
-}
-
-/// Loads one tensor, checking presence, dtype and exact shape.
-fn load_param(file: &Arc<ModelFile>, name: &str, shape: &[usize], int8: bool) -> Result<Param> {
-    let index = file
-        .tensors
-        .iter()
-        .position(|t| t.name == name)
-        .ok_or_else(|| Error::model(format!("required tensor '{name}' is missing")))?;
-    let t = &file.tensors[index];
-    if t.shape != shape {
-        return Err(Error::model(format!(
-            "tensor '{name}' has shape {}, expected {}",
-            shape_str(&t.shape),
-            shape_str(shape)
-        )));
-    }
-    let numel: usize = shape.iter().product();
-    if t.byte_len() != numel * t.dtype.size() {
-        return Err(Error::model(format!(
-            "tensor '{name}' has {} data bytes, expected {} for {} {}",
-            t.byte_len(),
-            numel * t.dtype.size(),
-            shape_str(shape),
-            t.dtype
-        )));
-    }
-    match t.dtype {
-        DType::F32 => Ok(if file.tensor_f32(t).is_some() {
-            Param::Mapped {
-                file: Arc::clone(file),
-                index,
-            }
-        } else {
-            Param::Owned(file.tensor_to_f32(t))
-        }),
-        DType::F16 | DType::BF16 => Ok(Param::Owned(file.tensor_to_f32(t))),
-        DType::I8 if shape.len() == 2 => {
-            let scale_name = format!("{name}_scale");
-            let Some(st) = file.tensor(&scale_name) else {
-                return Err(Error::model(format!(
-                    "tensor '{name}' is int8 but '{scale_name}' is missing"
-                )));
-            };
-            if !int8 {
-                return Err(Error::model(format!(
-                    "tensor '{name}' is int8 but metadata 'quantization' is not int8_per_row"
-                )));
-            }
-            if st.dtype != DType::F32 || st.shape != [shape[0]] || st.byte_len() != shape[0] * 4 {
-                return Err(Error::model(format!(
-                    "tensor '{scale_name}' has {} {}, expected f32 [{}]",
-                    st.dtype,
-                    shape_str(&st.shape),
-                    shape[0]
-                )));
-            }
-            let scales = file.tensor_to_f32(st);
-            let mut v = file.tensor_to_f32(t);
-            let cols = shape[1];
-            if cols > 0 {
-                for (row, s) in v.chunks_exact_mut(cols).zip(&scales) {
-                    for x in row {
-                        *x *= *s;
-                    }
-                }
-            }
-            Ok(Param::Owned(v))
-        }
-        d => Err(Error::model(format!(
-            "tensor '{name}' has dtype {d}, expected f32, f16, bf16 (or int8 with a scale)"
-        ))),
-    }
-}
+use crate::options::Precision;
 
 /// Weights of one encoder layer.
 struct Layer {
-    q_w: Param,
-    q_b: Param,
-    k_w: Param,
-    k_b: Param,
-    v_w: Param,
-    v_b: Param,
-    ao_w: Param,
+    /// Q, K and V side by side (`[3h x h]`).
+    qkv: Linear,
+    /// The Q, K and V biases, concatenated.
+    qkv_b: Vec<f32>,
+    ao: Linear,
     ao_b: Param,
     ln1_g: Param,
     ln1_b: Param,
-    i_w: Param,
+    inter: Linear,
     i_b: Param,
-    o_w: Param,
+    out: Linear,
     o_b: Param,
     ln2_g: Param,
     ln2_b: Param,
 }
 
-/// The four weight matrices of one layer packed for the engine's kernels
-/// (Q, K and V side by side).
-struct PackedLayer {
-    qkv: PackedB,
-    ao: PackedB,
-    inter: PackedB,
-    out: PackedB,
-}
-
-impl PackedLayer {
-    /// Packs `l` into one buffer, or `None` when the engine's own kernels are
-    /// not in use (or `h` is not a multiple of [`sgemm::SEGMENT_ALIGN`]).
-    fn new(l: &Layer, h: usize, inter: usize) -> Option<PackedLayer> {
-        let isa = sgemm::isa().filter(|_| h.is_multiple_of(sgemm::SEGMENT_ALIGN))?;
-        let ws = [l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()];
-        let qkv = sgemm::Stacked {
-            ws: &ws,
-            seg_n: h,
-            k: h,
-        };
-        let ao = sgemm::Transposed {
-            w: l.ao_w.as_slice(),
-            ldw: h,
-        };
-        let wi = sgemm::Transposed {
-            w: l.i_w.as_slice(),
-            ldw: h,
-        };
-        let wo = sgemm::Transposed {
-            w: l.o_w.as_slice(),
-            ldw: inter,
-        };
-        let mut all = PackedB::pack_all(
-            isa,
-            &[
-                (h, 3 * h, &qkv),
-                (h, h, &ao),
-                (h, inter, &wi),
-                (inter, h, &wo),
-            ],
-        )
-        .into_iter();
-        let mut next = || all.next().expect("four matrices packed");
-        Some(PackedLayer {
-            qkv: next(),
-            ao: next(),
-            inter: next(),
-            out: next(),
-        })
-    }
-
-    fn bytes(&self) -> usize {
-        self.qkv.bytes() + self.ao.bytes() + self.inter.bytes() + self.out.bytes()
+impl Layer {
+    fn linears(&self) -> [&Linear; 4] {
+        [&self.qkv, &self.ao, &self.inter, &self.out]
     }
 }
 
-/// Packed weights of every layer, filled once (usually by a background
-/// thread) and read by every forward pass from then on.
+/// A point of the forward pass reported by [`BertModel::forward_traced`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The input of a product (`[total_tokens x k]`).
+    Input(Product),
+    /// After the attention block's residual add and LayerNorm.
+    Attention,
+    /// After the feed-forward block's residual add and LayerNorm (the layer's
+    /// output).
+    FeedForward,
+}
+
+/// The dense products of an encoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    /// Q, K and V projections.
+    Qkv,
+    /// Attention output projection.
+    AttnOut,
+    /// Feed-forward up projection.
+    FfnUp,
+    /// Feed-forward down projection.
+    FfnDown,
+}
+
+impl Product {
+    /// Every product, in the order of the forward pass.
+    pub const ALL: [Product; 4] = [Product::Qkv, Product::AttnOut, Product::FfnUp, Product::FfnDown];
+
+    /// Short name (`qkv`, `attn_out`, `ffn_up`, `ffn_down`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Product::Qkv => "qkv",
+            Product::AttnOut => "attn_out",
+            Product::FfnUp => "ffn_up",
+            Product::FfnDown => "ffn_down",
+        }
+    }
+}
+
+/// Activation statistics of calibration data: the largest magnitude of each
+/// input channel of each product, per layer (see [`crate::model::calibrate`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Calibration {
+    /// `layers[l][p]`: product `Product::ALL[p]` of layer `l`, one value per
+    /// input channel.
+    pub layers: Vec<[Vec<f32>; 4]>,
+}
+
+/// Tells the background packer to stop (the model is being dropped).
+#[derive(Default)]
 struct PackStore {
-    layers: Vec<OnceLock<PackedLayer>>,
-    /// Asks the background packer to stop (the model is being dropped).
     stop: AtomicBool,
 }
 
@@ -288,6 +151,7 @@ pub struct BertModel {
     max_position: usize,
     eps: f32,
     activation: Activation,
+    plan: LayerPrecision,
     word: Param,
     pos: Param,
     typ: Param,
@@ -320,6 +184,7 @@ pub struct Workspace {
     inter: Vec<f32>,
     scores: Vec<f32>,
     heads: Vec<f32>,
+    lin: LinearScratch,
 }
 
 impl Workspace {
@@ -331,6 +196,7 @@ impl Workspace {
             + self.inter.len()
             + self.scores.len()
             + self.heads.len())
+            + self.lin.bytes()
     }
 }
 
@@ -403,12 +269,53 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     out
 }
 
+/// The precision of each kind of product of an encoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerPrecision {
+    /// Q, K and V projections.
+    pub qkv: Precision,
+    /// Attention output projection.
+    pub attn_out: Precision,
+    /// Feed-forward up projection (followed by GELU).
+    pub ffn_up: Precision,
+    /// Feed-forward down projection.
+    pub ffn_down: Precision,
+}
+
+impl LayerPrecision {
+    /// Every product in `p`.
+    pub const fn uniform(p: Precision) -> LayerPrecision {
+        LayerPrecision {
+            qkv: p,
+            attn_out: p,
+            ffn_up: p,
+            ffn_down: p,
+        }
+    }
+
+    /// The products' precisions the engine uses for a requested precision
+    /// (chosen by measurement: see `embd precision-report`).
+    pub const fn for_precision(p: Precision) -> LayerPrecision {
+        LayerPrecision::uniform(p)
+    }
+}
+
 impl BertModel {
     /// Loads and checks every required tensor against `cfg`: presence, dtype and
     /// exact shape; the error names the first missing or mismatching tensor.
     /// FLOAT32 tensors stay in the file (zero-copy); FLOAT16/BFLOAT16 are
-    /// converted and `int8_per_row` weights dequantized to owned f32.
-    pub fn load(file: &Arc<ModelFile>, cfg: &ModelConfig) -> Result<BertModel> {
+    /// converted and `int8_per_row` weights dequantized to owned f32 for the
+    /// f32 products; the dense layers take the representation `plan` asks
+    /// for (int8 weights are packed at load, from the file's int8 tensors or
+    /// quantized from its floats).
+    ///
+    /// `calib` (optional) smooths the int8 products (see [`Linear::load`]).
+    pub fn load(
+        file: &Arc<ModelFile>,
+        cfg: &ModelConfig,
+        plan: LayerPrecision,
+        calib: Option<&Calibration>,
+    ) -> Result<BertModel> {
         cfg.validate()?;
         let int8 = match file.metadata.get("quantization").map(|s| s.trim()) {
             None | Some("") | Some("none") => false,
@@ -435,20 +342,49 @@ impl BertModel {
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for l in 0..cfg.num_layers {
             let n = |s: &str| format!("encoder.layer.{l}.{s}");
+            let lin = |names: &[&str], seg_n: usize, k: usize, prec: Precision, p: Product| {
+                let names: Vec<String> = names.iter().map(|s| n(s)).collect();
+                let amax = calib
+                    .and_then(|c| c.layers.get(l))
+                    .map(|a| a[p as usize].as_slice())
+                    .filter(|a| a.len() == k);
+                Linear::load(file, &names, seg_n, k, prec, int8, amax)
+            };
+            let qkv_names = ["query", "key", "value"].map(|s| format!("attention.self.{s}"));
+            let mut qkv_b = Vec::with_capacity(3 * h);
+            for s in &qkv_names {
+                qkv_b.extend_from_slice(p(&n(&format!("{s}.bias")), &[h])?.as_slice());
+            }
+            let qkv_w = qkv_names.map(|s| format!("{s}.weight"));
+            let qkv_w: Vec<&str> = qkv_w.iter().map(String::as_str).collect();
             layers.push(Layer {
-                q_w: p(&n("attention.self.query.weight"), &[h, h])?,
-                q_b: p(&n("attention.self.query.bias"), &[h])?,
-                k_w: p(&n("attention.self.key.weight"), &[h, h])?,
-                k_b: p(&n("attention.self.key.bias"), &[h])?,
-                v_w: p(&n("attention.self.value.weight"), &[h, h])?,
-                v_b: p(&n("attention.self.value.bias"), &[h])?,
-                ao_w: p(&n("attention.output.dense.weight"), &[h, h])?,
+                qkv: lin(&qkv_w, h, h, plan.qkv, Product::Qkv)?,
+                qkv_b,
+                ao: lin(
+                    &["attention.output.dense.weight"],
+                    h,
+                    h,
+                    plan.attn_out,
+                    Product::AttnOut,
+                )?,
                 ao_b: p(&n("attention.output.dense.bias"), &[h])?,
                 ln1_g: p(&n("attention.output.LayerNorm.weight"), &[h])?,
                 ln1_b: p(&n("attention.output.LayerNorm.bias"), &[h])?,
-                i_w: p(&n("intermediate.dense.weight"), &[i, h])?,
+                inter: lin(
+                    &["intermediate.dense.weight"],
+                    i,
+                    h,
+                    plan.ffn_up,
+                    Product::FfnUp,
+                )?,
                 i_b: p(&n("intermediate.dense.bias"), &[i])?,
-                o_w: p(&n("output.dense.weight"), &[h, i])?,
+                out: lin(
+                    &["output.dense.weight"],
+                    h,
+                    i,
+                    plan.ffn_down,
+                    Product::FfnDown,
+                )?,
                 o_b: p(&n("output.dense.bias"), &[h])?,
                 ln2_g: p(&n("output.LayerNorm.weight"), &[h])?,
                 ln2_b: p(&n("output.LayerNorm.bias"), &[h])?,
@@ -462,15 +398,13 @@ impl BertModel {
             max_position: cfg.max_position,
             eps: cfg.layer_norm_eps,
             activation: cfg.activation,
+            plan,
             word,
             pos,
             typ,
             emb_ln_g,
             emb_ln_b,
-            packs: Arc::new(PackStore {
-                layers: (0..layers.len()).map(|_| OnceLock::new()).collect(),
-                stop: AtomicBool::new(false),
-            }),
+            packs: Arc::new(PackStore::default()),
             layers: Arc::new(layers),
             packer: JoinOnDrop::default(),
             mapped: 0,
@@ -484,6 +418,15 @@ impl BertModel {
                 owned += 1
             }
         });
+        for l in m.layers.iter() {
+            // The concatenated Q, K and V biases (three tensors).
+            owned += 3;
+            for lin in l.linears() {
+                let (a, b) = lin.param_counts();
+                mapped += a;
+                owned += b;
+            }
+        }
         m.mapped = mapped;
         m.owned = owned;
         Ok(m)
@@ -501,43 +444,35 @@ impl BertModel {
         }
         for l in self.layers.iter() {
             for p in [
-                &l.q_w, &l.q_b, &l.k_w, &l.k_b, &l.v_w, &l.v_b, &l.ao_w, &l.ao_b, &l.ln1_g,
-                &l.ln1_b, &l.i_w, &l.i_b, &l.o_w, &l.o_b, &l.ln2_g, &l.ln2_b,
+                &l.ao_b, &l.ln1_g, &l.ln1_b, &l.i_b, &l.o_b, &l.ln2_g, &l.ln2_b,
             ] {
                 f(p);
             }
         }
     }
 
-    /// Packs the weights of every layer for the kernels (see the type's docs):
-    /// on a background thread that returns at once when `background`, else on
-    /// the calling thread before returning. Layers already packed are skipped;
-    /// a second call while the background thread runs does nothing. A no-op
-    /// when the engine's own kernels are not in use on this CPU. Costs one
-    /// copy of the layers' weight matrices in memory (42 MB for
+    /// The precision of each kind of product.
+    pub fn plan(&self) -> LayerPrecision {
+        self.plan
+    }
+
+    /// Packs the f32 weights of every layer for the kernels (see the type's
+    /// docs): on a background thread that returns at once when `background`,
+    /// else on the calling thread before returning. Layers already packed are
+    /// skipped; a second call while the background thread runs does nothing.
+    /// A no-op when the engine's own kernels are not in use on this CPU.
+    /// Costs one copy of the layers' f32 weight matrices in memory (42 MB for
     /// all-MiniLM-L6-v2); the mapped pages of the originals are released from
     /// resident memory once a layer is packed.
     pub fn prepack(&self, background: bool) {
-        if sgemm::isa().is_none() {
-            return;
-        }
         let (layers, packs) = (Arc::clone(&self.layers), Arc::clone(&self.packs));
-        let (h, inter) = (self.hidden, self.inter);
         let word = self.word.file_range();
         let work = move || {
-            for (l, slot) in layers.iter().zip(&packs.layers) {
+            for l in layers.iter() {
                 if packs.stop.load(Ordering::Relaxed) {
                     return;
                 }
-                if slot.get().is_none() {
-                    if let Some(p) = PackedLayer::new(l, h, inter) {
-                        let _ = slot.set(p);
-                        // From now on products read the packed copy only.
-                        for w in [&l.q_w, &l.k_w, &l.v_w, &l.ao_w, &l.i_w, &l.o_w] {
-                            w.release_pages();
-                        }
-                    }
-                }
+                linear::pack_f32_layer(&l.linears());
             }
             // A CRC check at open mapped the whole word-embedding table; calls
             // read only their tokens' rows, so let those come back on demand.
@@ -553,10 +488,21 @@ impl BertModel {
         self.packer.spawn_if_idle("embd-prepack", work);
     }
 
-    /// Layers whose weights are packed so far, and the bytes those copies hold.
+    /// Layers whose weights are all in their final packed form so far, and
+    /// the bytes the dense layers hold outside the file.
     pub fn packed_layers(&self) -> (usize, usize) {
-        let done: Vec<&PackedLayer> = self.packs.layers.iter().filter_map(|s| s.get()).collect();
-        (done.len(), done.iter().map(|p| p.bytes()).sum())
+        let done = self
+            .layers
+            .iter()
+            .filter(|l| l.linears().iter().all(|x| x.is_packed()))
+            .count();
+        let bytes = self
+            .layers
+            .iter()
+            .flat_map(|l| l.linears())
+            .map(Linear::owned_bytes)
+            .sum();
+        (done, bytes)
     }
 
     /// How many parameter tensors are read in place from the file, and how many
@@ -594,6 +540,23 @@ impl BertModel {
         pooling: Pooling,
         normalize: bool,
         out: &mut [f32],
+    ) -> Result<()> {
+        self.forward_traced(seqs, ws, par, pooling, normalize, out, None)
+    }
+
+    /// [`BertModel::forward`], calling `trace(layer, stage, hidden)` with the
+    /// hidden states of all tokens (`[total_tokens x hidden]`) after each
+    /// sub-layer (for precision reports).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_traced(
+        &self,
+        seqs: &[&[u32]],
+        ws: &mut Workspace,
+        par: Par,
+        pooling: Pooling,
+        normalize: bool,
+        out: &mut [f32],
+        mut trace: Option<&mut dyn FnMut(usize, Stage, &[f32])>,
     ) -> Result<()> {
         let h = self.hidden;
         let nh = self.heads;
@@ -656,28 +619,15 @@ impl BertModel {
         for_rows(hidden, h, par, |r| ops::layer_norm(r, g, b, eps));
 
         let scale = 1.0 / (d as f32).sqrt();
-        for (l, packed) in self.layers.iter().zip(&self.packs.layers) {
-            let packed = packed.get();
+        for (li, l) in self.layers.iter().enumerate() {
             let x = &ws.hidden[..total * h];
             let qkv = &mut ws.qkv[..total * 3 * h];
             // Q, K and V in one pass over x (columns side by side).
-            let biases = [l.q_b.as_slice(), l.k_b.as_slice(), l.v_b.as_slice()];
-            match packed {
-                Some(p) => {
-                    gemm::linear_stacked_packed(x, total, h, &p.qkv, &biases, h, qkv, 3 * h, par)
-                }
-                None => gemm::linear_stacked(
-                    x,
-                    total,
-                    h,
-                    &[l.q_w.as_slice(), l.k_w.as_slice(), l.v_w.as_slice()],
-                    &biases,
-                    h,
-                    qkv,
-                    3 * h,
-                    par,
-                ),
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::Input(Product::Qkv), x);
             }
+            let epi = Epilogue::Bias(&l.qkv_b);
+            l.qkv.forward(x, total, qkv, 3 * h, false, epi, par, &mut ws.lin);
 
             // Attention, per sequence and head, over the sequence's own rows.
             let qkv = &ws.qkv[..total * 3 * h];
@@ -716,15 +666,15 @@ impl BertModel {
             let hidden = &mut ws.hidden[..total * h];
             let ctx = &ws.ctx[..total * h];
             let none = Epilogue::None;
-            match packed {
-                Some(p) => gemm::linear_packed(ctx, total, h, &p.ao, h, hidden, h, true, none, par),
-                None => {
-                    let w = l.ao_w.as_slice();
-                    gemm::linear(ctx, total, h, w, h, hidden, h, true, none, par)
-                }
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::Input(Product::AttnOut), ctx);
             }
+            l.ao.forward(ctx, total, hidden, h, true, none, par, &mut ws.lin);
             let (bb, g, b) = (l.ao_b.as_slice(), l.ln1_g.as_slice(), l.ln1_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::Attention, hidden);
+            }
 
             // Feed-forward.
             let inter = &mut ws.inter[..total * self.inter];
@@ -733,19 +683,19 @@ impl BertModel {
                 Activation::GeluTanh => Epilogue::BiasGeluTanh(l.i_b.as_slice()),
             };
             let ni = self.inter;
-            match packed {
-                Some(p) => {
-                    gemm::linear_packed(hidden, total, h, &p.inter, ni, inter, ni, false, epi, par);
-                    gemm::linear_packed(inter, total, ni, &p.out, h, hidden, h, true, none, par);
-                }
-                None => {
-                    let (wi, wo) = (l.i_w.as_slice(), l.o_w.as_slice());
-                    gemm::linear(hidden, total, h, wi, ni, inter, ni, false, epi, par);
-                    gemm::linear(inter, total, ni, wo, h, hidden, h, true, none, par);
-                }
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::Input(Product::FfnUp), hidden);
             }
+            l.inter.forward(hidden, total, inter, ni, false, epi, par, &mut ws.lin);
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::Input(Product::FfnDown), inter);
+            }
+            l.out.forward(inter, total, hidden, h, true, none, par, &mut ws.lin);
             let (bb, g, b) = (l.o_b.as_slice(), l.ln2_g.as_slice(), l.ln2_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
+            if let Some(t) = trace.as_mut() {
+                t(li, Stage::FeedForward, hidden);
+            }
         }
 
         let mut o = 0;

@@ -1,5 +1,9 @@
 //! The BERT encoder, pooling and configuration.
 
 pub mod bert;
+pub mod calibrate;
 pub mod config;
+pub mod linear;
+pub mod param;
+pub mod report;
 pub mod pooling;

@@ -8,4 +8,5 @@ mod engine;
 mod formats;
 mod fuzz_regressions;
 mod header;
+mod precision;
 mod tokenizer;

@@ -1,0 +1,1117 @@
+//! The engine's int8 GEMM: `C (+)= dequant(Aq · Bq)` with activations
+//! quantized per row and weights per output channel, exact int32
+//! accumulation and an f32 epilogue.
+//!
+//! # The numbers
+//!
+//! - **Weights** ([`PackedI8`]): symmetric int8 per output channel (row of the
+//!   `Linear` weight `[n x k]`): `w ≈ sw[j] · qw[j][p]`, `qw` in `[-127, 127]`,
+//!   `sw[j] = max|W[j]| / 127` ([`quantize_weights`], the same as
+//!   `embd convert --dtype int8` stores).
+//! - **Activations** ([`QuantRows`]): asymmetric per row (token), 255 levels:
+//!   `x ≈ sa[i] · (qa[i][p] - za[i])`, `qa` in `[-127, 127]`, the range
+//!   `[min(x, 0), max(x, 0)]` of the row mapped onto it ([`quantize_row`]).
+//!   A row depends on nothing but its own values, so quantization keeps
+//!   batch invariance.
+//! - **Product**: `T[i][j] = Σ_p qa[i][p] · qw[j][p] - za[i] · Σ_p qw[j][p]`,
+//!   exact in int32 (|T| <= 254 · 127 · k < 2³¹ for k < 66,000), then
+//!   `C[i][j] = (T as f32) · (sa[i] · sw[j])` (+ the old `C[i][j]` when
+//!   accumulating), each operation rounded once, in that order.
+//!   [`dot_oracle`] is that definition in scalar code.
+//!
+//! Every ISA computes the same integer `T` (integer sums are exact, whatever
+//! their order) and then the same three f32 operations, so every ISA gives the
+//! same bits; the tests check each against the oracle.
+//!
+//! # Kernels
+//!
+//! | [`Isa`] | instruction | tile | A bytes |
+//! |---|---|---|---|
+//! | `Avx512Vnni` | `vpdpbusd zmm` (u8 · s8, 4 per lane) | 12 x 32 | `qa + 128` (u8) |
+//! | `AvxVnni` | `vpdpbusd ymm` (VEX) | 6 x 16 | `qa + 128` (u8) |
+//! | `Avx2` | `vpsignb` + `vpmaddubsw` + `vpmaddwd` | 4 x 16 | `qa` (s8) |
+//! | `Scalar` | plain integer code | 1 x 1 | `qa` (s8) |
+//!
+//! The VNNI forms multiply unsigned by signed bytes, so A is stored offset by
+//! 128 and the sum is corrected by `128 · Σ qw` (folded into the zero point).
+//! `vpmaddubsw` would saturate its i16 pair sums for u8 · s8 (255 · 127 · 2 >
+//! 32767), so the AVX2 form multiplies `|qw|` (u8, <= 127) by `qa · sign(qw)`
+//! (s8, |·| <= 127): pair sums stay below 32,258 and nothing saturates.
+//!
+//! B is packed once per matrix for one ISA: panels of `nr` columns; inside a
+//! panel, for each group of 4 consecutive k, the 4 bytes of every column
+//! (the layout `vpdpbusd` reads). k is padded to a multiple of 4 with zero
+//! weights, columns to whole panels with zero columns.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use rayon::prelude::*;
+
+use super::packbuf::PackBuf;
+use super::sgemm::EpilogueFn;
+use super::Par;
+
+/// The int8 kernel family in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 VNNI (with AVX-512BW): 12 x 32 tiles.
+    Avx512Vnni,
+    /// AVX-VNNI (256-bit VEX form): 6 x 16 tiles.
+    AvxVnni,
+    /// AVX2 without VNNI: 4 x 16 tiles.
+    Avx2,
+    /// Portable integer code.
+    Scalar,
+}
+
+impl Isa {
+    /// Every family, best first.
+    pub const ALL: [Isa; 4] = [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2, Isa::Scalar];
+
+    /// Tile height (rows of A per kernel call).
+    pub const fn mr(self) -> usize {
+        match self {
+            Isa::Avx512Vnni => 12,
+            Isa::AvxVnni => 6,
+            Isa::Avx2 => 4,
+            Isa::Scalar => 4,
+        }
+    }
+
+    /// Tile and panel width (columns).
+    pub const fn nr(self) -> usize {
+        match self {
+            Isa::Avx512Vnni => 32,
+            Isa::AvxVnni | Isa::Avx2 | Isa::Scalar => 16,
+        }
+    }
+
+    /// What A's bytes hold: `qa + offset` (128 for the u8 · s8 VNNI forms).
+    pub const fn a_offset(self) -> i32 {
+        match self {
+            Isa::Avx512Vnni | Isa::AvxVnni => 128,
+            Isa::Avx2 | Isa::Scalar => 0,
+        }
+    }
+
+    /// Whether this CPU runs the kernels.
+    pub fn supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 = std::is_x86_feature_detected!("avx2");
+            match self {
+                Isa::Avx512Vnni => {
+                    avx2 && std::is_x86_feature_detected!("avx512f")
+                        && std::is_x86_feature_detected!("avx512bw")
+                        && std::is_x86_feature_detected!("avx512vnni")
+                }
+                Isa::AvxVnni => avx2 && std::is_x86_feature_detected!("avxvnni"),
+                Isa::Avx2 => avx2,
+                Isa::Scalar => true,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            matches!(self, Isa::Scalar)
+        }
+    }
+
+    /// Whether `EMBD_SIMD` (`none`, `avx2`, `avxvnni`, `avx512`; unset = no
+    /// cap) allows this family.
+    fn allowed(self, cap: &str) -> bool {
+        match cap {
+            "none" => self == Isa::Scalar,
+            "avx2" => matches!(self, Isa::Avx2 | Isa::Scalar),
+            // AVX-512 without its VNNI extension: the 256-bit forms.
+            "avxvnni" | "avx512" => self != Isa::Avx512Vnni,
+            _ => true,
+        }
+    }
+}
+
+static ISA_STATE: AtomicU8 = AtomicU8::new(0);
+
+/// The best int8 kernel family of this CPU (detected once), within the cap of
+/// `EMBD_SIMD` (see [`Isa`]; for testing).
+#[inline]
+pub fn isa() -> Isa {
+    match ISA_STATE.load(Ordering::Relaxed) {
+        1 => Isa::Avx512Vnni,
+        2 => Isa::AvxVnni,
+        3 => Isa::Avx2,
+        4 => Isa::Scalar,
+        _ => detect_isa(),
+    }
+}
+
+#[cold]
+fn detect_isa() -> Isa {
+    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
+    let found = Isa::ALL
+        .into_iter()
+        .find(|i| i.allowed(&cap) && i.supported())
+        .unwrap_or(Isa::Scalar);
+    let code = match found {
+        Isa::Avx512Vnni => 1,
+        Isa::AvxVnni => 2,
+        Isa::Avx2 => 3,
+        Isa::Scalar => 4,
+    };
+    ISA_STATE.store(code, Ordering::Relaxed);
+    found
+}
+
+/// Quantizes a `Linear` weight `[rows x cols]` (row-major) to int8 with one
+/// scale per row: `scale = max|row| / 127` (1 for an all-zero row),
+/// `q = round(x / scale)` (half away from zero) clamped to `[-127, 127]`.
+/// This is the scheme of `int8_per_row` model files.
+pub fn quantize_weights(values: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut q = vec![0i8; rows * cols];
+    let mut scales = vec![0f32; rows];
+    if cols == 0 {
+        return (q, vec![1.0; rows]);
+    }
+    for ((row, dst), s) in values
+        .chunks_exact(cols)
+        .zip(q.chunks_exact_mut(cols))
+        .zip(&mut scales)
+    {
+        let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        *s = scale;
+        for (d, &v) in dst.iter_mut().zip(row) {
+            *d = (v / scale).round().clamp(-127.0, 127.0) as i8;
+        }
+    }
+    (q, scales)
+}
+
+/// The quantization of one activation row: `(scale, zero_point)` and the
+/// quantized values `q = clamp(round_half_even(x · (1 / scale)) + zero_point,
+/// -127, 127)`, so that `x ≈ scale · (q - zero_point)`. The range
+/// `[min(x, 0), max(x, 0)]` spans 254 steps; an all-zero row gets scale 1.
+pub fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, i32) {
+    let (lo, hi) = x
+        .iter()
+        .fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (scale, inv, zp) = row_params(lo, hi);
+    for (d, &v) in q.iter_mut().zip(x) {
+        *d = quantize_value(v, inv, zp) as i8;
+    }
+    (scale, zp)
+}
+
+/// Scale, its reciprocal and zero point for a row whose range (0 included)
+/// is `[lo, hi]`.
+#[inline]
+fn row_params(lo: f32, hi: f32) -> (f32, f32, i32) {
+    let scale = (hi - lo) / 254.0;
+    // A zero (or non-finite) range: every value maps to the zero point.
+    let scale = if scale > 0.0 && scale.is_finite() {
+        scale
+    } else {
+        1.0
+    };
+    let inv = 1.0 / scale;
+    let zp = (-127.0 - (lo * inv).round_ties_even()).clamp(-127.0, 127.0) as i32;
+    (scale, inv, zp)
+}
+
+/// `clamp(round_half_even(v · inv) + zp, -127, 127)` (NaN maps to the zero
+/// point).
+#[inline]
+fn quantize_value(v: f32, inv: f32, zp: i32) -> i32 {
+    let r = (v * inv).round_ties_even();
+    // `as i32` saturates (NaN -> 0); the sum cannot overflow.
+    ((r.clamp(-1e9, 1e9) as i32) + zp).clamp(-127, 127)
+}
+
+/// Activation rows quantized for one [`Isa`]'s kernels (see the module docs):
+/// `m` rows of `kp` bytes (k padded to a multiple of 4), a scale per row and
+/// the zero point with the kernel's byte offset folded in. Reused across calls
+/// (its buffers only grow).
+#[derive(Default)]
+pub struct QuantRows {
+    data: Vec<u8>,
+    scale: Vec<f32>,
+    /// `za[i] + isa.a_offset()`: what the correction multiplies `Σ qw` by.
+    zc: Vec<i32>,
+    m: usize,
+    k: usize,
+    kp: usize,
+    isa: Option<Isa>,
+}
+
+impl QuantRows {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() + 4 * (self.scale.len() + self.zc.len())
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Quantizes `m` rows of `k` floats of `x` (row stride `ldx`) for `isa`,
+    /// each value first multiplied by its column's factor in `mul` when given
+    /// (smoothing); replaces the contents; `par` splits the rows (same bytes).
+    ///
+    /// # Panics
+    /// If `x` is too short for the view or `mul` shorter than `k`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn quantize(
+        &mut self,
+        isa: Isa,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        ldx: usize,
+        mul: Option<&[f32]>,
+        par: Par,
+    ) {
+        assert!(m == 0 || (ldx >= k && x.len() >= (m - 1) * ldx + k), "qgemm: x too short");
+        assert!(mul.is_none_or(|f| f.len() >= k), "qgemm: too few column factors");
+        let kp = k.next_multiple_of(4);
+        self.m = m;
+        self.k = k;
+        self.kp = kp;
+        self.isa = Some(isa);
+        if self.data.len() < m * kp {
+            self.data.resize(m * kp, 0);
+        }
+        if self.scale.len() < m {
+            self.scale.resize(m, 0.0);
+            self.zc.resize(m, 0);
+        }
+        let off = isa.a_offset();
+        let one = |(i, ((dst, s), zc)): (usize, ((&mut [u8], &mut f32), &mut i32))| {
+            let (scale, zp) = quantize_row_into(isa, &x[i * ldx..i * ldx + k], mul, dst, off);
+            *s = scale;
+            *zc = zp + off;
+        };
+        let rows = self.data[..m * kp]
+            .chunks_exact_mut(kp.max(1))
+            .zip(&mut self.scale[..m])
+            .zip(&mut self.zc[..m]);
+        match par {
+            Par::Threads(t) if t > 1 && m * k >= 1 << 15 => {
+                rows.enumerate().par_bridge().for_each(one);
+            }
+            _ => rows.enumerate().for_each(one),
+        }
+    }
+}
+
+/// Quantizes one row into `dst` (`kp` bytes: `q + off` as bytes, the padding
+/// holds the zero point), with the ISA's vector code where there is one.
+fn quantize_row_into(
+    isa: Isa,
+    x: &[f32],
+    mul: Option<&[f32]>,
+    dst: &mut [u8],
+    off: i32,
+) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::Avx512Vnni) {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512F/BW;
+        // `mul` has at least x.len() factors (checked by the caller).
+        return unsafe { x86::quantize_row_avx512(x, mul, dst, off) };
+    }
+    let _ = isa;
+    quantize_row_scalar(x, mul, dst, off)
+}
+
+/// The portable form of [`quantize_row_into`] (also the oracle of the vector
+/// forms).
+fn quantize_row_scalar(x: &[f32], mul: Option<&[f32]>, dst: &mut [u8], off: i32) -> (f32, i32) {
+    let val = |c: usize| match mul {
+        Some(f) => x[c] * f[c],
+        None => x[c],
+    };
+    let (lo, hi) = (0..x.len())
+        .map(val)
+        .fold((0f32, 0f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (scale, inv, zp) = row_params(lo, hi);
+    let (body, pad) = dst.split_at_mut(x.len());
+    for (c, d) in body.iter_mut().enumerate() {
+        *d = (quantize_value(val(c), inv, zp) + off) as u8;
+    }
+    pad.fill((zp + off) as u8);
+    (scale, zp)
+}
+
+/// A `Linear` weight quantized and packed for one [`Isa`]: `B = Wᵀ`
+/// (`k x n`), with the per-column scales and sums `Σ_p qw[j][p]`.
+pub struct PackedI8 {
+    isa: Isa,
+    k: usize,
+    kp: usize,
+    n: usize,
+    n_pad: usize,
+    data: PackBuf,
+    scale: Vec<f32>,
+    wsum: Vec<i32>,
+}
+
+impl std::fmt::Debug for PackedI8 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedI8")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl PackedI8 {
+    /// Quantizes `w` (`[n x k]`, the `Linear` layout) with
+    /// [`quantize_weights`] and packs it.
+    pub fn from_f32(isa: Isa, w: &[f32], n: usize, k: usize) -> PackedI8 {
+        assert!(w.len() >= n * k, "qgemm: W too short");
+        let (q, s) = quantize_weights(&w[..n * k], n, k);
+        Self::from_quantized(isa, &q, &s, n, k)
+    }
+
+    /// Packs already quantized weights `q` (`[n x k]`) with one scale per row.
+    ///
+    /// # Panics
+    /// If `q` or `scales` is too short.
+    pub fn from_quantized(isa: Isa, q: &[i8], scales: &[f32], n: usize, k: usize) -> PackedI8 {
+        assert!(q.len() >= n * k, "qgemm: W too short");
+        assert!(scales.len() >= n, "qgemm: too few scales");
+        let (nr, kp) = (isa.nr(), k.next_multiple_of(4));
+        let n_pad = n.next_multiple_of(nr);
+        // PackBuf holds floats; 4 bytes each.
+        let mut data = PackBuf::zeroed((kp * n_pad).div_ceil(4));
+        let bytes = packbuf_bytes_mut(&mut data);
+        let mut wsum = vec![0i32; n];
+        for (j, row) in q[..n * k].chunks_exact(k.max(1)).enumerate().take(n) {
+            let (panel, jj) = (j / nr, j % nr);
+            let base = panel * kp * nr;
+            for (p, &v) in row.iter().enumerate() {
+                bytes[base + (p / 4) * nr * 4 + jj * 4 + p % 4] = v as u8;
+            }
+            wsum[j] = row.iter().map(|&v| i32::from(v)).sum();
+        }
+        PackedI8 {
+            isa,
+            k,
+            kp,
+            n,
+            n_pad,
+            data,
+            scale: scales[..n].to_vec(),
+            wsum,
+        }
+    }
+
+    /// The kernel family this was packed for.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes held (packed weights, scales, sums).
+    pub fn bytes(&self) -> usize {
+        self.kp * self.n_pad + 8 * self.n
+    }
+
+    /// The quantized weight `qw[j][p]` (for tests and reports).
+    pub fn q_at(&self, j: usize, p: usize) -> i8 {
+        let nr = self.isa.nr();
+        let bytes = packbuf_bytes(&self.data);
+        bytes[(j / nr) * self.kp * nr + (p / 4) * nr * 4 + (j % nr) * 4 + p % 4] as i8
+    }
+
+    /// The scale of output channel `j`.
+    pub fn scale(&self, j: usize) -> f32 {
+        self.scale[j]
+    }
+
+    fn panel(&self, j0: usize) -> *const u8 {
+        let nr = self.isa.nr();
+        packbuf_bytes(&self.data)[(j0 / nr) * self.kp * nr..].as_ptr()
+    }
+}
+
+fn packbuf_bytes(b: &PackBuf) -> &[u8] {
+    let f = b.as_slice();
+    // SAFETY: reinterpreting initialised f32 storage as its bytes (u8 has no
+    // alignment or validity requirements); the length is the same memory.
+    unsafe { std::slice::from_raw_parts(f.as_ptr().cast::<u8>(), f.len() * 4) }
+}
+
+fn packbuf_bytes_mut(b: &mut PackBuf) -> &mut [u8] {
+    let f = b.as_mut_slice();
+    // SAFETY: as in `packbuf_bytes`, exclusively borrowed; any byte pattern is
+    // a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(f.as_mut_ptr().cast::<u8>(), f.len() * 4) }
+}
+
+/// The definition of one output element (see the module docs): `qa` the
+/// row's quantized activations, `za`/`sa` its zero point and scale, `qw`/`sw`
+/// the column's weights and scale, `init` the old value when accumulating.
+pub fn dot_oracle(init: Option<f32>, qa: &[i8], za: i32, sa: f32, qw: &[i8], sw: f32) -> f32 {
+    let dot: i32 = qa.iter().zip(qw).map(|(&a, &w)| i32::from(a) * i32::from(w)).sum();
+    let wsum: i32 = qw.iter().map(|&w| i32::from(w)).sum();
+    let t = dot - za * wsum;
+    let v = (t as f32) * (sa * sw);
+    match init {
+        Some(c) => c + v,
+        None => v,
+    }
+}
+
+/// A raw pointer to C that may cross threads (each task writes its own
+/// column range).
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+
+// SAFETY: used only by `product` to hand disjoint column ranges of one
+// exclusively borrowed C to rayon tasks that join before the borrow ends.
+unsafe impl Send for CPtr {}
+// SAFETY: as above.
+unsafe impl Sync for CPtr {}
+
+/// Products smaller than this (m·n·k) never split across threads.
+const MIN_SPLIT_WORK: usize = 1 << 16;
+
+/// `C[m x n] (+)= dequant(A · B)` (see the module docs), then `epi` on every
+/// finished row segment; `Par::Threads(t)` splits the columns (same values).
+///
+/// # Panics
+/// If A was quantized for another ISA or depth than B, if C is too short or
+/// its rows overlap, or if the ISA is not supported by this CPU.
+pub fn product(
+    a: &QuantRows,
+    b: &PackedI8,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    let (m, n, isa) = (a.m, b.n, b.isa);
+    assert!(isa.supported(), "qgemm: {isa:?} kernels need CPU support");
+    assert_eq!(a.isa, Some(isa), "qgemm: A quantized for another ISA");
+    assert_eq!(a.k, b.k, "qgemm: depth mismatch");
+    assert!(m == 0 || (ldc >= n && c.len() >= (m - 1) * ldc + n), "qgemm: C too short");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let nr = isa.nr();
+    let panels = n.div_ceil(nr);
+    let tasks = par.tasks().min(panels);
+    let cp = CPtr(c.as_mut_ptr());
+    let run = |lo: usize, hi: usize| {
+        // SAFETY: the ISA is supported; A and B have matching depth and were
+        // built by this module; C was bounds-checked; each task writes a
+        // disjoint column range of C, exclusively borrowed until all join.
+        unsafe { gemm_cols(a, b, cp, ldc, lo, hi, accumulate, epi) }
+    };
+    if tasks <= 1 || m * n * b.k < MIN_SPLIT_WORK {
+        run(0, n);
+        return;
+    }
+    let per = panels.div_ceil(tasks) * nr;
+    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
+        run(t * per, ((t + 1) * per).min(n));
+    });
+}
+
+/// What one kernel call needs: `h` rows of A from `a` (row stride `lda`
+/// bytes) times one packed panel `b` over `kq` groups of 4, dequantized into
+/// C (row stride `ldc`) with the rows' scales and corrections and the
+/// panel's column scales and sums.
+struct Tile {
+    kq: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    next: *const u8,
+    sa: *const f32,
+    zc: *const i32,
+    sw: *const f32,
+    wsum: *const i32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+}
+
+/// `C[0..m][j_lo..j_hi] (+)= ...` for one task's columns.
+///
+/// # Safety
+/// As for [`product`]'s checks; columns `j_lo..j_hi` of C are this task's.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_cols(
+    a: &QuantRows,
+    b: &PackedI8,
+    c: CPtr,
+    ldc: usize,
+    j_lo: usize,
+    j_hi: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+) {
+    let isa = b.isa;
+    let (mr, nr) = (isa.mr(), isa.nr());
+    let kq = b.kp / 4;
+    let mut tmp = [0.0f32; 12 * 32];
+    // Column scales and sums padded to whole panels (zero beyond n).
+    let mut sw = [0.0f32; 32];
+    let mut ws = [0i32; 32];
+    let mut j0 = j_lo;
+    while j0 < j_hi {
+        let w = nr.min(j_hi - j0);
+        sw[..w].copy_from_slice(&b.scale[j0..j0 + w]);
+        sw[w..nr].fill(0.0);
+        ws[..w].copy_from_slice(&b.wsum[j0..j0 + w]);
+        ws[w..nr].fill(0);
+        let bp = b.panel(j0);
+        let next = if j0 + nr < b.n_pad { b.panel(j0 + nr) } else { bp };
+        let mut i = 0;
+        while i < a.m {
+            let h = mr.min(a.m - i);
+            let cdst = c.0.wrapping_add(i * ldc + j0);
+            let full = w == nr;
+            if !full && accumulate {
+                for r in 0..h {
+                    for jj in 0..w {
+                        // SAFETY: row i + r < m, column j0 + jj < j_hi.
+                        tmp[r * nr + jj] = unsafe { *cdst.add(r * ldc + jj) };
+                    }
+                }
+            }
+            let t = Tile {
+                kq,
+                a: a.data[i * a.kp..].as_ptr(),
+                lda: a.kp,
+                b: bp,
+                next,
+                sa: a.scale[i..].as_ptr(),
+                zc: a.zc[i..].as_ptr(),
+                sw: sw.as_ptr(),
+                wsum: ws.as_ptr(),
+                c: if full { cdst } else { tmp.as_mut_ptr() },
+                ldc: if full { ldc } else { nr },
+                load: accumulate,
+            };
+            // SAFETY: h <= mr rows of A with kp bytes each; the panel holds
+            // kq·4·nr bytes; the C tile (in place or `tmp`) has h rows of nr
+            // writable floats.
+            unsafe { run_tile(isa, h, &t) };
+            for r in 0..h {
+                if !full {
+                    for jj in 0..w {
+                        // SAFETY: row i + r < m, column j0 + jj < j_hi.
+                        unsafe { *cdst.add(r * ldc + jj) = tmp[r * nr + jj] };
+                    }
+                }
+                // SAFETY: row i + r < m, columns j0..j0+w of this task's
+                // range; no other reference to them exists.
+                let row = unsafe { std::slice::from_raw_parts_mut(cdst.add(r * ldc), w) };
+                epi(j0, row);
+            }
+            i += mr;
+        }
+        j0 += nr;
+    }
+}
+
+/// Runs the kernel of `isa` for a tile of `h` rows.
+///
+/// # Safety
+/// See [`gemm_cols`]; `h <= isa.mr()` and the CPU has `isa`.
+unsafe fn run_tile(isa: Isa, h: usize, t: &Tile) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match isa {
+                Isa::Avx512Vnni => return x86::KERNELS_VNNI512[h - 1](t),
+                Isa::AvxVnni => return x86::KERNELS_VNNI256[h - 1](t),
+                Isa::Avx2 => return x86::KERNELS_AVX2[h - 1](t),
+                Isa::Scalar => {}
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { tile_scalar(isa.nr(), h, t) }
+}
+
+/// The portable tile: the oracle's arithmetic over an `h x nr` tile (A holds
+/// `qa` as s8, `zc = za`).
+///
+/// # Safety
+/// See [`gemm_cols`].
+unsafe fn tile_scalar(nr: usize, h: usize, t: &Tile) {
+    for r in 0..h {
+        for jj in 0..nr {
+            let mut acc = 0i32;
+            for q in 0..t.kq {
+                for e in 0..4 {
+                    // SAFETY: row r < h of A has kq·4 bytes; the panel has kq
+                    // groups of nr·4 bytes.
+                    let (av, bv) = unsafe {
+                        (
+                            *t.a.add(r * t.lda + 4 * q + e) as i8,
+                            *t.b.add(q * nr * 4 + jj * 4 + e) as i8,
+                        )
+                    };
+                    acc += i32::from(av) * i32::from(bv);
+                }
+            }
+            // SAFETY: the row and column arrays hold h and nr entries; C has
+            // h rows of nr floats.
+            unsafe {
+                let v = dequant(acc, *t.zc.add(r), *t.wsum.add(jj), *t.sa.add(r), *t.sw.add(jj));
+                let cp = t.c.add(r * t.ldc + jj);
+                *cp = if t.load { *cp + v } else { v };
+            }
+        }
+    }
+}
+
+/// `(acc - zc · wsum) as f32 · (sa · sw)`: the epilogue every kernel computes.
+#[inline(always)]
+fn dequant(acc: i32, zc: i32, wsum: i32, sa: f32, sw: f32) -> f32 {
+    ((acc - zc * wsum) as f32) * (sa * sw)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Tile;
+    use std::arch::x86_64::*;
+
+    pub(super) type KernelFn = unsafe fn(&Tile);
+
+    /// Quantizes one row with AVX-512 (the same values as
+    /// `quantize_row_scalar`: min/max are exact, the scale and rounding are
+    /// the same IEEE operations lane by lane).
+    ///
+    /// # Safety
+    /// AVX-512F and BW are available; `dst` has `x.len().next_multiple_of(4)`
+    /// bytes.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+    pub(super) unsafe fn quantize_row_avx512(
+        x: &[f32],
+        mul: Option<&[f32]>,
+        dst: &mut [u8],
+        off: i32,
+    ) -> (f32, i32) {
+        let n = x.len();
+        let ones = [1.0f32; 16];
+        // Column factors: `mul`, or 1 (a multiply by 1 is exact).
+        let (fp, fstep) = match mul {
+            Some(f) => (f.as_ptr(), 16),
+            None => (ones.as_ptr(), 0),
+        };
+        let load = |i: usize| {
+            // SAFETY: i + 16 <= n: x and the factors have 16 values there.
+            unsafe { _mm512_mul_ps(_mm512_loadu_ps(x.as_ptr().add(i)), _mm512_loadu_ps(fp.add(i / 16 * fstep))) }
+        };
+        let load_tail = |i: usize, mask: u16| {
+            // SAFETY: only the lanes of `mask` (inside x and the factors) are read.
+            unsafe {
+                let f = if fstep == 0 { _mm512_set1_ps(1.0) } else { _mm512_maskz_loadu_ps(mask, fp.add(i)) };
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)), f)
+            }
+        };
+        let mut vlo = _mm512_setzero_ps();
+        let mut vhi = _mm512_setzero_ps();
+        let mut i = 0;
+        // SAFETY: every load reads 16 floats inside x (i + 16 <= n) or a masked
+        // tail of n - i < 16 lanes.
+        unsafe {
+            while i + 16 <= n {
+                let v = load(i);
+                vlo = _mm512_min_ps(v, vlo);
+                vhi = _mm512_max_ps(v, vhi);
+                i += 16;
+            }
+            if i < n {
+                let mask = (1u16 << (n - i)) - 1;
+                let v = load_tail(i, mask);
+                vlo = _mm512_min_ps(v, vlo);
+                vhi = _mm512_max_ps(v, vhi);
+            }
+        }
+        // min/max with 0 included: the masked-out lanes load 0. `vminps`
+        // returns its second operand (the running minimum) when the first is
+        // NaN, so a NaN never enters the range (as with the scalar fold's
+        // `f32::min`).
+        let lo = _mm512_reduce_min_ps(vlo);
+        let hi = _mm512_reduce_max_ps(vhi);
+        let (scale, inv, zp) = super::row_params(lo, hi);
+        let vinv = _mm512_set1_ps(inv);
+        let vzp = _mm512_set1_epi32(zp + off);
+        let (vmin, vmax) = (_mm512_set1_epi32(off - 127), _mm512_set1_epi32(off + 127));
+        let big = _mm512_set1_ps(1e9);
+        let mut i = 0;
+        // SAFETY: as above for x; stores write 16 bytes at i + 16 <= n, or a
+        // masked tail inside dst (dst.len() >= n).
+        unsafe {
+            let one = |v: __m512| {
+                let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                    _mm512_mul_ps(v, vinv),
+                );
+                // NaN -> 0 like the scalar `as i32`, then the same clamp.
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
+                let r = _mm512_mask_mov_ps(r, nan, _mm512_setzero_ps());
+                let r = _mm512_min_ps(_mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), big)), big);
+                let qv = _mm512_add_epi32(_mm512_cvtps_epi32(r), vzp);
+                _mm512_min_epi32(_mm512_max_epi32(qv, vmin), vmax)
+            };
+            while i + 16 <= n {
+                let qv = one(load(i));
+                _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(qv));
+                i += 16;
+            }
+            if i < n {
+                let mask = (1u16 << (n - i)) - 1;
+                let qv = one(load_tail(i, mask));
+                _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().add(i).cast(), mask, qv);
+            }
+        }
+        dst[n..].fill((zp + off) as u8);
+        (scale, zp)
+    }
+
+    macro_rules! tiles {
+        ($name:ident, $kernel:ident, $($r:literal),*) => {
+            pub(super) const $name: [KernelFn; [$($r),*].len()] = [$($kernel::<$r>),*];
+        };
+    }
+    tiles!(KERNELS_VNNI512, tile_vnni512, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12);
+    tiles!(KERNELS_VNNI256, tile_vnni256, 1, 2, 3, 4, 5, 6);
+    tiles!(KERNELS_AVX2, tile_avx2, 1, 2, 3, 4);
+
+    /// The `R x 32` tile with AVX-512 VNNI.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VNNI are available; the tile's pointers are valid for R
+    /// rows (see `gemm_cols`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    unsafe fn tile_vnni512<const R: usize>(t: &Tile) {
+        // SAFETY: all accesses stay inside A's R rows, the panel, the column
+        // arrays (32 entries) and C's R x 32 tile (contract).
+        unsafe {
+            let mut acc = [[_mm512_setzero_si512(); 2]; R];
+            let mut b = t.b;
+            let mut next = t.next;
+            for q in 0..t.kq {
+                _mm_prefetch::<_MM_HINT_T0>(next.cast());
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64).cast());
+                next = next.wrapping_add(128);
+                let b0 = _mm512_loadu_si512(b.cast());
+                let b1 = _mm512_loadu_si512(b.add(64).cast());
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    row[0] = _mm512_dpbusd_epi32(row[0], ai, b0);
+                    row[1] = _mm512_dpbusd_epi32(row[1], ai, b1);
+                }
+                b = b.add(128);
+            }
+            let sw = [_mm512_loadu_ps(t.sw), _mm512_loadu_ps(t.sw.add(16))];
+            let ws = [
+                _mm512_loadu_si512(t.wsum.cast()),
+                _mm512_loadu_si512(t.wsum.add(16).cast()),
+            ];
+            for (i, row) in acc.iter().enumerate() {
+                let zc = _mm512_set1_epi32(*t.zc.add(i));
+                let sa = _mm512_set1_ps(*t.sa.add(i));
+                for h in 0..2 {
+                    let tv = _mm512_sub_epi32(row[h], _mm512_mullo_epi32(zc, ws[h]));
+                    let v = _mm512_mul_ps(_mm512_cvtepi32_ps(tv), _mm512_mul_ps(sa, sw[h]));
+                    let cp = t.c.add(i * t.ldc + 16 * h);
+                    let v = if t.load { _mm512_add_ps(_mm512_loadu_ps(cp), v) } else { v };
+                    _mm512_storeu_ps(cp, v);
+                }
+            }
+        }
+    }
+
+    /// The `R x 16` tile with AVX-VNNI (256-bit).
+    ///
+    /// # Safety
+    /// AVX2 and AVX-VNNI are available; pointers as for `tile_vnni512` with
+    /// 16 columns.
+    #[target_feature(enable = "avxvnni,avx2,fma")]
+    unsafe fn tile_vnni256<const R: usize>(t: &Tile) {
+        // SAFETY: as for `tile_vnni512`, with 16 columns.
+        unsafe {
+            let mut acc = [[_mm256_setzero_si256(); 2]; R];
+            let mut b = t.b;
+            let mut next = t.next;
+            for q in 0..t.kq {
+                _mm_prefetch::<_MM_HINT_T0>(next.cast());
+                next = next.wrapping_add(64);
+                let b0 = _mm256_loadu_si256(b.cast());
+                let b1 = _mm256_loadu_si256(b.add(32).cast());
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    row[0] = _mm256_dpbusd_avx_epi32(row[0], ai, b0);
+                    row[1] = _mm256_dpbusd_avx_epi32(row[1], ai, b1);
+                }
+                b = b.add(64);
+            }
+            store8(t, &acc);
+        }
+    }
+
+    /// The `R x 16` tile with AVX2: `|w| · (a · sign(w))` pairs never
+    /// saturate (see the module docs).
+    ///
+    /// # Safety
+    /// AVX2 is available; pointers as for `tile_vnni256`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile_avx2<const R: usize>(t: &Tile) {
+        // SAFETY: as for `tile_vnni256`.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let mut acc = [[_mm256_setzero_si256(); 2]; R];
+            let mut b = t.b;
+            let mut next = t.next;
+            for q in 0..t.kq {
+                _mm_prefetch::<_MM_HINT_T0>(next.cast());
+                next = next.wrapping_add(64);
+                let b0 = _mm256_loadu_si256(b.cast());
+                let b1 = _mm256_loadu_si256(b.add(32).cast());
+                let (u0, u1) = (_mm256_abs_epi8(b0), _mm256_abs_epi8(b1));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    let p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(ai, b0));
+                    let p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(ai, b1));
+                    row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(p0, ones));
+                    row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(p1, ones));
+                }
+                b = b.add(64);
+            }
+            store8(t, &acc);
+        }
+    }
+
+    /// The dequantizing store of an `R x 16` tile of int32 sums.
+    ///
+    /// # Safety
+    /// AVX2; pointers as for `tile_vnni256`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn store8<const R: usize>(t: &Tile, acc: &[[__m256i; 2]; R]) {
+        // SAFETY: the column arrays hold 16 entries, C has R rows of 16.
+        unsafe {
+            let sw = [_mm256_loadu_ps(t.sw), _mm256_loadu_ps(t.sw.add(8))];
+            let ws = [
+                _mm256_loadu_si256(t.wsum.cast()),
+                _mm256_loadu_si256(t.wsum.add(8).cast()),
+            ];
+            for (i, row) in acc.iter().enumerate() {
+                let zc = _mm256_set1_epi32(*t.zc.add(i));
+                let sa = _mm256_set1_ps(*t.sa.add(i));
+                for h in 0..2 {
+                    let tv = _mm256_sub_epi32(row[h], _mm256_mullo_epi32(zc, ws[h]));
+                    let v = _mm256_mul_ps(_mm256_cvtepi32_ps(tv), _mm256_mul_ps(sa, sw[h]));
+                    let cp = t.c.add(i * t.ldc + 8 * h);
+                    let v = if t.load { _mm256_add_ps(_mm256_loadu_ps(cp), v) } else { v };
+                    _mm256_storeu_ps(cp, v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn supported() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.supported()).collect()
+    }
+
+    /// The oracle's value of every element, from the unpacked quantized
+    /// operands (quantized with the scalar functions).
+    fn oracle(x: &[f32], m: usize, k: usize, w: &[f32], n: usize, init: Option<&[f32]>, ldc: usize) -> Vec<f32> {
+        let (qw, sw) = quantize_weights(w, n, k);
+        let mut out = vec![0.0; m * ldc];
+        for i in 0..m {
+            let mut qa = vec![0i8; k];
+            let (sa, za) = quantize_row(&x[i * k..(i + 1) * k], &mut qa);
+            for j in 0..n {
+                let c0 = init.map(|c| c[i * ldc + j]);
+                out[i * ldc + j] = dot_oracle(c0, &qa, za, sa, &qw[j * k..(j + 1) * k], sw[j]);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_isa_matches_the_oracle_bit_for_bit() {
+        let isas = supported();
+        assert!(isas.contains(&Isa::Scalar));
+        for &m in &[1usize, 2, 3, 5, 7, 12, 13, 17, 64, 65] {
+            for &n in &[1usize, 7, 16, 31, 32, 33, 65, 96] {
+                for &k in &[1usize, 2, 3, 7, 8, 64, 384] {
+                    let x = rand_vec(m * k, (m * 131 + n * 7 + k) as u64);
+                    let w: Vec<f32> = rand_vec(n * k, (m + n * 3 + k * 5) as u64)
+                        .iter()
+                        .map(|v| v * 0.1)
+                        .collect();
+                    let ldc = n + 3;
+                    let init = rand_vec(m * ldc, 99);
+                    for acc in [false, true] {
+                        let want = oracle(&x, m, k, &w, n, acc.then_some(&init[..]), ldc);
+                        for &isa in &isas {
+                            let b = PackedI8::from_f32(isa, &w, n, k);
+                            let mut a = QuantRows::default();
+                            a.quantize(isa, &x, m, k, k, None, Par::Serial);
+                            let mut c = init.clone();
+                            product(&a, &b, &mut c, ldc, acc, &|_, _| {}, Par::Serial);
+                            for i in 0..m {
+                                for j in 0..ldc {
+                                    let (g, e) = (c[i * ldc + j], if j < n { want[i * ldc + j] } else { init[i * ldc + j] });
+                                    assert_eq!(g.to_bits(), e.to_bits(), "{isa:?} m{m} n{n} k{k} acc{acc} ({i},{j}): {g} vs {e}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn vector_quantization_matches_scalar() {
+        for isa in supported() {
+            for &k in &[1usize, 5, 16, 17, 384, 1536] {
+                for seed in 0..20u64 {
+                    let mut x = rand_vec(k, seed + 1000 * k as u64);
+                    // Skewed and degenerate rows too.
+                    match seed % 5 {
+                        1 => x.iter_mut().for_each(|v| *v = v.abs() * 3.0),
+                        2 => x.iter_mut().for_each(|v| *v = -v.abs() * 1e-3),
+                        3 => x.iter_mut().for_each(|v| *v = 0.0),
+                        4 => x[0] = 1e6,
+                        _ => {}
+                    }
+                    let kp = k.next_multiple_of(4);
+                    let mut want = vec![0u8; kp];
+                    let off = isa.a_offset();
+                    let f = rand_vec(k, seed + 7);
+                    let mul = (seed % 2 == 1).then_some(&f[..]);
+                    let (s1, z1) = quantize_row_scalar(&x, mul, &mut want, off);
+                    let mut got = vec![0u8; kp];
+                    let (s2, z2) = quantize_row_into(isa, &x, mul, &mut got, off);
+                    assert_eq!((s1.to_bits(), z1), (s2.to_bits(), z2), "{isa:?} k{k} seed{seed}");
+                    assert_eq!(want, got, "{isa:?} k{k} seed{seed}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quantization_error_is_bounded() {
+        let x = rand_vec(384, 5);
+        let mut q = vec![0i8; 384];
+        let (s, z) = quantize_row(&x, &mut q);
+        for (v, &qv) in x.iter().zip(&q) {
+            let back = s * (i32::from(qv) - z) as f32;
+            assert!((back - v).abs() <= 0.5 * s * 1.0001, "{v} {back}");
+        }
+        // A row of zeros, and NaN, map to the zero point.
+        let (s, z) = quantize_row(&[0.0, 0.0], &mut q[..2]);
+        assert_eq!((s, i32::from(q[0]) - z), (1.0, 0));
+    }
+
+    #[test]
+    fn rows_are_independent_and_thread_split_is_exact() {
+        let (k, n, big_m) = (384, 1152, 70);
+        let x = rand_vec(big_m * k, 5);
+        let w: Vec<f32> = rand_vec(n * k, 6).iter().map(|v| v * 0.05).collect();
+        let bias = rand_vec(n, 7);
+        let epi = |j0: usize, r: &mut [f32]| {
+            for (v, b) in r.iter_mut().zip(&bias[j0..]) {
+                *v += b;
+            }
+        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        for isa in supported() {
+            let b = PackedI8::from_f32(isa, &w, n, k);
+            let run = |start: usize, m: usize, par: Par| {
+                let mut a = QuantRows::default();
+                a.quantize(isa, &x[start * k..], m, k, k, None, par);
+                let mut c = vec![0.0f32; m * n];
+                pool.install(|| product(&a, &b, &mut c, n, false, &epi, par));
+                c
+            };
+            let full = run(0, big_m, Par::Serial);
+            for (start, m) in [(0usize, 1usize), (5, 1), (3, 7), (17, 40), (69, 1)] {
+                let part = run(start, m, Par::Serial);
+                assert!(part.iter().zip(&full[start * n..]).all(|(a, b)| a.to_bits() == b.to_bits()), "{isa:?} rows {start}+{m}");
+            }
+            for t in [2usize, 3] {
+                let par = run(0, big_m, Par::Threads(t));
+                assert!(par.iter().zip(&full).all(|(a, b)| a.to_bits() == b.to_bits()), "{isa:?} threads {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn weights_match_the_converter_scheme() {
+        let w = rand_vec(8 * 20, 3);
+        let (q, s) = quantize_weights(&w, 8, 20);
+        let b = PackedI8::from_quantized(isa(), &q, &s, 8, 20);
+        for j in 0..8 {
+            assert_eq!(b.scale(j), s[j]);
+            for p in 0..20 {
+                assert_eq!(b.q_at(j, p), q[j * 20 + p]);
+            }
+        }
+    }
+
+    /// `cargo test --release --lib qgemm::speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn speed() {
+        use crate::kernels::thread_cpu_seconds;
+        let m = 256;
+        for (k, n) in [(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
+            let x = rand_vec(m * k, 1);
+            let w: Vec<f32> = rand_vec(n * k, 2).iter().map(|v| v * 0.05).collect();
+            let mut c = vec![0.0f32; m * n];
+            for isa in supported() {
+                let b = PackedI8::from_f32(isa, &w, n, k);
+                let mut a = QuantRows::default();
+                let reps = if isa == Isa::Scalar { 2 } else { 50 };
+                let t0 = thread_cpu_seconds();
+                for _ in 0..reps {
+                    a.quantize(isa, &x, m, k, k, None, Par::Serial);
+                    product(&a, &b, &mut c, n, false, &|_, _| {}, Par::Serial);
+                }
+                let dt = (thread_cpu_seconds() - t0) / reps as f64;
+                println!("{isa:?} m{m} k{k} n{n}: {:.1} GOP/s", 2.0 * (m * n * k) as f64 / dt / 1e9);
+            }
+        }
+    }
+}

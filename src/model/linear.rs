@@ -1,0 +1,309 @@
+//! `Linear` layers: one weight matrix (or several side by side, such as Q, K
+//! and V) in the representation of one [`Precision`], with its packing and its
+//! kernel choice. The model calls [`Linear::forward`] and never sees GEMM
+//! internals.
+//!
+//! | precision | weights | product |
+//! |---|---|---|
+//! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]) | [`sgemm`] (or `matrixmultiply` without AVX2) |
+//! | int8 | [`PackedI8`]: int8 per output channel + scales + column sums, built at open (from the file's int8 tensors, or quantized from f32) | [`qgemm`] on activations quantized per row |
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::Result;
+use crate::formats::ModelFile;
+use crate::kernels::gemm::{self, Epilogue};
+use crate::kernels::qgemm::{self, PackedI8, QuantRows};
+use crate::kernels::sgemm::{self, PackedB};
+use crate::kernels::Par;
+use crate::model::param::{load_int8, load_param, Param};
+use crate::options::Precision;
+
+/// Per-call scratch memory of the reduced-precision products (the quantized
+/// activations); kept in the model's workspace and reused.
+#[derive(Default)]
+pub struct LinearScratch {
+    quant: QuantRows,
+}
+
+impl LinearScratch {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.quant.bytes()
+    }
+}
+
+enum Repr {
+    /// f32 segments as read from the file, and their packed copy once made.
+    F32 {
+        segs: Vec<Param>,
+        packed: OnceLock<PackedB>,
+    },
+    /// int8 weights packed for the int8 kernels, and the per-input-channel
+    /// factors applied to activations before quantization (smoothing).
+    Int8(PackedI8, Option<Vec<f32>>),
+}
+
+/// A dense layer `y = x · Wᵀ` with `W` = the segments' `[seg_n x k]` weights
+/// stacked along the output dimension (`n = segments · seg_n`). Biases and
+/// activations are the caller's epilogue.
+pub struct Linear {
+    n: usize,
+    k: usize,
+    seg_n: usize,
+    repr: Repr,
+}
+
+impl Linear {
+    /// Loads the weights named `names` (each `[seg_n x k]`, the HF `Linear`
+    /// layout) in the representation of `precision`. `int8_file` says the
+    /// file's metadata allows `int8_per_row` tensors. Weights converted from
+    /// mapped f32 release their file pages from resident memory.
+    ///
+    /// `act_absmax` (int8 only): the largest magnitude of each input channel
+    /// over calibration data. With it the layer is smoothed (SmoothQuant,
+    /// strength [`SMOOTH_ALPHA`]): activations are multiplied per channel by
+    /// `a_c = max|W_c|^(1-α) / act_absmax_c^α` before quantization and the
+    /// weights' columns by `1 / a_c`, which moves the activations' outlier
+    /// channels into the weights, where per-channel scales absorb them.
+    ///
+    /// # Errors
+    /// A missing or misshapen tensor, named.
+    pub fn load(
+        file: &Arc<ModelFile>,
+        names: &[String],
+        seg_n: usize,
+        k: usize,
+        precision: Precision,
+        int8_file: bool,
+        act_absmax: Option<&[f32]>,
+    ) -> Result<Linear> {
+        let n = seg_n * names.len();
+        let repr = match precision {
+            Precision::Int8 => {
+                let mut q = Vec::with_capacity(n * k);
+                let mut scales = Vec::with_capacity(n);
+                let mut smooth = None;
+                let stored: Vec<_> = names
+                    .iter()
+                    .map(|name| load_int8(file, name, [seg_n, k], int8_file))
+                    .collect::<Result<_>>()?;
+                if stored.iter().all(Option::is_some) && act_absmax.is_none() {
+                    for (qs, ss) in stored.into_iter().flatten() {
+                        q.extend_from_slice(&qs);
+                        scales.extend_from_slice(&ss);
+                    }
+                } else {
+                    let params: Vec<Param> = names
+                        .iter()
+                        .map(|name| load_param(file, name, &[seg_n, k], int8_file))
+                        .collect::<Result<_>>()?;
+                    let mut w: Vec<f32> = Vec::with_capacity(n * k);
+                    params.iter().for_each(|p| w.extend_from_slice(p.as_slice()));
+                    params.iter().for_each(Param::release_pages);
+                    if let Some(amax) = act_absmax {
+                        let a = smoothing_factors(&w, n, k, amax);
+                        for row in w.chunks_exact_mut(k.max(1)) {
+                            for (v, f) in row.iter_mut().zip(&a) {
+                                *v /= f;
+                            }
+                        }
+                        smooth = Some(a);
+                    }
+                    let (qs, ss) = qgemm::quantize_weights(&w, n, k);
+                    q = qs;
+                    scales = ss;
+                }
+                Repr::Int8(PackedI8::from_quantized(qgemm::isa(), &q, &scales, n, k), smooth)
+            }
+            // bf16 kernels are not in this build yet: f32 arithmetic.
+            Precision::F32 | Precision::Bf16 => Repr::F32 {
+                segs: names
+                    .iter()
+                    .map(|name| load_param(file, name, &[seg_n, k], int8_file))
+                    .collect::<Result<_>>()?,
+                packed: OnceLock::new(),
+            },
+        };
+        Ok(Linear {
+            n,
+            k,
+            seg_n,
+            repr,
+        })
+    }
+
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The arithmetic of this layer.
+    pub fn precision(&self) -> Precision {
+        match self.repr {
+            Repr::F32 { .. } => Precision::F32,
+            Repr::Int8(..) => Precision::Int8,
+        }
+    }
+
+    /// Whether the weights are in the form products read directly (packed f32
+    /// panels, or a reduced-precision layer, packed at load).
+    pub fn is_packed(&self) -> bool {
+        match &self.repr {
+            Repr::F32 { packed, .. } => packed.get().is_some(),
+            Repr::Int8(..) => true,
+        }
+    }
+
+    /// Parameter tensors read in place from the file, and converted ones
+    /// (a reduced-precision layer counts as converted).
+    pub fn param_counts(&self) -> (usize, usize) {
+        match &self.repr {
+            Repr::F32 { segs, .. } => {
+                let mapped = segs.iter().filter(|p| p.is_mapped()).count();
+                (mapped, segs.len() - mapped)
+            }
+            Repr::Int8(..) => (0, self.n / self.seg_n.max(1)),
+        }
+    }
+
+    /// Bytes of weights this layer holds outside the file (packed copies,
+    /// converted values).
+    pub fn owned_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::F32 { segs, packed } => {
+                packed.get().map_or(0, PackedB::bytes)
+                    + segs
+                        .iter()
+                        .filter(|p| !p.is_mapped())
+                        .map(|p| 4 * p.as_slice().len())
+                        .sum::<usize>()
+            }
+            Repr::Int8(p, f) => p.bytes() + f.as_ref().map_or(0, |f| 4 * f.len()),
+        }
+    }
+
+    /// `out[m x n] = x[m x k] · Wᵀ (+ out when accumulate)`, then `epi` on each
+    /// row (`out` rows have stride `ldo >= n`). Each output row depends only
+    /// on its input row (batch invariance), and `par` never changes a bit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        x: &[f32],
+        m: usize,
+        out: &mut [f32],
+        ldo: usize,
+        accumulate: bool,
+        epi: Epilogue<'_>,
+        par: Par,
+        scratch: &mut LinearScratch,
+    ) {
+        let (n, k) = (self.n, self.k);
+        match &self.repr {
+            Repr::Int8(w, smooth) => {
+                scratch.quant.quantize(w.isa(), x, m, k, k, smooth.as_deref(), par);
+                let epi = gemm::epilogue_fn(epi);
+                qgemm::product(&scratch.quant, w, out, ldo, accumulate, &epi, par);
+            }
+            Repr::F32 { segs, packed } => {
+                if let Some(p) = packed.get() {
+                    let epi = gemm::epilogue_fn(epi);
+                    sgemm::product(p.isa(), m, n, k, x, k, p, out, ldo, accumulate, &epi, par);
+                    return;
+                }
+                let ws: Vec<&[f32]> = segs.iter().map(Param::as_slice).collect();
+                if let [w] = ws[..] {
+                    gemm::linear(x, m, k, w, n, out, ldo, accumulate, epi, par);
+                } else {
+                    gemm::linear_stacked(x, m, k, &ws, self.seg_n, out, ldo, accumulate, epi, par);
+                }
+            }
+        }
+    }
+}
+
+/// SmoothQuant's migration strength α (0 = none, 1 = all of the activations'
+/// range moved into the weights).
+pub const SMOOTH_ALPHA: f32 = 0.5;
+
+/// The activation factors `a_c = max_j|W[j][c]|^(1-α) / act_absmax_c^α` of a
+/// `[n x k]` weight (1 where either maximum is 0).
+fn smoothing_factors(w: &[f32], n: usize, k: usize, act_absmax: &[f32]) -> Vec<f32> {
+    let mut wmax = vec![0f32; k];
+    for row in w.chunks_exact(k.max(1)).take(n) {
+        for (m, v) in wmax.iter_mut().zip(row) {
+            *m = m.max(v.abs());
+        }
+    }
+    wmax.iter()
+        .zip(act_absmax)
+        .map(|(&wm, &am)| {
+            if wm > 0.0 && am > 0.0 && am.is_finite() {
+                wm.powf(1.0 - SMOOTH_ALPHA) / am.powf(SMOOTH_ALPHA)
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// Packs the f32 layers among `linears` (the matrices of one encoder layer)
+/// into one shared buffer in the SGEMM panel layout, then releases the mapped
+/// pages of their originals from resident memory. A no-op without the
+/// engine's own f32 kernels, for layers packed already, and for layers of
+/// other precisions (packed at load).
+pub fn pack_f32_layer(linears: &[&Linear]) {
+    let Some(isa) = sgemm::isa() else {
+        return;
+    };
+    let todo: Vec<&Linear> = linears
+        .iter()
+        .copied()
+        .filter(|l| {
+            matches!(&l.repr, Repr::F32 { packed, .. } if packed.get().is_none())
+                && (l.n == l.seg_n || l.seg_n.is_multiple_of(sgemm::SEGMENT_ALIGN))
+        })
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let views: Vec<Vec<&[f32]>> = todo
+        .iter()
+        .map(|l| match &l.repr {
+            Repr::F32 { segs, .. } => segs.iter().map(Param::as_slice).collect(),
+            Repr::Int8(..) => Vec::new(),
+        })
+        .collect();
+    let sources: Vec<Box<dyn sgemm::BSource + '_>> = todo
+        .iter()
+        .zip(&views)
+        .map(|(l, ws)| -> Box<dyn sgemm::BSource + '_> {
+            if let [w] = ws[..] {
+                Box::new(sgemm::Transposed { w, ldw: l.k })
+            } else {
+                Box::new(sgemm::Stacked {
+                    ws,
+                    seg_n: l.seg_n,
+                    k: l.k,
+                })
+            }
+        })
+        .collect();
+    let items: Vec<(usize, usize, &dyn sgemm::BSource)> = todo
+        .iter()
+        .zip(&sources)
+        .map(|(l, s)| (l.k, l.n, &**s as &dyn sgemm::BSource))
+        .collect();
+    for (l, p) in todo.iter().zip(PackedB::pack_all(isa, &items)) {
+        if let Repr::F32 { segs, packed } = &l.repr {
+            let _ = packed.set(p);
+            // From now on products read the packed copy only.
+            segs.iter().for_each(Param::release_pages);
+        }
+    }
+}
