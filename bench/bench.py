@@ -1,21 +1,29 @@
 #!/usr/bin/env python3
-"""Benchmark: our engine (`embd bench`) against ONNX Runtime on the same corpus.
+"""Benchmark: our engine (`embd bench`) against ONNX Runtime and the quantized CPU peers
+(OpenVINO + NNCF, CTranslate2, ONNX Runtime dynamic int8) on the same corpus.
 
-Run through bench/run.sh, which creates bench/.venv and the ONNX models first.
+Run through bench/run.sh, which creates bench/.venv and the models first.
 
-  bench.py [--rounds N] [--limit N]     timing run: table on stdout, bench/out/results.json
+  bench.py [--rounds N] [--limit N]     timing run: tables on stdout, bench/out/results.json
   bench.py --check                      correctness only (CI): ORT vs reference vs ours
+                                        (our f32, bf16, int8 with issue 11's bars)
+  bench.py --check-peers                the peers' models vs the reference (no timing)
 
 What one timing run does, in this order:
-  1. verifies the ONNX models (plain and ORT-fused) against the reference embeddings;
+  1. verifies the ONNX models (plain and ORT-fused) and the peers' unquantized
+     conversions (CTranslate2 float32, OpenVINO fp32 in f32) against the reference, and
+     measures our precisions' accuracy on every reference line;
   2. throughput: `rounds` rounds; in each round every configuration runs once over the
-     whole corpus, ORT configurations in this process and ours as `embd bench`
-     subprocesses (one round per invocation), alternating ORT / ours, plus a GEMM
+     whole corpus, interleaved engine by engine: ORT fp32 in this process, ours as
+     `embd bench --precision P` subprocesses, every peer configuration as a fresh
+     peers.py worker process (which in round 1 also embeds the reference lines through
+     the same pipeline, for its accuracy, and whose peak RSS is recorded); plus a GEMM
      ceiling measurement (numpy float32 matmul on the model's shapes, 1 and 2 threads);
-  3. single-text latency of a ~20-token corpus sentence, ours and ORT, interleaved;
-  4. open time (ours: open + first embedding; ORT: session creation + first run);
-  5. peak RSS of `embd encode` over the corpus and of an ORT process doing the same.
-Tokenization is included in every timing, for both engines.
+  3. single-text latency of a ~20-token corpus sentence, every engine and precision,
+     1 thread and 2, interleaved;
+  4. open time (ours per precision: open + first embedding; ORT: session + first run);
+  5. peak RSS of `embd encode` over the corpus per precision and of an ORT process.
+Tokenization is included in every timing, for every engine.
 """
 
 import argparse
@@ -36,7 +44,8 @@ HF_DIR = os.path.join(ROOT, "models", "all-MiniLM-L6-v2-hf")
 WEIGHTS = os.path.join(ROOT, "models", "all-MiniLM-L6-v2.weights")
 ONNX_PLAIN = os.path.join(OUT, "minilm.onnx")
 ONNX_FUSED = os.path.join(OUT, "minilm.opt.onnx")
-EMBD = os.path.join(ROOT, "target", "release", "embd")
+# $EMBD_BIN: time another build (e.g. a copy, so a rebuild of target/ during a run changes nothing)
+EMBD = os.environ.get("EMBD_BIN") or os.path.join(ROOT, "target", "release", "embd")
 
 # all-MiniLM-L6-v2 shapes, for the FLOP count and the GEMM ceiling.
 HIDDEN, INTER, LAYERS, MAX_LEN = 384, 1536, 6, 256
@@ -400,14 +409,18 @@ def check(args, tok, ref, corpus_path):
     # Ours vs the reference in every precision `embd` runs (f32: as before).
     ref_path = os.path.join(shared_dir(), "reference", "minilm_reference.jsonl")
     want = np.array([r["embedding"] for r in ref])
+    vectors = {}
     for p, why in embd_precisions().items():
         if why:
             print(f"ours {p:4s} vs reference: SKIPPED ({why})")
             continue
-        c = cosines(embd_encode_npy(ref_path, jsonl=True, precision=p), want)
+        vectors[p] = embd_encode_npy(ref_path, jsonl=True, precision=p)
+        c = cosines(vectors[p], want)
         worst_bar, mean_bar = ACCURACY_BARS[p]
+        same = p != "f32" and "f32" in vectors and np.array_equal(vectors[p], vectors["f32"])
         print(f"ours {p:4s} vs reference: {len(ref)} lines, worst cosine {fmt_cos(c)}, mean {c.mean():.8f} "
-              f"(bars: worst >= {worst_bar}" + (f", mean >= {mean_bar})" if mean_bar else ")"))
+              f"(bars: worst >= {worst_bar}" + (f", mean >= {mean_bar})" if mean_bar else ")")
+              + ("\n     note: bit for bit the f32 vectors (this precision still computes in f32?)" if same else ""))
         if c.min() < worst_bar:
             failures.append(f"ours {p} vs reference: worst cosine {c.min():.8f} < {worst_bar}")
         if mean_bar and c.mean() < mean_bar:
@@ -420,7 +433,7 @@ def check(args, tok, ref, corpus_path):
         try:
             b = embd_bench(corpus_path, 2, 32, limit=20, latency_runs=3, warmup=2, precision=p)
             missing = [k for k in ("texts_per_s", "tokens_per_s", "open_first_ms", "latency") if k not in b]
-            print(f"embd bench {' '.join(precision_args(p))}: ran ({b['texts']} texts, {b['tokens']} tokens)" +
+            print(f"embd bench{''.join(' ' + a for a in precision_args(p))}: ran ({b['texts']} texts, {b['tokens']} tokens)" +
                   (f", missing fields {missing}" if missing else ""))
             if missing:
                 failures.append(f"embd bench output lacks {missing}")
@@ -595,12 +608,15 @@ def timing(args, tok, ref, corpus_path):
     for p in PRECISIONS:
         if support[p]:
             print(f"ours {p}: SKIPPED ({support[p]})")
-    accuracy = {}
+    accuracy, vectors = {}, {}
     for p in precisions:
-        c = cosines(embd_encode_npy(ref_path, jsonl=True, precision=p), want)
+        vectors[p] = embd_encode_npy(ref_path, jsonl=True, precision=p)
+        c = cosines(vectors[p], want)
+        same = p != "f32" and "f32" in vectors and np.array_equal(vectors[p], vectors["f32"])
         accuracy[f"ours {p}"] = {"lines": len(ref), "worst": float(c.min()), "mean": float(c.mean()),
-                                 "worst_item": int(c.argmin()) + 1}
-        print(f"ours {p} vs reference: worst cosine {fmt_cos(c)}, mean {c.mean():.8f}")
+                                 "worst_item": int(c.argmin()) + 1, "identical_to_f32": bool(same)}
+        print(f"ours {p} vs reference: worst cosine {fmt_cos(c)}, mean {c.mean():.8f}"
+              + (" (bit for bit the f32 vectors: still computed in f32?)" if same else ""))
 
     texts = read_lines(corpus_path)
     if args.limit:
@@ -661,6 +677,9 @@ def timing(args, tok, ref, corpus_path):
                 times[name].append(res["seconds"])
                 peer_rss.setdefault(name, []).append(res["rss_mb"])
                 peer_info[name] = res["info"]
+                got, hint = res["info"].get("inference_precision"), extra[0]["spec"].get("hint")
+                if hint and got and got != hint:
+                    print(f"note: {name} asked OpenVINO for {hint}, it computes in {got}")
                 if "accuracy" in res:
                     accuracy[name] = res["accuracy"]
             print(f"round {r + 1}: {name:34s} {len(texts) / times[name][-1]:7.1f} texts/s", flush=True)

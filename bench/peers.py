@@ -96,7 +96,7 @@ def ov_runners(spec, info):
         cfg[hints.inference_precision] = {"f32": ov.Type.f32, "bf16": ov.Type.bf16}[spec["hint"]]
     compiled = core.compile_model(spec["model"], "CPU", cfg)
     info["openvino"] = ov.get_version()
-    info["inference_precision"] = str(compiled.get_property(hints.inference_precision))
+    info["inference_precision"] = compiled.get_property(hints.inference_precision).get_type_name()
     info["num_streams"] = int(compiled.get_property(props.num_streams))
     info["inference_num_threads"] = int(compiled.get_property(props.inference_num_threads))
     info["optimal_infer_requests"] = int(compiled.get_property(props.optimal_number_of_infer_requests))
