@@ -2,8 +2,21 @@
 # Runs the benchmark (or, with --check, the correctness check CI runs) after
 # bench/setup.sh. Arguments go to bench/bench.py:
 #   bench/run.sh --check           ORT vs ours vs reference, no timing (CI)
-#   bench/run.sh [--rounds N]      the timing run; table + bench/out/results.json
+#   bench/run.sh [--rounds N]      the timing run, peers included; table + bench/out/results.json
+#   bench/run.sh --peers none      the timing run without the peers (no OpenVINO/CT2 install)
+#   bench/run.sh --check-peers     the peers' models vs the reference, no timing
+# --check sets up without the peers (setup.sh); every other run with them (setup.sh --peers)
+# unless --peers none.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/bench/setup.sh"
+setup_args=(--peers)
+prev=""
+for a in "$@"; do
+  case "$a" in
+    --check|--help|-h|--peers=none) setup_args=() ;;
+  esac
+  if [ "$prev" = "--peers" ] && [ "$a" = none ]; then setup_args=(); fi
+  prev="$a"
+done
+"$root/bench/setup.sh" "${setup_args[@]+"${setup_args[@]}"}"
 exec "$root/bench/.venv/bin/python" "$root/bench/bench.py" "$@"

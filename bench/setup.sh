@@ -6,8 +6,20 @@
 #   target/release/embd  our CLI
 #   bench/out/*.onnx     the ONNX model built from the safetensors weights and its
 #                        ORT-fused version (rebuilt when export_onnx.py or the pins change)
+# With --peers, also (for the timing run; --check does not need them):
+#   bench/.venv          + openvino, nncf, ctranslate2 (bench/requirements-peers.txt, pinned;
+#                        ~570 MB more, ~20 s; reinstalled when that file changes)
+#   bench/out/ov/, ct2-*/, minilm.opt.int8.onnx   the peers' models (prepare_peers.py,
+#                        ~1 min; rebuilt when the scripts, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
 set -euo pipefail
+peers=0
+for a in "$@"; do
+  case "$a" in
+    --peers) peers=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (only --peers)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 venv=bench/.venv
@@ -31,6 +43,16 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/n
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
   echo "$req_hash" > "$venv/.requirements.sha256"
 fi
+if [ "$peers" = 1 ]; then
+  peers_hash=$(cat bench/requirements.txt bench/requirements-peers.txt | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$venv/.peers.sha256" 2>/dev/null)" != "$peers_hash" ]; then
+    echo "bench/setup.sh: installing the peers (bench/requirements-peers.txt) ..." >&2
+    # requirements.txt as constraints: the peers must not move the base pins
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      -r bench/requirements-peers.txt -c bench/requirements.txt
+    echo "$peers_hash" > "$venv/.peers.sha256"
+  fi
+fi
 
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
@@ -45,6 +67,25 @@ if [ ! -f "$out/minilm.onnx" ] || [ ! -f "$out/minilm.opt.onnx" ] \
   echo "bench/setup.sh: building the ONNX models ..." >&2
   "$venv/bin/python" bench/export_onnx.py models/all-MiniLM-L6-v2-hf "$out"
   echo "$onnx_key" > "$out/.onnx.key"
+fi
+
+# 3b. The peers' models, keyed by their scripts, the pins, the ONNX export and the corpus
+#     (NNCF calibrates on corpus texts).
+if [ "$peers" = 1 ]; then
+  corpus=""
+  for d in "${EMBD_SHARED_DIR:-}" "$root/../shared" "$root/../../shared"; do
+    if [ -n "$d" ] && [ -f "$d/bench/corpus.txt" ]; then corpus="$d/bench/corpus.txt"; break; fi
+  done
+  [ -n "$corpus" ] || { echo "bench/setup.sh: cannot find shared/bench/corpus.txt (set EMBD_SHARED_DIR)" >&2; exit 1; }
+  peers_key=$(cat bench/prepare_peers.py bench/convert_ct2.py bench/requirements.txt bench/requirements-peers.txt \
+              "$corpus" | sha256sum | cut -d' ' -f1)
+  peers_key="$peers_key $onnx_key"
+  if [ ! -f "$out/ov/int8.xml" ] || [ ! -f "$out/ct2-int8/model.bin" ] || [ ! -f "$out/minilm.opt.int8.onnx" ] \
+     || [ "$(cat "$out/.peers.key" 2>/dev/null)" != "$peers_key" ]; then
+    echo "bench/setup.sh: building the peers' models ..." >&2
+    "$venv/bin/python" bench/prepare_peers.py models/all-MiniLM-L6-v2-hf "$out" "$corpus"
+    echo "$peers_key" > "$out/.peers.key"
+  fi
 fi
 
 # 4. The model in the page cache as a reader leaves it, not as the converter left it:

@@ -118,6 +118,30 @@ static void test_options(void) {
     CHECK_ST(embd_options_set_prepack_weights(o, 2), EMBD_STATUS_INVALID_ARGUMENT, "prepack");
     CHECK_ST(embd_options_set_prepack_weights(o, 1), EMBD_STATUS_OK, NULL);
 
+    /* Precision: the four constants are accepted, anything else is refused
+     * with a message naming the value and the accepted ones. */
+    CHECK_ST(embd_options_set_precision(o, EMBD_PRECISION_F32), EMBD_STATUS_OK, NULL);
+    CHECK_ST(embd_options_set_precision(o, EMBD_PRECISION_BF16), EMBD_STATUS_OK, NULL);
+    CHECK_ST(embd_options_set_precision(o, EMBD_PRECISION_INT8), EMBD_STATUS_OK, NULL);
+    CHECK_ST(embd_options_set_precision(o, EMBD_PRECISION_DEFAULT), EMBD_STATUS_OK, NULL);
+    CHECK_ST(embd_options_set_precision(o, 4), EMBD_STATUS_INVALID_ARGUMENT, "precision 4 is not supported");
+    CHECK(msg_has("embd_options_set_precision: ") && msg_has("EMBD_PRECISION_DEFAULT (0)") &&
+          msg_has("EMBD_PRECISION_F32 (1)") && msg_has("EMBD_PRECISION_BF16 (2)") &&
+          msg_has("EMBD_PRECISION_INT8 (3)"));
+    CHECK_ST(embd_options_set_precision(o, -1), EMBD_STATUS_INVALID_ARGUMENT, "precision -1 ");
+    CHECK_ST(embd_options_set_precision(o, INT32_MIN), EMBD_STATUS_INVALID_ARGUMENT, "precision -2147483648 ");
+    CHECK_ST(embd_options_set_precision(o, INT32_MAX), EMBD_STATUS_INVALID_ARGUMENT, "precision 2147483647 ");
+    CHECK_ST(embd_options_set_precision(NULL, EMBD_PRECISION_F32), EMBD_STATUS_NULL_ARGUMENT, "options is NULL");
+    CHECK(embd_model_precision(NULL) == EMBD_PRECISION_DEFAULT);
+    CHECK(msg_has("embd_model_precision: model is NULL"));
+    CHECK(embd_model_precision((const embd_model *)o) == 0);
+    CHECK(msg_has("embd_options, not an embd_model"));
+    CHECK(strcmp(embd_precision_name(EMBD_PRECISION_DEFAULT), "default") == 0);
+    CHECK(strcmp(embd_precision_name(EMBD_PRECISION_F32), "f32") == 0);
+    CHECK(strcmp(embd_precision_name(EMBD_PRECISION_BF16), "bf16") == 0);
+    CHECK(strcmp(embd_precision_name(EMBD_PRECISION_INT8), "int8") == 0);
+    CHECK(embd_precision_name(4) == NULL && embd_precision_name(-1) == NULL);
+
     CHECK_ST(embd_options_set_threads(NULL, 1), EMBD_STATUS_NULL_ARGUMENT, "options is NULL");
     CHECK_ST(embd_options_set_max_seq_length(NULL, 1), EMBD_STATUS_NULL_ARGUMENT, "options");
     CHECK_ST(embd_options_set_normalize(NULL, 1), EMBD_STATUS_NULL_ARGUMENT, "options");
@@ -132,6 +156,7 @@ static void test_options(void) {
     embd_options_free(o);
     /* Use after free and double free are detected. */
     CHECK_ST(embd_options_set_threads(o, 1), EMBD_STATUS_INVALID_HANDLE, "not a live embd_options");
+    CHECK_ST(embd_options_set_precision(o, EMBD_PRECISION_INT8), EMBD_STATUS_INVALID_HANDLE, "not a live embd_options");
     CHECK_ST(embd_open("x.weights", o, &m), EMBD_STATUS_INVALID_HANDLE, "options");
     CHECK(m == NULL);
     embd_options_free(o);

@@ -17,7 +17,8 @@ int main(void) {
         (any_fn)&embd_options_new, (any_fn)&embd_options_free,
         (any_fn)&embd_options_set_threads, (any_fn)&embd_options_set_max_seq_length,
         (any_fn)&embd_options_set_normalize, (any_fn)&embd_options_set_verify_checksums,
-        (any_fn)&embd_options_set_prepack_weights,
+        (any_fn)&embd_options_set_prepack_weights, (any_fn)&embd_options_set_precision,
+        (any_fn)&embd_model_precision, (any_fn)&embd_precision_name,
         (any_fn)&embd_open, (any_fn)&embd_free, (any_fn)&embd_dim,
         (any_fn)&embd_max_seq_length, (any_fn)&embd_model_name,
         (any_fn)&embd_num_layers, (any_fn)&embd_num_heads, (any_fn)&embd_vocab_size,
@@ -61,6 +62,13 @@ int main(void) {
     (void)ce;
 
     if (sizeof(embd_status) != 4) { fprintf(stderr, "embd_status is not 32-bit\n"); fails++; }
+    if (sizeof(embd_precision) != 4) { fprintf(stderr, "embd_precision is not 32-bit\n"); fails++; }
+    /* Stable precision numbers. */
+    if (EMBD_PRECISION_DEFAULT != 0 || EMBD_PRECISION_F32 != 1 || EMBD_PRECISION_BF16 != 2 ||
+        EMBD_PRECISION_INT8 != 3) {
+        fprintf(stderr, "precision numbers changed\n");
+        fails++;
+    }
     if (EMBD_VERSION_NUMBER != EMBD_VERSION_MAJOR * 1000000 + EMBD_VERSION_MINOR * 1000 + EMBD_VERSION_PATCH) {
         fprintf(stderr, "EMBD_VERSION_NUMBER formula\n");
         fails++;

@@ -12,6 +12,10 @@
 
 static_assert(sizeof(embd_status) == 4, "embd_status is 32-bit");
 static_assert(EMBD_STATUS_OK == 0, "OK is 0");
+static_assert(sizeof(embd_precision) == 4, "embd_precision is 32-bit");
+static_assert(EMBD_PRECISION_DEFAULT == 0 && EMBD_PRECISION_F32 == 1 && EMBD_PRECISION_BF16 == 2 &&
+                  EMBD_PRECISION_INT8 == 3,
+              "precision numbers");
 static_assert(EMBD_VERSION_NUMBER == EMBD_VERSION_MAJOR * 1000000 + EMBD_VERSION_MINOR * 1000 + EMBD_VERSION_PATCH,
               "version formula");
 static_assert(cpp_embedder::model::EMBEDDING_DIM == 384, "cpp_embedder constant");

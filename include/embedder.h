@@ -211,6 +211,15 @@ typedef struct embd_model embd_model;
 typedef struct embd_options embd_options;
 
 /**
+ * Arithmetic of the encoder's dense (Linear) layers, for
+ * `embd_options_set_precision` and `embd_model_precision`: one of the
+ * `EMBD_PRECISION_*` constants. A plain `int32_t`, so any value can be passed
+ * safely; an unknown one is refused with `EMBD_STATUS_INVALID_ARGUMENT`.
+ * Attention, LayerNorm, GELU and pooling always run in f32.
+ */
+typedef int32_t embd_precision;
+
+/**
  * A length-delimited UTF-8 text: `len` bytes at `ptr`, no NUL terminator
  * needed (Go and Swift strings pass as they are). `ptr` may be NULL when `len`
  * is 0. A NUL byte inside the text is ordinary text (BERT cleaning drops it as
@@ -227,13 +236,38 @@ typedef struct {
   size_t len;
 } embd_text;
 
+/**
+ * The model file's own precision (the default): `EMBD_PRECISION_INT8` for
+ * files converted with `--dtype int8`, `EMBD_PRECISION_F32` otherwise. Only an
+ * option value: `embd_model_precision` never returns it for a live model.
+ */
+#define EMBD_PRECISION_DEFAULT 0
+
+/**
+ * f32 weights and activations, f32 accumulation: the reference numbers.
+ */
+#define EMBD_PRECISION_F32 1
+
+/**
+ * Weights and activations rounded to bfloat16 (round to nearest even), f32
+ * accumulation.
+ */
+#define EMBD_PRECISION_BF16 2
+
+/**
+ * Weights symmetric int8 per output channel, activations quantized per token
+ * row, exact int32 accumulation, f32 epilogues.
+ */
+#define EMBD_PRECISION_INT8 3
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
  * Creates an options object holding the defaults: all CPU threads, the model's
- * own maximum sequence length and normalization, checksums verified.
+ * own maximum sequence length, normalization and precision, checksums
+ * verified, weights pre-packed.
  *
  * Returns a new options object, owned by the caller, free with
  * `embd_options_free`; NULL only if an internal error occurred (then
@@ -331,6 +365,29 @@ embd_status embd_options_set_verify_checksums(embd_options *options, int verify)
  * Thread safety: must not race with other calls using the same `options`.
  */
 embd_status embd_options_set_prepack_weights(embd_options *options, int prepack);
+
+/**
+ * Sets the arithmetic of the encoder's dense layers (see `embd_precision`).
+ * Asking for a lower precision than the file's own (`EMBD_PRECISION_BF16` or
+ * `EMBD_PRECISION_INT8` on an f32 file) converts the weights at `embd_open`,
+ * which then takes a little longer. Lower precisions are faster and give
+ * vectors close to, but not bitwise equal to, the f32 ones.
+ * `embd_model_precision` tells which precision an open model runs. Static
+ * word-embedding models (`.fifu`) have no dense layers and ignore it.
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `precision`: one of `EMBD_PRECISION_DEFAULT` (the file's own: int8 for
+ *   files converted with `--dtype int8`, f32 otherwise; the default),
+ *   `EMBD_PRECISION_F32`, `EMBD_PRECISION_BF16`, `EMBD_PRECISION_INT8`.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (any other
+ * value; the message names it and the accepted ones, and `options` is left
+ * unchanged).
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+embd_status embd_options_set_precision(embd_options *options, embd_precision precision);
 
 /**
  * Opens a model file of any supported container,
@@ -475,6 +532,22 @@ const char *embd_pooling(const embd_model *model);
  * Thread safety: safe to call concurrently on the same model.
  */
 int embd_normalizes(const embd_model *model);
+
+/**
+ * Returns the precision the model's dense layers run in: `EMBD_PRECISION_F32`,
+ * `EMBD_PRECISION_BF16` or `EMBD_PRECISION_INT8` (after the
+ * `embd_options_set_precision` override; with `EMBD_PRECISION_DEFAULT`, the
+ * file's own). Static word-embedding models report `EMBD_PRECISION_F32`.
+ * `embd_precision_name` turns it into "f32", "bf16" or "int8".
+ *
+ * - `model`: borrowed for the duration of the call.
+ *
+ * Returns 0 (`EMBD_PRECISION_DEFAULT`, never the value of a live model) if
+ * `model` is NULL or not a live model (then `embd_last_error()` says which).
+ *
+ * Thread safety: safe to call concurrently on the same model.
+ */
+embd_precision embd_model_precision(const embd_model *model);
 
 /**
  * Embeds a batch of NUL-terminated texts into a row-major `n_texts x dim`
@@ -637,6 +710,21 @@ embd_status embd_test_panic(void);
  * Thread safety: safe from any thread; each thread sees its own message.
  */
 const char *embd_last_error(void);
+
+/**
+ * Returns the lowercase name of a precision, as the `embd` command line
+ * spells it: "f32", "bf16", "int8", or "default" for
+ * `EMBD_PRECISION_DEFAULT`.
+ *
+ * - `precision`: any integer.
+ *
+ * Returns a static NUL-terminated string owned by the library, valid for the
+ * life of the process; NULL for a value that is not an `EMBD_PRECISION_*`
+ * constant. Does not touch `embd_last_error()`.
+ *
+ * Thread safety: safe from any thread at any time (pure function).
+ */
+const char *embd_precision_name(embd_precision precision);
 
 /**
  * Returns a static English phrase describing `status`.

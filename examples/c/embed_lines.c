@@ -4,8 +4,9 @@
  *   {"embedding": [0.0596337, 0.00431673, ...]}      (default)
  *   [0.0596337, 0.00431673, ...]                      (--array)
  *
- * Usage: embed_lines [--array] [--batch N] [--threads N] [MODEL]
- *   MODEL defaults to $EMBD_MODEL. Lines end with "\n" (a trailing "\r" is
+ * Usage: embed_lines [--array] [--batch N] [--threads N] [--precision P] [MODEL]
+ *   MODEL defaults to $EMBD_MODEL. P is f32, bf16, int8 or default (the
+ *   file's own: int8 for files converted with --dtype int8, else f32). Lines end with "\n" (a trailing "\r" is
  *   dropped); a final newline does not start another text; an empty line is
  *   the empty text. Input must be UTF-8.
  *
@@ -31,7 +32,7 @@ static int fail(const char *what, embd_status st) {
 
 static int usage(const char *msg) {
     if (msg != NULL) fprintf(stderr, "%s: %s\n", prog, msg);
-    fprintf(stderr, "usage: %s [--array] [--batch N] [--threads N] [MODEL]\n"
+    fprintf(stderr, "usage: %s [--array] [--batch N] [--threads N] [--precision f32|bf16|int8] [MODEL]\n"
                     "  reads one text per line on stdin, prints one JSON embedding per line;\n"
                     "  MODEL defaults to $EMBD_MODEL\n",
             prog);
@@ -45,6 +46,21 @@ static int parse_size(const char *s, size_t *out) {
     if (errno != 0 || end == s || *end != '\0' || s[0] == '-') return 0;
     *out = (size_t)v;
     return 1;
+}
+
+/* The EMBD_PRECISION_* constant named `s` ("f32", "bf16", "int8", "default"),
+ * by the library's own names (embd_precision_name); 0 if unknown. */
+static int parse_precision(const char *s, embd_precision *out) {
+    const embd_precision all[] = {EMBD_PRECISION_DEFAULT, EMBD_PRECISION_F32, EMBD_PRECISION_BF16,
+                                  EMBD_PRECISION_INT8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+        const char *name = embd_precision_name(all[i]);
+        if (name != NULL && strcmp(s, name) == 0) {
+            *out = all[i];
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* A growable byte buffer holding the lines of one batch back to back. */
@@ -126,6 +142,7 @@ int main(int argc, char **argv) {
     const char *model_path = NULL;
     int as_array = 0;
     size_t batch = 32, threads = 0;
+    embd_precision precision = EMBD_PRECISION_DEFAULT;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--array") == 0) {
@@ -133,6 +150,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--threads") == 0) {
             size_t *dst = a[2] == 'b' ? &batch : &threads;
             if (i + 1 >= argc || !parse_size(argv[++i], dst)) return usage("expected a number after --batch/--threads");
+        } else if (strcmp(a, "--precision") == 0) {
+            if (i + 1 >= argc || !parse_precision(argv[++i], &precision))
+                return usage("expected f32, bf16, int8 or default after --precision");
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(NULL);
             return 0;
@@ -157,6 +177,11 @@ int main(int argc, char **argv) {
     if (st != EMBD_STATUS_OK) {
         embd_options_free(opts);
         return fail("embd_options_set_threads", st);
+    }
+    st = embd_options_set_precision(opts, precision);
+    if (st != EMBD_STATUS_OK) {
+        embd_options_free(opts);
+        return fail("embd_options_set_precision", st);
     }
     embd_model *m = NULL;
     st = embd_open(model_path, opts, &m);

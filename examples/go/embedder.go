@@ -36,7 +36,7 @@ static char *embd_go_copy_error(void) {
 }
 
 static embd_status embd_go_open(const char *path, size_t threads, size_t max_seq, int normalize,
-                                int verify, embd_model **out, char **err) {
+                                int verify, embd_precision precision, embd_model **out, char **err) {
 	*err = NULL;
 	*out = NULL;
 	embd_options *o = embd_options_new();
@@ -48,6 +48,7 @@ static embd_status embd_go_open(const char *path, size_t threads, size_t max_seq
 	if (st == EMBD_STATUS_OK) st = embd_options_set_max_seq_length(o, max_seq);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_normalize(o, normalize);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_verify_checksums(o, verify);
+	if (st == EMBD_STATUS_OK) st = embd_options_set_precision(o, precision);
 	if (st == EMBD_STATUS_OK) st = embd_open(path, o, out);
 	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	embd_options_free(o);
@@ -98,6 +99,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -167,11 +169,54 @@ func newError(st C.embd_status, msg *C.char) *Error {
 // Version is the C library's version, "MAJOR.MINOR.PATCH".
 func Version() string { return C.GoString(C.embd_version()) }
 
+// Precision is the arithmetic of the encoder's dense layers, an
+// embd_precision of the C library (include/embedder.h). Attention, LayerNorm,
+// GELU and pooling always run in float32.
+type Precision int32
+
+// The embd_precision values.
+const (
+	// PrecisionDefault is the model file's own precision: int8 for files
+	// converted with --dtype int8, float32 otherwise. Only an option value:
+	// Model.Precision never returns it.
+	PrecisionDefault Precision = C.EMBD_PRECISION_DEFAULT
+	// PrecisionF32 is float32 weights and activations: the reference numbers.
+	PrecisionF32 Precision = C.EMBD_PRECISION_F32
+	// PrecisionBF16 rounds weights and activations to bfloat16, with float32
+	// accumulation.
+	PrecisionBF16 Precision = C.EMBD_PRECISION_BF16
+	// PrecisionInt8 is int8 weights (per output channel) and activations (per
+	// token), with exact int32 accumulation.
+	PrecisionInt8 Precision = C.EMBD_PRECISION_INT8
+)
+
+// String is the precision's name as the embd command line spells it: "f32",
+// "bf16", "int8", or "default"; "Precision(N)" for an unknown value.
+func (p Precision) String() string {
+	if s := C.embd_precision_name(C.embd_precision(p)); s != nil {
+		return C.GoString(s)
+	}
+	return fmt.Sprintf("Precision(%d)", int32(p))
+}
+
+// ParsePrecision parses "f32", "bf16", "int8" or "default" (ASCII
+// case-insensitive); anything else gives an *Error with StatusInvalidArgument.
+func ParsePrecision(s string) (Precision, error) {
+	for _, p := range []Precision{PrecisionDefault, PrecisionF32, PrecisionBF16, PrecisionInt8} {
+		if strings.EqualFold(strings.TrimSpace(s), p.String()) {
+			return p, nil
+		}
+	}
+	return PrecisionDefault, &Error{Status: StatusInvalidArgument,
+		Message: fmt.Sprintf("unknown precision %q (expected f32, bf16, int8 or default)", s)}
+}
+
 type config struct {
 	threads   int
 	maxSeqLen int
 	normalize int // -1 model default, 0 off, 1 on
 	verify    int
+	precision Precision
 }
 
 // Option configures Open.
@@ -207,14 +252,21 @@ func WithVerifyChecksums(on bool) Option {
 	}
 }
 
+// WithPrecision sets the arithmetic of the encoder's dense layers (default
+// PrecisionDefault, the file's own). A lower precision than the file's
+// converts the weights at Open. An unknown value makes Open fail with
+// StatusInvalidArgument.
+func WithPrecision(p Precision) Option { return func(c *config) { c.precision = p } }
+
 // Model is an open model. Safe for concurrent use; Close it when done (a
 // finalizer frees a forgotten one).
 type Model struct {
-	mu     sync.RWMutex // read-held by every call, write-held by Close
-	h      *C.embd_model
-	dim    int
-	maxSeq int
-	name   string
+	mu        sync.RWMutex // read-held by every call, write-held by Close
+	h         *C.embd_model
+	dim       int
+	maxSeq    int
+	name      string
+	precision Precision
 }
 
 // Open loads a model file (EMBD .weights or a legacy cpp_embedder file).
@@ -231,15 +283,16 @@ func Open(path string, opts ...Option) (*Model, error) {
 	var h *C.embd_model
 	var msg *C.char
 	st := C.embd_go_open(cpath, C.size_t(cfg.threads), C.size_t(cfg.maxSeqLen), C.int(cfg.normalize),
-		C.int(cfg.verify), &h, &msg)
+		C.int(cfg.verify), C.embd_precision(cfg.precision), &h, &msg)
 	if st != C.EMBD_STATUS_OK {
 		return nil, newError(st, msg)
 	}
 	m := &Model{
-		h:      h,
-		dim:    int(C.embd_dim(h)),
-		maxSeq: int(C.embd_max_seq_length(h)),
-		name:   C.GoString(C.embd_model_name(h)),
+		h:         h,
+		dim:       int(C.embd_dim(h)),
+		maxSeq:    int(C.embd_max_seq_length(h)),
+		name:      C.GoString(C.embd_model_name(h)),
+		precision: Precision(C.embd_model_precision(h)),
 	}
 	runtime.SetFinalizer(m, (*Model).free)
 	return m, nil
@@ -295,6 +348,17 @@ func (m *Model) MaxSeqLength() int {
 
 // Name is the model's name from its metadata.
 func (m *Model) Name() string { return m.name }
+
+// Precision is the arithmetic the model's dense layers run in: PrecisionF32,
+// PrecisionBF16 or PrecisionInt8 (the WithPrecision override, else the file's
+// own); PrecisionDefault after Close.
+func (m *Model) Precision() Precision {
+	if _, err := m.acquire(); err != nil {
+		return PrecisionDefault
+	}
+	defer m.mu.RUnlock()
+	return m.precision
+}
 
 // Embed returns one vector of Dim() floats per text, computed as one batch
 // (each text gets exactly the vector it gets alone). Texts are UTF-8 (invalid

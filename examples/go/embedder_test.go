@@ -244,6 +244,71 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+func TestPrecisionNames(t *testing.T) {
+	for _, c := range []struct {
+		p    embedder.Precision
+		name string
+		num  int32
+	}{
+		{embedder.PrecisionDefault, "default", 0},
+		{embedder.PrecisionF32, "f32", 1},
+		{embedder.PrecisionBF16, "bf16", 2},
+		{embedder.PrecisionInt8, "int8", 3},
+	} {
+		if c.p.String() != c.name || int32(c.p) != c.num {
+			t.Errorf("%d: String %q, want %q = %d", int32(c.p), c.p.String(), c.name, c.num)
+		}
+		for _, s := range []string{c.name, strings.ToUpper(c.name)} {
+			if p, err := embedder.ParsePrecision(s); err != nil || p != c.p {
+				t.Errorf("ParsePrecision(%q) = %v, %v", s, p, err)
+			}
+		}
+	}
+	if s := embedder.Precision(7).String(); s != "Precision(7)" {
+		t.Errorf("Precision(7).String() = %q", s)
+	}
+	if _, err := embedder.ParsePrecision("fp16"); !errors.Is(err, embedder.StatusInvalidArgument) {
+		t.Errorf("ParsePrecision(fp16): %v, want StatusInvalidArgument", err)
+	}
+}
+
+func TestPrecision(t *testing.T) {
+	for _, c := range []struct{ asked, runs embedder.Precision }{
+		{embedder.PrecisionDefault, embedder.PrecisionF32}, // the test model is an f32 file
+		{embedder.PrecisionF32, embedder.PrecisionF32},
+		{embedder.PrecisionBF16, embedder.PrecisionBF16},
+		{embedder.PrecisionInt8, embedder.PrecisionInt8},
+	} {
+		m := openModel(t, embedder.WithThreads(1), embedder.WithPrecision(c.asked))
+		if got := m.Precision(); got != c.runs {
+			t.Errorf("WithPrecision(%v): Precision() = %v, want %v", c.asked, got, c.runs)
+		}
+		// Every precision embeds; its accuracy is checked by the library's own tests.
+		v, err := m.EmbedOne(refTexts[0])
+		if err != nil {
+			t.Fatalf("%v: %v", c.asked, err)
+		}
+		norm := 0.0
+		for _, x := range v {
+			norm += float64(x) * float64(x)
+		}
+		if len(v) != 384 || math.Abs(math.Sqrt(norm)-1) > 1e-3 {
+			t.Errorf("%v: len %d, norm %v", c.asked, len(v), math.Sqrt(norm))
+		}
+		_ = m.Close()
+		if m.Precision() != embedder.PrecisionDefault {
+			t.Errorf("Precision() after Close = %v", m.Precision())
+		}
+	}
+	// An unknown value is refused at Open with a message naming it.
+	_, err := embedder.Open(modelPath(t), embedder.WithPrecision(embedder.Precision(7)))
+	var e *embedder.Error
+	if !errors.As(err, &e) || e.Status != embedder.StatusInvalidArgument ||
+		!strings.Contains(e.Message, "precision 7") || !strings.Contains(e.Message, "EMBD_PRECISION_INT8") {
+		t.Errorf("WithPrecision(7): %v, want StatusInvalidArgument naming precision 7", err)
+	}
+}
+
 func TestConcurrent(t *testing.T) {
 	m := openModel(t, embedder.WithThreads(1))
 	texts := []string{refTexts[0], refTexts[1], refTexts[2], "The cat sits outside", "A man is playing guitar", ""}

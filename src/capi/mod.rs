@@ -14,6 +14,7 @@ pub mod boundary;
 pub mod compat;
 pub mod handles;
 pub mod last_error;
+pub mod precision;
 pub mod status;
 pub mod version;
 
@@ -27,6 +28,10 @@ use boundary::{
 pub use handles::{embd_model, embd_options};
 use handles::{Live, MODEL_MAGIC, OPTIONS_MAGIC};
 pub use last_error::embd_last_error;
+pub use precision::{
+    embd_precision, embd_precision_name, EMBD_PRECISION_BF16, EMBD_PRECISION_DEFAULT,
+    EMBD_PRECISION_F32, EMBD_PRECISION_INT8,
+};
 pub use status::{embd_status, embd_status_str};
 pub use version::{embd_version, embd_version_number};
 
@@ -68,7 +73,8 @@ fn bool_flag(v: c_int, param: &str) -> FfiResult<bool> {
 // ---------------------------------------------------------------------------
 
 /// Creates an options object holding the defaults: all CPU threads, the model's
-/// own maximum sequence length and normalization, checksums verified.
+/// own maximum sequence length, normalization and precision, checksums
+/// verified, weights pre-packed.
 ///
 /// Returns a new options object, owned by the caller, free with
 /// `embd_options_free`; NULL only if an internal error occurred (then
@@ -235,6 +241,36 @@ pub extern "C" fn embd_options_set_prepack_weights(
 ) -> embd_status {
     with_options("embd_options_set_prepack_weights", options, |o| {
         o.prepack_weights = bool_flag(prepack, "prepack")?;
+        Ok(())
+    })
+}
+
+/// Sets the arithmetic of the encoder's dense layers (see `embd_precision`).
+/// Asking for a lower precision than the file's own (`EMBD_PRECISION_BF16` or
+/// `EMBD_PRECISION_INT8` on an f32 file) converts the weights at `embd_open`,
+/// which then takes a little longer. Lower precisions are faster and give
+/// vectors close to, but not bitwise equal to, the f32 ones.
+/// `embd_model_precision` tells which precision an open model runs. Static
+/// word-embedding models (`.fifu`) have no dense layers and ignore it.
+///
+/// - `options`: borrowed for the duration of the call.
+/// - `precision`: one of `EMBD_PRECISION_DEFAULT` (the file's own: int8 for
+///   files converted with `--dtype int8`, f32 otherwise; the default),
+///   `EMBD_PRECISION_F32`, `EMBD_PRECISION_BF16`, `EMBD_PRECISION_INT8`.
+///
+/// Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+/// `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (any other
+/// value; the message names it and the accepted ones, and `options` is left
+/// unchanged).
+///
+/// Thread safety: must not race with other calls using the same `options`.
+#[no_mangle]
+pub extern "C" fn embd_options_set_precision(
+    options: *mut embd_options,
+    precision: embd_precision,
+) -> embd_status {
+    with_options("embd_options_set_precision", options, |o| {
+        o.precision = precision::from_c(precision)?;
         Ok(())
     })
 }
@@ -462,6 +498,25 @@ pub extern "C" fn embd_pooling(model: *const embd_model) -> *const c_char {
 pub extern "C" fn embd_normalizes(model: *const embd_model) -> c_int {
     getter("embd_normalizes", model, 0, |m| {
         c_int::from(m.info.normalize)
+    })
+}
+
+/// Returns the precision the model's dense layers run in: `EMBD_PRECISION_F32`,
+/// `EMBD_PRECISION_BF16` or `EMBD_PRECISION_INT8` (after the
+/// `embd_options_set_precision` override; with `EMBD_PRECISION_DEFAULT`, the
+/// file's own). Static word-embedding models report `EMBD_PRECISION_F32`.
+/// `embd_precision_name` turns it into "f32", "bf16" or "int8".
+///
+/// - `model`: borrowed for the duration of the call.
+///
+/// Returns 0 (`EMBD_PRECISION_DEFAULT`, never the value of a live model) if
+/// `model` is NULL or not a live model (then `embd_last_error()` says which).
+///
+/// Thread safety: safe to call concurrently on the same model.
+#[no_mangle]
+pub extern "C" fn embd_model_precision(model: *const embd_model) -> embd_precision {
+    getter("embd_model_precision", model, EMBD_PRECISION_DEFAULT, |m| {
+        precision::to_c(m.info.precision)
     })
 }
 

@@ -265,3 +265,129 @@ fn compat_reads_legacy_cpp_embedder_files() {
     assert!(max < 1e-5, "legacy and EMBD files differ by {max}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn precision_option_values() {
+    let o = embd_options_new();
+    let current = |o: *mut embd_options| {
+        handles::options(o, "o")
+            .unwrap()
+            .opts
+            .lock()
+            .unwrap()
+            .precision
+    };
+    assert_eq!(current(o), None);
+    for (c, p) in [
+        (EMBD_PRECISION_F32, Some(crate::Precision::F32)),
+        (EMBD_PRECISION_BF16, Some(crate::Precision::Bf16)),
+        (EMBD_PRECISION_INT8, Some(crate::Precision::Int8)),
+        (EMBD_PRECISION_DEFAULT, None),
+    ] {
+        assert_eq!(embd_options_set_precision(o, c), embd_status::Ok);
+        assert_eq!(current(o), p);
+    }
+    assert_eq!(
+        embd_options_set_precision(o, EMBD_PRECISION_BF16),
+        embd_status::Ok
+    );
+    for bad in [4, -1, 16, i32::MAX] {
+        assert_eq!(
+            embd_options_set_precision(o, bad),
+            embd_status::InvalidArgument
+        );
+        let msg = last();
+        assert!(
+            msg.starts_with("embd_options_set_precision: ")
+                && msg.contains(&format!("precision {bad} "))
+                && msg.contains("EMBD_PRECISION_F32 (1)"),
+            "{msg}"
+        );
+        // A refused value leaves the options as they were.
+        assert_eq!(current(o), Some(crate::Precision::Bf16));
+    }
+    assert_eq!(
+        embd_options_set_precision(null_mut(), EMBD_PRECISION_F32),
+        embd_status::NullArgument
+    );
+    assert!(last().contains("options is NULL"), "{}", last());
+    embd_options_free(o);
+    assert_eq!(
+        embd_options_set_precision(o, EMBD_PRECISION_F32),
+        embd_status::InvalidHandle
+    );
+    assert_eq!(embd_model_precision(null()), EMBD_PRECISION_DEFAULT);
+    assert!(
+        last().starts_with("embd_model_precision: model is NULL"),
+        "{}",
+        last()
+    );
+}
+
+/// Opens `path` with `precision` through the C API; returns the model handle.
+fn open_with_precision(path: &std::path::Path, precision: embd_precision) -> *mut embd_model {
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let o = embd_options_new();
+    assert_eq!(embd_options_set_precision(o, precision), embd_status::Ok);
+    assert_eq!(embd_options_set_threads(o, 1), embd_status::Ok);
+    let mut m = null_mut();
+    // SAFETY: NUL-terminated path, live options, writable out-handle.
+    let st = unsafe { embd_open(cpath.as_ptr(), o, &mut m) };
+    embd_options_free(o);
+    assert_eq!(st, embd_status::Ok, "{}", last());
+    m
+}
+
+#[test]
+fn open_model_reports_its_precision() {
+    let Some(path) = model_path() else { return };
+    for (asked, runs) in [
+        (EMBD_PRECISION_DEFAULT, EMBD_PRECISION_F32), // an f32 file
+        (EMBD_PRECISION_F32, EMBD_PRECISION_F32),
+        (EMBD_PRECISION_BF16, EMBD_PRECISION_BF16),
+        (EMBD_PRECISION_INT8, EMBD_PRECISION_INT8),
+    ] {
+        let m = open_with_precision(&path, asked);
+        assert_eq!(embd_model_precision(m), runs, "asked {asked}");
+        // The model embeds in every precision (numbers are the kernels' tests).
+        let dim = embd_dim(m);
+        let mut out = vec![0f32; dim];
+        let texts = [c"A classic mbox mailbox.".as_ptr()];
+        // SAFETY: one valid text, `out` has dim floats.
+        let st = unsafe { embd_encode(m, texts.as_ptr(), 1, out.as_mut_ptr(), dim) };
+        assert_eq!(st, embd_status::Ok, "{}", last());
+        assert!(out.iter().all(|x| x.is_finite()) && out.iter().any(|&x| x != 0.0));
+        embd_free(m);
+    }
+}
+
+#[test]
+fn int8_file_defaults_to_int8() {
+    use crate::convert::{convert_dtype, TargetDType};
+    use crate::formats::embd::{write_file, WriteOptions};
+    let Some(path) = model_path() else { return };
+    let file = crate::ModelFile::open(&path, crate::ReadOptions::default()).unwrap();
+    let int8 = convert_dtype(&file, TargetDType::Int8).unwrap();
+    drop(file);
+    let dir = std::env::temp_dir().join(format!("embd-capi-int8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("model-int8.weights");
+    write_file(
+        &int8,
+        &out,
+        &WriteOptions { checksums: true },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    drop(int8);
+    for (asked, runs) in [
+        (EMBD_PRECISION_DEFAULT, EMBD_PRECISION_INT8),
+        (EMBD_PRECISION_INT8, EMBD_PRECISION_INT8),
+        (EMBD_PRECISION_F32, EMBD_PRECISION_F32),
+    ] {
+        let m = open_with_precision(&out, asked);
+        assert_eq!(embd_model_precision(m), runs, "asked {asked}");
+        embd_free(m);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -2,7 +2,9 @@
  * (Sources/Embedder/Embedder.swift) makes, written in C so that it is built
  * and run by ctest on machines without a Swift toolchain:
  *   Model.init      embd_options_new, embd_options_set_* (threads, max seq
- *                   length, normalize, verify), embd_open, embd_options_free
+ *                   length, normalize, verify, precision), embd_open,
+ *                   embd_options_free
+ *   precision       embd_model_precision, embd_precision_name
  *   Model.embed     one contiguous UTF-8 buffer sliced into embd_text pairs
  *                   (empty texts as (NULL, 0)), embd_encode_texts
  *   tokenize        embd_tokenize into a buffer of embd_max_seq_length ids
@@ -33,13 +35,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: swift_c_calls MODEL\n");
         return 2;
     }
-    /* Model(path:options: ModelOptions(threads: 2, maxSeqLength: 0, normalize: true, verifyChecksums: true)) */
+    /* Model(path:options: ModelOptions(threads: 2, maxSeqLength: 0, normalize: true, verifyChecksums: true,
+     *                                  precision: .f32)) */
     embd_options *o = embd_options_new();
     CHECK(o != NULL);
     CHECK(embd_options_set_threads(o, 2) == EMBD_STATUS_OK);
     CHECK(embd_options_set_max_seq_length(o, 0) == EMBD_STATUS_OK);
     CHECK(embd_options_set_normalize(o, 1) == EMBD_STATUS_OK);
     CHECK(embd_options_set_verify_checksums(o, 1) == EMBD_STATUS_OK);
+    CHECK(embd_options_set_precision(o, 1 /* Precision.f32.rawValue */) == EMBD_STATUS_OK);
     embd_model *m = NULL;
     embd_status st = embd_open(argv[1], o, &m);
     embd_options_free(o);
@@ -51,6 +55,11 @@ int main(int argc, char **argv) {
     CHECK(dim == 384);
     CHECK(embd_max_seq_length(m) == 256);
     CHECK(embd_model_name(m) != NULL);
+    /* model.precision, Precision.description */
+    CHECK(embd_model_precision(m) == 1);
+    CHECK(embd_precision_name(embd_model_precision(m)) != NULL &&
+          strcmp(embd_precision_name(embd_model_precision(m)), "f32") == 0);
+    CHECK(strcmp(embd_precision_name(2), "bf16") == 0 && strcmp(embd_precision_name(3), "int8") == 0);
 
     /* embed(["Return true ...", "", "A classic mbox mailbox."]) */
     const char *texts[3] = {"Return true if the object is a frame object.", "", "A classic mbox mailbox."};

@@ -4,7 +4,8 @@
 //!
 //! Measured, in this order, in one process:
 //! 1. open time: `Embedder::open` + the first embedding of the latency text
-//!    (with CRC verification, the default, and without it);
+//!    (with CRC verification, the default, and without it; a `--precision`
+//!    below the file's own includes the conversion of the weights at open);
 //! 2. throughput: after a short warm-up, `rounds` timed passes over the corpus
 //!    through `embed_into` in calls of `batch_size` texts (tokenization included);
 //! 3. single-text latency: `embed_into` of the latency text, `latency_runs` times.
@@ -12,7 +13,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use embedder::{Embedder, Error, Options};
+use embedder::{Embedder, Error, Options, Precision};
 use serde_json::json;
 
 /// What to run; filled from the command line.
@@ -21,6 +22,8 @@ pub struct BenchArgs {
     pub model: PathBuf,
     /// Worker threads (0 = all cores).
     pub threads: usize,
+    /// Arithmetic of the dense layers (`None` = the file's own).
+    pub precision: Option<Precision>,
     /// Corpus: one text per line.
     pub input: String,
     /// Texts per embedding call (1 = one text per call).
@@ -40,6 +43,15 @@ pub struct BenchArgs {
     pub latency_runs: usize,
 }
 
+impl BenchArgs {
+    /// The options of every timed open: threads and precision.
+    fn options(&self) -> Options {
+        let mut opts = Options::new().threads(self.threads);
+        opts.precision = self.precision;
+        opts
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -55,9 +67,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// Opens the model and embeds `text` once; returns (open, first embedding) times.
 fn open_and_first(args: &BenchArgs, text: &str, verify: bool) -> Result<(f64, f64), Error> {
-    let opts = Options::new()
-        .threads(args.threads)
-        .verify_checksums(verify);
+    let opts = args.options().verify_checksums(verify);
     let t0 = Instant::now();
     let emb = Embedder::open(&args.model, &opts)?;
     let t1 = Instant::now();
@@ -110,7 +120,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let (open_nv_ms, first_nv_ms) = open_and_first(args, &latency_text, false)?;
 
     // 2. Throughput.
-    let emb = Embedder::open(&args.model, &Options::new().threads(args.threads))?;
+    let emb = Embedder::open(&args.model, &args.options())?;
     let dim = emb.dim();
     let tokens: usize = texts.iter().map(|t| emb.count_tokens(t)).sum();
     let mut buf = vec![0f32; batch.min(texts.len()) * dim];
@@ -142,6 +152,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let result = json!({
         "engine": "embedder",
         "threads": emb.threads(),
+        "precision": emb.precision().name(),
         "batch_size": batch,
         "texts": texts.len(),
         "tokens": tokens,

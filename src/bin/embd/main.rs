@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::embd::{write_file, WriteOptions};
 use embedder::formats::hf::HfOptions;
-use embedder::{Embedder, Engine, Error, ErrorKind, ModelFile, Options, ReadOptions};
+use embedder::{Embedder, Engine, Error, ErrorKind, ModelFile, Options, Precision, ReadOptions};
 
 use io_util::{read_texts, write_npy};
 use progress::Progress;
@@ -109,6 +109,8 @@ enum Cmd {
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
+        precision: PrecisionArg,
+        #[command(flatten)]
         input: InputArgs,
         /// Output file (default standard output).
         #[arg(long)]
@@ -134,6 +136,8 @@ enum Cmd {
     Bench {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        precision: PrecisionArg,
         /// Corpus: one text per line.
         #[arg(long)]
         input: String,
@@ -163,6 +167,8 @@ enum Cmd {
     Similarity {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        precision: PrecisionArg,
         /// Texts to compare.
         #[arg(required = true, num_args = 2..)]
         texts: Vec<String>,
@@ -196,6 +202,23 @@ struct ModelArgs {
     threads: Option<usize>,
 }
 
+/// `--precision` (`encode`, `bench`, `similarity`).
+#[derive(clap::Args)]
+struct PrecisionArg {
+    /// Arithmetic of the dense layers: f32, bf16 or int8 (default: the file's
+    /// own, int8 for files converted with --dtype int8, else f32). A lower
+    /// precision than the file's converts the weights at open.
+    #[arg(long, value_name = "f32|bf16|int8", value_parser = parse_precision)]
+    precision: Option<Precision>,
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown precision '{s}' (expected {})", names.join(", "))
+    })
+}
+
 fn parse_dtype(s: &str) -> Result<TargetDType, String> {
     TargetDType::parse(s).ok_or_else(|| format!("unknown dtype '{s}' (f32, f16, bf16, int8)"))
 }
@@ -225,12 +248,13 @@ fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf, Error> {
     ))
 }
 
-fn open_model(args: &ModelArgs) -> Result<Engine, Error> {
+fn open_model(args: &ModelArgs, precision: Option<Precision>) -> Result<Engine, Error> {
     let path = resolve_model(&args.model)?;
     let mut opts = Options::new();
     if let Some(t) = args.threads {
         opts = opts.threads(t);
     }
+    opts.precision = precision;
     Engine::open(&path, &opts)
 }
 
@@ -344,12 +368,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         },
         Cmd::Encode {
             model,
+            precision,
             input,
             output,
             format,
             batch_size,
         } => {
-            let emb = open_model(&model)?;
+            let emb = open_model(&model, precision.precision)?;
             let texts = input.read()?;
             let dim = emb.dim();
             let batch = batch_size.max(1);
@@ -387,7 +412,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             input,
             no_truncate,
         } => {
-            let emb = open_model(&model)?;
+            let emb = open_model(&model, None)?;
             let texts = input.read()?;
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());
@@ -405,6 +430,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Cmd::Bench {
             model,
+            precision,
             input,
             batch_size,
             rounds,
@@ -417,6 +443,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             bench::run(&bench::BenchArgs {
                 model: resolve_model(&model.model)?,
                 threads: model.threads.unwrap_or(0),
+                precision: precision.precision,
                 input,
                 batch_size,
                 rounds,
@@ -428,8 +455,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Similarity { model, texts } => {
-            let emb = open_model(&model)?;
+        Cmd::Similarity {
+            model,
+            precision,
+            texts,
+        } => {
+            let emb = open_model(&model, precision.precision)?;
             let v = emb.embed(&texts)?;
             let dim = emb.dim();
             let row = |i: usize| &v[i * dim..(i + 1) * dim];
@@ -641,4 +672,70 @@ fn inspect_json(m: &ModelFile) -> serde_json::Value {
         "tensor_count": m.tensors.len(),
         "tensors": tensors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("embd").chain(args.iter().copied()))
+    }
+
+    fn precision_of(cli: &Cli) -> Option<Precision> {
+        match &cli.cmd {
+            Cmd::Encode { precision, .. }
+            | Cmd::Bench { precision, .. }
+            | Cmd::Similarity { precision, .. } => precision.precision,
+            _ => panic!("not a command with --precision"),
+        }
+    }
+
+    const COMMANDS: [&[&str]; 3] = [
+        &["encode"],
+        &["bench", "--input", "corpus.txt"],
+        &["similarity", "a", "b"],
+    ];
+
+    #[test]
+    fn precision_flag_on_encode_bench_similarity() {
+        for cmd in COMMANDS {
+            let cli = parse(cmd).unwrap();
+            assert_eq!(
+                precision_of(&cli),
+                None,
+                "{cmd:?}: default is the file's own"
+            );
+            for (name, want) in [
+                ("f32", Precision::F32),
+                ("bf16", Precision::Bf16),
+                ("int8", Precision::Int8),
+                ("INT8", Precision::Int8),
+            ] {
+                let mut args = cmd.to_vec();
+                args.extend(["--precision", name]);
+                let cli = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(precision_of(&cli), Some(want), "{args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_precision_is_a_clear_error() {
+        for cmd in COMMANDS {
+            let mut args = cmd.to_vec();
+            args.extend(["--precision", "fp16"]);
+            let e = parse(&args).err().expect("fp16 must be refused");
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+            let msg = e.to_string();
+            assert!(
+                msg.contains("--precision")
+                    && msg.contains("'fp16'")
+                    && msg.contains("f32, bf16, int8"),
+                "{msg}"
+            );
+        }
+        // Not on the commands that do not run the encoder's arithmetic.
+        assert!(parse(&["tokenize", "--precision", "int8"]).is_err());
+    }
 }

@@ -33,6 +33,23 @@ public struct EmbedderError: Error, CustomStringConvertible, Equatable {
     }
 }
 
+/// Arithmetic of the encoder's dense layers (embd_precision; the raw values
+/// are the header's EMBD_PRECISION_* constants). Attention, LayerNorm, GELU
+/// and pooling always run in Float.
+public enum Precision: Int32, CustomStringConvertible {
+    /// Float weights and activations: the reference numbers (EMBD_PRECISION_F32).
+    case f32 = 1
+    /// Weights and activations rounded to bfloat16, Float accumulation (EMBD_PRECISION_BF16).
+    case bf16 = 2
+    /// int8 weights and activations, exact int32 accumulation (EMBD_PRECISION_INT8).
+    case int8 = 3
+
+    /// "f32", "bf16" or "int8" (embd_precision_name), as the embd command line spells it.
+    public var description: String {
+        embd_precision_name(rawValue).map { String(cString: $0) } ?? "Precision(\(rawValue))"
+    }
+}
+
 /// Options for `Model.init(path:options:)`; nil fields keep the library's defaults.
 public struct ModelOptions {
     /// Worker threads per call (0 = all CPUs).
@@ -43,12 +60,18 @@ public struct ModelOptions {
     public var normalize: Bool?
     /// Verify the file's checksums at open (default true).
     public var verifyChecksums: Bool?
+    /// Arithmetic of the dense layers; nil: the file's own (int8 for files
+    /// converted with --dtype int8, else f32). A lower precision than the
+    /// file's converts the weights at open.
+    public var precision: Precision?
 
-    public init(threads: Int? = nil, maxSeqLength: Int? = nil, normalize: Bool? = nil, verifyChecksums: Bool? = nil) {
+    public init(threads: Int? = nil, maxSeqLength: Int? = nil, normalize: Bool? = nil, verifyChecksums: Bool? = nil,
+                precision: Precision? = nil) {
         self.threads = threads
         self.maxSeqLength = maxSeqLength
         self.normalize = normalize
         self.verifyChecksums = verifyChecksums
+        self.precision = precision
     }
 }
 
@@ -80,6 +103,7 @@ public final class Model: @unchecked Sendable {
         if let n = options.maxSeqLength { try check(embd_options_set_max_seq_length(opts, n)) }
         if let b = options.normalize { try check(embd_options_set_normalize(opts, b ? 1 : 0)) }
         if let b = options.verifyChecksums { try check(embd_options_set_verify_checksums(opts, b ? 1 : 0)) }
+        if let p = options.precision { try check(embd_options_set_precision(opts, p.rawValue)) }
         var h: OpaquePointer?
         try check(embd_open(path, opts, &h))
         guard let handle = h else {
@@ -96,6 +120,8 @@ public final class Model: @unchecked Sendable {
     public var maxSeqLength: Int { embd_max_seq_length(handle) }
     /// The model's name from its metadata.
     public var name: String { embd_model_name(handle).map { String(cString: $0) } ?? "" }
+    /// The precision the dense layers run in (the option, else the file's own).
+    public var precision: Precision { Precision(rawValue: embd_model_precision(handle)) ?? .f32 }
 
     /// Embeddings of `texts`, one `dim`-float vector each, computed as one batch.
     public func embed(_ texts: [String]) throws -> [[Float]] {

@@ -20,6 +20,17 @@ final class EmbedderTests: XCTestCase {
         XCTAssertEqual(try m.tokenize("a\u{0}b"), try m.tokenize("ab"))
     }
 
+    func testPrecision() throws {
+        let path = try modelPath()
+        XCTAssertEqual(try Model(path: path).precision, .f32)   // the file's own: an f32 file
+        for p in [Precision.f32, .bf16, .int8] {
+            let m = try Model(path: path, options: ModelOptions(threads: 1, precision: p))
+            XCTAssertEqual(m.precision, p)
+            XCTAssertEqual(try m.embed("A classic mbox mailbox.").count, 384)
+        }
+        XCTAssertEqual(Precision.int8.description, "int8")
+    }
+
     func testErrors() throws {
         XCTAssertThrowsError(try Model(path: "/nonexistent.weights")) { e in
             XCTAssertEqual((e as? EmbedderError)?.status, 20)
