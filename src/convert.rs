@@ -58,20 +58,10 @@ fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
 }
 
 /// Quantizes a row-major `[rows, cols]` matrix to int8 with one scale per row:
-/// `scale = max|row| / 127`, `q = round(x / scale)` clamped to [-127, 127].
+/// `scale = max|row| / 127`, `q = round(x / scale)` clamped to [-127, 127]
+/// (the kernels' [`crate::kernels::qgemm::quantize_weights`]).
 pub fn quantize_int8_per_row(values: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
-    let mut q = vec![0i8; rows * cols];
-    let mut scales = vec![0f32; rows];
-    for r in 0..rows {
-        let row = &values[r * cols..(r + 1) * cols];
-        let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-        scales[r] = scale;
-        for (d, &v) in q[r * cols..(r + 1) * cols].iter_mut().zip(row) {
-            *d = (v / scale).round().clamp(-127.0, 127.0) as i8;
-        }
-    }
-    (q, scales)
+    crate::kernels::qgemm::quantize_weights(values, rows, cols)
 }
 
 /// Returns a model whose tensors have the target precision. Metadata and
@@ -85,11 +75,23 @@ pub fn quantize_int8_per_row(values: &[f32], rows: usize, cols: usize) -> (Vec<i
 pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> {
     let mut md = src.metadata.clone();
     let mut tensors = Vec::with_capacity(src.tensors.len());
+    let smoothed = match target {
+        TargetDType::Int8 => smoothed_int8(src)?,
+        _ => None,
+    };
     for t in &src.tensors {
+        if let Some(entries) = smoothed.as_ref().and_then(|m| m.get(&t.name)) {
+            tensors.extend(entries.iter().cloned());
+            continue;
+        }
         let wants = match target {
             TargetDType::F32 => false,
             TargetDType::F16 | TargetDType::BF16 => t.shape.len() == 2,
-            TargetDType::Int8 => is_encoder_linear_weight(t),
+            // The word-embedding table too (a quarter of its f32 size, rows
+            // dequantized as they are looked up).
+            TargetDType::Int8 => {
+                is_encoder_linear_weight(t) || t.name == "embeddings.word_embeddings.weight"
+            }
         };
         let float_src = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16);
         if !wants || !float_src {
@@ -160,6 +162,57 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
     )?;
     out.details = src.details.clone();
     Ok(out)
+}
+
+/// For a BERT encoder whose dense weights are all floats: its int8 weights
+/// smoothed with the activation statistics of the built-in calibration texts
+/// (see [`crate::model::calibrate`]), by weight name (the int8 tensor, its
+/// `_scale` and `_smooth`). `None` for other models (plain per-row
+/// quantization applies).
+fn smoothed_int8(
+    src: &ModelFile,
+) -> Result<Option<std::collections::HashMap<String, Vec<TensorEntry>>>> {
+    use crate::model::bert::{self, BertModel, LayerPrecision};
+    use crate::model::config::ModelConfig;
+    use crate::tokenizer::{Tokenizer, TokenizerConfig};
+    let (Ok(cfg), Some(vocab)) = (ModelConfig::from_metadata(&src.metadata), &src.vocab) else {
+        return Ok(None);
+    };
+    if src
+        .tensors
+        .iter()
+        .any(|t| is_encoder_linear_weight(t) && t.dtype == DType::I8)
+    {
+        return Ok(None);
+    }
+    let view = std::sync::Arc::new(ModelFile::new(
+        src.format,
+        src.backing().clone(),
+        src.metadata.clone(),
+        None,
+        src.tensors.clone(),
+    )?);
+    let f32_model = BertModel::load(
+        &view,
+        &cfg,
+        LayerPrecision::uniform(crate::Precision::F32),
+        None,
+    )?;
+    let tok = Tokenizer::new(vocab.clone(), TokenizerConfig::from_model_config(&cfg));
+    let texts = crate::model::calibrate::builtin_texts();
+    let calib =
+        crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;
+    let mut by_name: std::collections::HashMap<String, Vec<TensorEntry>> = Default::default();
+    for t in bert::int8_tensors(&view, &cfg, Some(&calib))? {
+        let base = t
+            .name
+            .strip_suffix("_scale")
+            .or_else(|| t.name.strip_suffix("_smooth"))
+            .unwrap_or(&t.name)
+            .to_string();
+        by_name.entry(base).or_default().push(t);
+    }
+    Ok(Some(by_name))
 }
 
 #[cfg(test)]

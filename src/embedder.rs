@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, FormatKind, ModelFile, ReadOptions};
 use crate::kernels::Par;
 use crate::model::bert::{BertModel, JoinOnDrop, LayerPrecision, Workspace};
+use crate::model::calibrate;
 use crate::model::config::{ModelConfig, Pooling};
 use crate::options::{Options, Precision};
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
@@ -188,9 +189,6 @@ impl Embedder {
         } else {
             Precision::F32
         });
-        let model = BertModel::load(&file, &cfg, LayerPrecision::for_precision(precision), None)?;
-        let prefault = JoinOnDrop::default();
-        prefault_encoder(&file, &prefault);
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -205,6 +203,27 @@ impl Embedder {
             None
         };
         let tokenizer = Tokenizer::new(vocab, TokenizerConfig::from_model_config(&cfg));
+        let plan = LayerPrecision::for_precision(precision);
+        // int8 without smoothing factors stored in the file: measure the
+        // activations on the built-in calibration texts with the f32 model
+        // (what `embd convert --dtype int8` stores, so both give the same
+        // vectors).
+        let calib = if plan.any_int8() && !has_stored_smoothing(&file) {
+            let f32_model =
+                BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
+            let texts = calibrate::builtin_texts();
+            let run =
+                || calibrate::calibrate_texts(&f32_model, &tokenizer, cfg.max_seq_length, &texts);
+            Some(match &pool {
+                Some(p) => p.install(run),
+                None => run(),
+            }?)
+        } else {
+            None
+        };
+        let model = BertModel::load(&file, &cfg, plan, calib.as_ref())?;
+        let prefault = JoinOnDrop::default();
+        prefault_encoder(&file, &prefault);
         Ok(Embedder {
             cfg,
             format,
@@ -474,6 +493,13 @@ fn prefault_encoder(file: &Arc<ModelFile>, slot: &JoinOnDrop) {
             }
         }
     });
+}
+
+/// True when the file stores smoothing factors for its int8 weights.
+fn has_stored_smoothing(file: &ModelFile) -> bool {
+    file.tensors
+        .iter()
+        .any(|t| t.name.ends_with(".weight_smooth"))
 }
 
 /// True for files converted with `--dtype int8` (metadata `quantization`).

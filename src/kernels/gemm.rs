@@ -393,7 +393,18 @@ pub fn linear_stacked(
     }
     for (s, w) in ws.iter().enumerate() {
         let epi = epi.offset(s * seg_n);
-        linear(x, m, k, w, seg_n, &mut out[s * seg_n..], ldo, accumulate, epi, par);
+        linear(
+            x,
+            m,
+            k,
+            w,
+            seg_n,
+            &mut out[s * seg_n..],
+            ldo,
+            accumulate,
+            epi,
+            par,
+        );
     }
 }
 

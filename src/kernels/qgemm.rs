@@ -270,8 +270,14 @@ impl QuantRows {
         mul: Option<&[f32]>,
         par: Par,
     ) {
-        assert!(m == 0 || (ldx >= k && x.len() >= (m - 1) * ldx + k), "qgemm: x too short");
-        assert!(mul.is_none_or(|f| f.len() >= k), "qgemm: too few column factors");
+        assert!(
+            m == 0 || (ldx >= k && x.len() >= (m - 1) * ldx + k),
+            "qgemm: x too short"
+        );
+        assert!(
+            mul.is_none_or(|f| f.len() >= k),
+            "qgemm: too few column factors"
+        );
         let kp = k.next_multiple_of(4);
         self.m = m;
         self.k = k;
@@ -462,7 +468,11 @@ fn packbuf_bytes_mut(b: &mut PackBuf) -> &mut [u8] {
 /// row's quantized activations, `za`/`sa` its zero point and scale, `qw`/`sw`
 /// the column's weights and scale, `init` the old value when accumulating.
 pub fn dot_oracle(init: Option<f32>, qa: &[i8], za: i32, sa: f32, qw: &[i8], sw: f32) -> f32 {
-    let dot: i32 = qa.iter().zip(qw).map(|(&a, &w)| i32::from(a) * i32::from(w)).sum();
+    let dot: i32 = qa
+        .iter()
+        .zip(qw)
+        .map(|(&a, &w)| i32::from(a) * i32::from(w))
+        .sum();
     let wsum: i32 = qw.iter().map(|&w| i32::from(w)).sum();
     let t = dot - za * wsum;
     let v = (t as f32) * (sa * sw);
@@ -505,7 +515,10 @@ pub fn product(
     assert!(isa.supported(), "qgemm: {isa:?} kernels need CPU support");
     assert_eq!(a.isa, Some(isa), "qgemm: A quantized for another ISA");
     assert_eq!(a.k, b.k, "qgemm: depth mismatch");
-    assert!(m == 0 || (ldc >= n && c.len() >= (m - 1) * ldc + n), "qgemm: C too short");
+    assert!(
+        m == 0 || (ldc >= n && c.len() >= (m - 1) * ldc + n),
+        "qgemm: C too short"
+    );
     if m == 0 || n == 0 {
         return;
     }
@@ -578,7 +591,11 @@ unsafe fn gemm_cols(
         ws[..w].copy_from_slice(&b.wsum[j0..j0 + w]);
         ws[w..nr].fill(0);
         let bp = b.panel(j0);
-        let next = if j0 + nr < b.n_pad { b.panel(j0 + nr) } else { bp };
+        let next = if j0 + nr < b.n_pad {
+            b.panel(j0 + nr)
+        } else {
+            bp
+        };
         let mut i = 0;
         while i < a.m {
             let h = mr.min(a.m - i);
@@ -674,7 +691,13 @@ unsafe fn tile_scalar(nr: usize, h: usize, t: &Tile) {
             // SAFETY: the row and column arrays hold h and nr entries; C has
             // h rows of nr floats.
             unsafe {
-                let v = dequant(acc, *t.zc.add(r), *t.wsum.add(jj), *t.sa.add(r), *t.sw.add(jj));
+                let v = dequant(
+                    acc,
+                    *t.zc.add(r),
+                    *t.wsum.add(jj),
+                    *t.sa.add(r),
+                    *t.sw.add(jj),
+                );
                 let cp = t.c.add(r * t.ldc + jj);
                 *cp = if t.load { *cp + v } else { v };
             }
@@ -718,33 +741,38 @@ mod x86 {
         };
         let load = |i: usize| {
             // SAFETY: i + 16 <= n: x and the factors have 16 values there.
-            unsafe { _mm512_mul_ps(_mm512_loadu_ps(x.as_ptr().add(i)), _mm512_loadu_ps(fp.add(i / 16 * fstep))) }
+            unsafe {
+                _mm512_mul_ps(
+                    _mm512_loadu_ps(x.as_ptr().add(i)),
+                    _mm512_loadu_ps(fp.add(i / 16 * fstep)),
+                )
+            }
         };
         let load_tail = |i: usize, mask: u16| {
             // SAFETY: only the lanes of `mask` (inside x and the factors) are read.
             unsafe {
-                let f = if fstep == 0 { _mm512_set1_ps(1.0) } else { _mm512_maskz_loadu_ps(mask, fp.add(i)) };
+                let f = if fstep == 0 {
+                    _mm512_set1_ps(1.0)
+                } else {
+                    _mm512_maskz_loadu_ps(mask, fp.add(i))
+                };
                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)), f)
             }
         };
         let mut vlo = _mm512_setzero_ps();
         let mut vhi = _mm512_setzero_ps();
         let mut i = 0;
-        // SAFETY: every load reads 16 floats inside x (i + 16 <= n) or a masked
-        // tail of n - i < 16 lanes.
-        unsafe {
-            while i + 16 <= n {
-                let v = load(i);
-                vlo = _mm512_min_ps(v, vlo);
-                vhi = _mm512_max_ps(v, vhi);
-                i += 16;
-            }
-            if i < n {
-                let mask = (1u16 << (n - i)) - 1;
-                let v = load_tail(i, mask);
-                vlo = _mm512_min_ps(v, vlo);
-                vhi = _mm512_max_ps(v, vhi);
-            }
+        while i + 16 <= n {
+            let v = load(i);
+            vlo = _mm512_min_ps(v, vlo);
+            vhi = _mm512_max_ps(v, vhi);
+            i += 16;
+        }
+        if i < n {
+            let mask = (1u16 << (n - i)) - 1;
+            let v = load_tail(i, mask);
+            vlo = _mm512_min_ps(v, vlo);
+            vhi = _mm512_max_ps(v, vhi);
         }
         // min/max with 0 included: the masked-out lanes load 0. `vminps`
         // returns its second operand (the running minimum) when the first is
@@ -768,7 +796,10 @@ mod x86 {
                 // NaN -> 0 like the scalar `as i32`, then the same clamp.
                 let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
                 let r = _mm512_mask_mov_ps(r, nan, _mm512_setzero_ps());
-                let r = _mm512_min_ps(_mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), big)), big);
+                let r = _mm512_min_ps(
+                    _mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), big)),
+                    big,
+                );
                 let qv = _mm512_add_epi32(_mm512_cvtps_epi32(r), vzp);
                 _mm512_min_epi32(_mm512_max_epi32(qv, vmin), vmax)
             };
@@ -792,7 +823,22 @@ mod x86 {
             pub(super) const $name: [KernelFn; [$($r),*].len()] = [$($kernel::<$r>),*];
         };
     }
-    tiles!(KERNELS_VNNI512, tile_vnni512, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12);
+    tiles!(
+        KERNELS_VNNI512,
+        tile_vnni512,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12
+    );
     tiles!(KERNELS_VNNI256, tile_vnni256, 1, 2, 3, 4, 5, 6);
     tiles!(KERNELS_AVX2, tile_avx2, 1, 2, 3, 4);
 
@@ -816,7 +862,9 @@ mod x86 {
                 let b0 = _mm512_loadu_si512(b.cast());
                 let b1 = _mm512_loadu_si512(b.add(64).cast());
                 for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    let ai = _mm512_set1_epi32(
+                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
+                    );
                     row[0] = _mm512_dpbusd_epi32(row[0], ai, b0);
                     row[1] = _mm512_dpbusd_epi32(row[1], ai, b1);
                 }
@@ -834,7 +882,11 @@ mod x86 {
                     let tv = _mm512_sub_epi32(row[h], _mm512_mullo_epi32(zc, ws[h]));
                     let v = _mm512_mul_ps(_mm512_cvtepi32_ps(tv), _mm512_mul_ps(sa, sw[h]));
                     let cp = t.c.add(i * t.ldc + 16 * h);
-                    let v = if t.load { _mm512_add_ps(_mm512_loadu_ps(cp), v) } else { v };
+                    let v = if t.load {
+                        _mm512_add_ps(_mm512_loadu_ps(cp), v)
+                    } else {
+                        v
+                    };
                     _mm512_storeu_ps(cp, v);
                 }
             }
@@ -859,7 +911,9 @@ mod x86 {
                 let b0 = _mm256_loadu_si256(b.cast());
                 let b1 = _mm256_loadu_si256(b.add(32).cast());
                 for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    let ai = _mm256_set1_epi32(
+                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
+                    );
                     row[0] = _mm256_dpbusd_avx_epi32(row[0], ai, b0);
                     row[1] = _mm256_dpbusd_avx_epi32(row[1], ai, b1);
                 }
@@ -889,7 +943,9 @@ mod x86 {
                 let b1 = _mm256_loadu_si256(b.add(32).cast());
                 let (u0, u1) = (_mm256_abs_epi8(b0), _mm256_abs_epi8(b1));
                 for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_set1_epi32(t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned());
+                    let ai = _mm256_set1_epi32(
+                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
+                    );
                     let p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(ai, b0));
                     let p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(ai, b1));
                     row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(p0, ones));
@@ -922,7 +978,11 @@ mod x86 {
                     let tv = _mm256_sub_epi32(row[h], _mm256_mullo_epi32(zc, ws[h]));
                     let v = _mm256_mul_ps(_mm256_cvtepi32_ps(tv), _mm256_mul_ps(sa, sw[h]));
                     let cp = t.c.add(i * t.ldc + 8 * h);
-                    let v = if t.load { _mm256_add_ps(_mm256_loadu_ps(cp), v) } else { v };
+                    let v = if t.load {
+                        _mm256_add_ps(_mm256_loadu_ps(cp), v)
+                    } else {
+                        v
+                    };
                     _mm256_storeu_ps(cp, v);
                 }
             }
@@ -952,7 +1012,15 @@ mod tests {
 
     /// The oracle's value of every element, from the unpacked quantized
     /// operands (quantized with the scalar functions).
-    fn oracle(x: &[f32], m: usize, k: usize, w: &[f32], n: usize, init: Option<&[f32]>, ldc: usize) -> Vec<f32> {
+    fn oracle(
+        x: &[f32],
+        m: usize,
+        k: usize,
+        w: &[f32],
+        n: usize,
+        init: Option<&[f32]>,
+        ldc: usize,
+    ) -> Vec<f32> {
         let (qw, sw) = quantize_weights(w, n, k);
         let mut out = vec![0.0; m * ldc];
         for i in 0..m {
@@ -990,8 +1058,19 @@ mod tests {
                             product(&a, &b, &mut c, ldc, acc, &|_, _| {}, Par::Serial);
                             for i in 0..m {
                                 for j in 0..ldc {
-                                    let (g, e) = (c[i * ldc + j], if j < n { want[i * ldc + j] } else { init[i * ldc + j] });
-                                    assert_eq!(g.to_bits(), e.to_bits(), "{isa:?} m{m} n{n} k{k} acc{acc} ({i},{j}): {g} vs {e}");
+                                    let (g, e) = (
+                                        c[i * ldc + j],
+                                        if j < n {
+                                            want[i * ldc + j]
+                                        } else {
+                                            init[i * ldc + j]
+                                        },
+                                    );
+                                    assert_eq!(
+                                        g.to_bits(),
+                                        e.to_bits(),
+                                        "{isa:?} m{m} n{n} k{k} acc{acc} ({i},{j}): {g} vs {e}"
+                                    );
                                 }
                             }
                         }
@@ -1023,7 +1102,11 @@ mod tests {
                     let (s1, z1) = quantize_row_scalar(&x, mul, &mut want, off);
                     let mut got = vec![0u8; kp];
                     let (s2, z2) = quantize_row_into(isa, &x, mul, &mut got, off);
-                    assert_eq!((s1.to_bits(), z1), (s2.to_bits(), z2), "{isa:?} k{k} seed{seed}");
+                    assert_eq!(
+                        (s1.to_bits(), z1),
+                        (s2.to_bits(), z2),
+                        "{isa:?} k{k} seed{seed}"
+                    );
                     assert_eq!(want, got, "{isa:?} k{k} seed{seed}");
                 }
             }
@@ -1055,7 +1138,10 @@ mod tests {
                 *v += b;
             }
         };
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
         for isa in supported() {
             let b = PackedI8::from_f32(isa, &w, n, k);
             let run = |start: usize, m: usize, par: Par| {
@@ -1068,11 +1154,21 @@ mod tests {
             let full = run(0, big_m, Par::Serial);
             for (start, m) in [(0usize, 1usize), (5, 1), (3, 7), (17, 40), (69, 1)] {
                 let part = run(start, m, Par::Serial);
-                assert!(part.iter().zip(&full[start * n..]).all(|(a, b)| a.to_bits() == b.to_bits()), "{isa:?} rows {start}+{m}");
+                assert!(
+                    part.iter()
+                        .zip(&full[start * n..])
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} rows {start}+{m}"
+                );
             }
             for t in [2usize, 3] {
                 let par = run(0, big_m, Par::Threads(t));
-                assert!(par.iter().zip(&full).all(|(a, b)| a.to_bits() == b.to_bits()), "{isa:?} threads {t}");
+                assert!(
+                    par.iter()
+                        .zip(&full)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} threads {t}"
+                );
             }
         }
     }
@@ -1110,7 +1206,10 @@ mod tests {
                     product(&a, &b, &mut c, n, false, &|_, _| {}, Par::Serial);
                 }
                 let dt = (thread_cpu_seconds() - t0) / reps as f64;
-                println!("{isa:?} m{m} k{k} n{n}: {:.1} GOP/s", 2.0 * (m * n * k) as f64 / dt / 1e9);
+                println!(
+                    "{isa:?} m{m} k{k} n{n}: {:.1} GOP/s",
+                    2.0 * (m * n * k) as f64 / dt / 1e9
+                );
             }
         }
     }

@@ -22,7 +22,7 @@ use crate::kernels::gemm::{self, Epilogue};
 use crate::kernels::{ops, Par};
 use crate::model::config::{Activation, ModelConfig, Pooling};
 use crate::model::linear::{self, Linear, LinearScratch};
-use crate::model::param::{load_param, Param};
+use crate::model::param::{load_param, Param, Table};
 use crate::model::pooling;
 use crate::options::Precision;
 
@@ -77,7 +77,12 @@ pub enum Product {
 
 impl Product {
     /// Every product, in the order of the forward pass.
-    pub const ALL: [Product; 4] = [Product::Qkv, Product::AttnOut, Product::FfnUp, Product::FfnDown];
+    pub const ALL: [Product; 4] = [
+        Product::Qkv,
+        Product::AttnOut,
+        Product::FfnUp,
+        Product::FfnDown,
+    ];
 
     /// Short name (`qkv`, `attn_out`, `ffn_up`, `ffn_down`).
     pub fn name(self) -> &'static str {
@@ -152,7 +157,7 @@ pub struct BertModel {
     eps: f32,
     activation: Activation,
     plan: LayerPrecision,
-    word: Param,
+    word: Table,
     pos: Param,
     typ: Param,
     emb_ln_g: Param,
@@ -300,6 +305,109 @@ impl LayerPrecision {
     }
 }
 
+impl LayerPrecision {
+    /// The precision of product `p`.
+    pub const fn of(self, p: Product) -> Precision {
+        match p {
+            Product::Qkv => self.qkv,
+            Product::AttnOut => self.attn_out,
+            Product::FfnUp => self.ffn_up,
+            Product::FfnDown => self.ffn_down,
+        }
+    }
+
+    /// Whether any product is int8.
+    pub fn any_int8(self) -> bool {
+        Product::ALL.iter().any(|&p| self.of(p) == Precision::Int8)
+    }
+}
+
+/// One dense product of an encoder layer: its weight tensors (side by side
+/// along the output dimension), each `[seg_n x k]`.
+pub struct DenseLayer {
+    /// Which product.
+    pub product: Product,
+    /// HF tensor names of the weights.
+    pub weights: Vec<String>,
+    /// Output features per weight tensor.
+    pub seg_n: usize,
+    /// Input features.
+    pub k: usize,
+}
+
+/// The dense products of layer `l`, in the order of the forward pass.
+pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
+    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+    let d = |product, names: &[&str], seg_n, k| DenseLayer {
+        product,
+        weights: names
+            .iter()
+            .map(|s| format!("encoder.layer.{l}.{s}.weight"))
+            .collect(),
+        seg_n,
+        k,
+    };
+    let qkv = ["query", "key", "value"].map(|s| format!("attention.self.{s}"));
+    let qkv: Vec<&str> = qkv.iter().map(String::as_str).collect();
+    [
+        d(Product::Qkv, &qkv, h, h),
+        d(Product::AttnOut, &["attention.output.dense"], h, h),
+        d(Product::FfnUp, &["intermediate.dense"], i, h),
+        d(Product::FfnDown, &["output.dense"], h, i),
+    ]
+}
+
+/// The `int8_per_row` tensors of every dense weight of the model in `file`,
+/// smoothed with `calib`: for each weight `W` (`[rows x cols]`) the int8 `W`,
+/// `W_scale` (`[rows]`) and, with a calibration, `W_smooth` (`[cols]`).
+/// What `embd convert --dtype int8` writes.
+///
+/// # Errors
+/// A missing or misshapen tensor.
+pub fn int8_tensors(
+    file: &Arc<ModelFile>,
+    cfg: &ModelConfig,
+    calib: Option<&Calibration>,
+) -> Result<Vec<crate::formats::TensorEntry>> {
+    use crate::formats::{DType, TensorEntry};
+    let mut out = Vec::new();
+    for l in 0..cfg.num_layers {
+        for d in dense_layers(cfg, l) {
+            let amax = calib
+                .and_then(|c| c.layers.get(l))
+                .map(|a| a[d.product as usize].as_slice())
+                .filter(|a| a.len() == d.k);
+            let w = linear::int8_weights(file, &d.weights, d.seg_n, d.k, false, amax)?;
+            for (s, name) in d.weights.iter().enumerate() {
+                let rows = s * d.seg_n..(s + 1) * d.seg_n;
+                let q: Vec<u8> = w.q[rows.start * d.k..rows.end * d.k]
+                    .iter()
+                    .map(|&v| v as u8)
+                    .collect();
+                out.push(TensorEntry::owned_bytes(
+                    name,
+                    DType::I8,
+                    vec![d.seg_n, d.k],
+                    &q,
+                ));
+                out.push(TensorEntry::owned_f32(
+                    format!("{name}_scale"),
+                    vec![d.seg_n],
+                    &w.scales[rows],
+                ));
+                if let Some(f) = &w.smooth {
+                    out.push(TensorEntry::owned_f32(
+                        format!("{name}_smooth"),
+                        vec![d.k],
+                        f,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl BertModel {
     /// Loads and checks every required tensor against `cfg`: presence, dtype and
     /// exact shape; the error names the first missing or mismatching tensor.
@@ -328,7 +436,7 @@ impl BertModel {
         };
         let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
-        let word = p("embeddings.word_embeddings.weight", &[v, h])?;
+        let word = Table::load(file, "embeddings.word_embeddings.weight", [v, h], int8)?;
         let pos = p(
             "embeddings.position_embeddings.weight",
             &[cfg.max_position, h],
@@ -342,49 +450,29 @@ impl BertModel {
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for l in 0..cfg.num_layers {
             let n = |s: &str| format!("encoder.layer.{l}.{s}");
-            let lin = |names: &[&str], seg_n: usize, k: usize, prec: Precision, p: Product| {
-                let names: Vec<String> = names.iter().map(|s| n(s)).collect();
+            let [qkv, ao, inter, out] = dense_layers(cfg, l).map(|d| {
+                let prec = plan.of(d.product);
                 let amax = calib
                     .and_then(|c| c.layers.get(l))
-                    .map(|a| a[p as usize].as_slice())
-                    .filter(|a| a.len() == k);
-                Linear::load(file, &names, seg_n, k, prec, int8, amax)
-            };
-            let qkv_names = ["query", "key", "value"].map(|s| format!("attention.self.{s}"));
+                    .map(|a| a[d.product as usize].as_slice())
+                    .filter(|a| a.len() == d.k);
+                Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
+            });
             let mut qkv_b = Vec::with_capacity(3 * h);
-            for s in &qkv_names {
-                qkv_b.extend_from_slice(p(&n(&format!("{s}.bias")), &[h])?.as_slice());
+            for s in ["query", "key", "value"] {
+                let b = p(&n(&format!("attention.self.{s}.bias")), &[h])?;
+                qkv_b.extend_from_slice(b.as_slice());
             }
-            let qkv_w = qkv_names.map(|s| format!("{s}.weight"));
-            let qkv_w: Vec<&str> = qkv_w.iter().map(String::as_str).collect();
             layers.push(Layer {
-                qkv: lin(&qkv_w, h, h, plan.qkv, Product::Qkv)?,
+                qkv: qkv?,
                 qkv_b,
-                ao: lin(
-                    &["attention.output.dense.weight"],
-                    h,
-                    h,
-                    plan.attn_out,
-                    Product::AttnOut,
-                )?,
+                ao: ao?,
                 ao_b: p(&n("attention.output.dense.bias"), &[h])?,
                 ln1_g: p(&n("attention.output.LayerNorm.weight"), &[h])?,
                 ln1_b: p(&n("attention.output.LayerNorm.bias"), &[h])?,
-                inter: lin(
-                    &["intermediate.dense.weight"],
-                    i,
-                    h,
-                    plan.ffn_up,
-                    Product::FfnUp,
-                )?,
+                inter: inter?,
                 i_b: p(&n("intermediate.dense.bias"), &[i])?,
-                out: lin(
-                    &["output.dense.weight"],
-                    h,
-                    i,
-                    plan.ffn_down,
-                    Product::FfnDown,
-                )?,
+                out: out?,
                 o_b: p(&n("output.dense.bias"), &[h])?,
                 ln2_g: p(&n("output.LayerNorm.weight"), &[h])?,
                 ln2_b: p(&n("output.LayerNorm.bias"), &[h])?,
@@ -418,6 +506,11 @@ impl BertModel {
                 owned += 1
             }
         });
+        if m.word.is_mapped() {
+            mapped += 1;
+        } else {
+            owned += 1;
+        }
         for l in m.layers.iter() {
             // The concatenated Q, K and V biases (three tensors).
             owned += 3;
@@ -433,13 +526,7 @@ impl BertModel {
     }
 
     fn for_each_param(&self, mut f: impl FnMut(&Param)) {
-        for p in [
-            &self.word,
-            &self.pos,
-            &self.typ,
-            &self.emb_ln_g,
-            &self.emb_ln_b,
-        ] {
+        for p in [&self.pos, &self.typ, &self.emb_ln_g, &self.emb_ln_b] {
             f(p);
         }
         for l in self.layers.iter() {
@@ -592,7 +679,7 @@ impl BertModel {
         }
 
         // Embeddings: (word + token_type 0) + position, then LayerNorm.
-        let word = self.word.as_slice();
+        let word = &self.word;
         let pos = self.pos.as_slice();
         let typ = &self.typ.as_slice()[..h];
         let hidden = &mut ws.hidden[..total * h];
@@ -600,18 +687,20 @@ impl BertModel {
         for s in seqs {
             for (i, &id) in s.iter().enumerate() {
                 let id = id as usize;
-                let (Some(row), Some(w), Some(p)) = (
-                    rows.next(),
-                    word.get(id * h..(id + 1) * h).filter(|_| id < self.vocab),
-                    pos.get(i * h..(i + 1) * h),
-                ) else {
+                let (Some(row), Some(p)) = (rows.next(), pos.get(i * h..(i + 1) * h)) else {
                     return Err(Error::new(
                         crate::ErrorKind::Internal,
-                        format!("forward: token id {id} or position {i} out of range"),
+                        format!("forward: position {i} out of range"),
                     ));
                 };
+                if id >= self.vocab || !word.row_into(id, row) {
+                    return Err(Error::new(
+                        crate::ErrorKind::Internal,
+                        format!("forward: token id {id} out of range"),
+                    ));
+                }
                 for j in 0..h {
-                    row[j] = (w[j] + typ[j]) + p[j];
+                    row[j] = (row[j] + typ[j]) + p[j];
                 }
             }
         }
@@ -627,7 +716,8 @@ impl BertModel {
                 t(li, Stage::Input(Product::Qkv), x);
             }
             let epi = Epilogue::Bias(&l.qkv_b);
-            l.qkv.forward(x, total, qkv, 3 * h, false, epi, par, &mut ws.lin);
+            l.qkv
+                .forward(x, total, qkv, 3 * h, false, epi, par, &mut ws.lin);
 
             // Attention, per sequence and head, over the sequence's own rows.
             let qkv = &ws.qkv[..total * 3 * h];
@@ -686,11 +776,13 @@ impl BertModel {
             if let Some(t) = trace.as_mut() {
                 t(li, Stage::Input(Product::FfnUp), hidden);
             }
-            l.inter.forward(hidden, total, inter, ni, false, epi, par, &mut ws.lin);
+            l.inter
+                .forward(hidden, total, inter, ni, false, epi, par, &mut ws.lin);
             if let Some(t) = trace.as_mut() {
                 t(li, Stage::Input(Product::FfnDown), inter);
             }
-            l.out.forward(inter, total, hidden, h, true, none, par, &mut ws.lin);
+            l.out
+                .forward(inter, total, hidden, h, true, none, par, &mut ws.lin);
             let (bb, g, b) = (l.o_b.as_slice(), l.ln2_g.as_slice(), l.ln2_b.as_slice());
             for_rows(hidden, h, par, |r| ops::bias_layer_norm(r, bb, g, b, eps));
             if let Some(t) = trace.as_mut() {

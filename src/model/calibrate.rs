@@ -1,18 +1,60 @@
 //! Calibration: the activation statistics int8 smoothing needs, measured by
 //! running the f32 model over calibration texts.
+//!
+//! The built-in set ([`builtin_texts`], 48 short sentences of varied kinds:
+//! questions, reviews, code, numbers, other languages) is what `embd convert
+//! --dtype int8` and int8 at open use unless given other texts, so an int8
+//! file and an f32 file opened in int8 compute the same vectors. It is not
+//! drawn from any evaluation data.
+
+use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::kernels::Par;
 use crate::model::bert::{BertModel, Calibration, Stage, Workspace};
 use crate::model::config::Pooling;
+use crate::tokenizer::Tokenizer;
+
+/// The built-in calibration texts, one per line.
+pub fn builtin_texts() -> Vec<&'static str> {
+    include_str!("calibration.txt")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// Tokenizes `texts` (truncated to `max_len`) and [`calibrate`]s `model`.
+///
+/// # Errors
+/// As [`calibrate`].
+pub fn calibrate_texts<S: AsRef<str> + Sync>(
+    model: &BertModel,
+    tok: &Tokenizer,
+    max_len: usize,
+    texts: &[S],
+) -> Result<Calibration> {
+    let ids: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| tok.encode(t.as_ref(), Some(max_len)))
+        .collect();
+    calibrate(model, &ids)
+}
 
 /// Runs `model` (its f32 products give the reference statistics) over the
-/// token-id sequences `seqs`, one at a time, and records the largest magnitude
-/// of every input channel of every product of every layer.
+/// token-id sequences `seqs`, one at a time (in parallel on the current rayon
+/// pool), and records the largest magnitude of every input channel of every
+/// product of every layer. The maxima do not depend on the order or the
+/// thread count.
 ///
 /// # Errors
 /// Those of [`BertModel::forward`] (ids out of range).
 pub fn calibrate(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
+    seqs.par_chunks(seqs.len().div_ceil(rayon::current_num_threads()).max(1))
+        .map(|part| calibrate_serial(model, part))
+        .try_reduce(Calibration::default, |a, b| Ok(merge(a, b)))
+}
+
+fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
     let mut calib = Calibration::default();
     let mut ws = Workspace::default();
     let mut out = vec![0.0f32; model.hidden_size()];
@@ -36,7 +78,34 @@ pub fn calibrate(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
             }
         };
         let t: &mut dyn FnMut(usize, Stage, &[f32]) = &mut record;
-        model.forward_traced(&[s.as_slice()], &mut ws, Par::Serial, Pooling::Mean, false, &mut out, Some(t))?;
+        let one = [s.as_slice()];
+        model.forward_traced(
+            &one,
+            &mut ws,
+            Par::Serial,
+            Pooling::Mean,
+            false,
+            &mut out,
+            Some(t),
+        )?;
     }
     Ok(calib)
+}
+
+/// Element-wise maximum of two calibrations.
+fn merge(mut a: Calibration, b: Calibration) -> Calibration {
+    if a.layers.len() < b.layers.len() {
+        a.layers.resize_with(b.layers.len(), Default::default);
+    }
+    for (la, lb) in a.layers.iter_mut().zip(b.layers) {
+        for (pa, pb) in la.iter_mut().zip(lb) {
+            if pa.len() < pb.len() {
+                pa.resize(pb.len(), 0.0);
+            }
+            for (x, y) in pa.iter_mut().zip(pb) {
+                *x = x.max(y);
+            }
+        }
+    }
+    a
 }

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::kernels::gemm::{self, Epilogue};
 use crate::kernels::qgemm::{self, PackedI8, QuantRows};
@@ -81,40 +81,9 @@ impl Linear {
         let n = seg_n * names.len();
         let repr = match precision {
             Precision::Int8 => {
-                let mut q = Vec::with_capacity(n * k);
-                let mut scales = Vec::with_capacity(n);
-                let mut smooth = None;
-                let stored: Vec<_> = names
-                    .iter()
-                    .map(|name| load_int8(file, name, [seg_n, k], int8_file))
-                    .collect::<Result<_>>()?;
-                if stored.iter().all(Option::is_some) && act_absmax.is_none() {
-                    for (qs, ss) in stored.into_iter().flatten() {
-                        q.extend_from_slice(&qs);
-                        scales.extend_from_slice(&ss);
-                    }
-                } else {
-                    let params: Vec<Param> = names
-                        .iter()
-                        .map(|name| load_param(file, name, &[seg_n, k], int8_file))
-                        .collect::<Result<_>>()?;
-                    let mut w: Vec<f32> = Vec::with_capacity(n * k);
-                    params.iter().for_each(|p| w.extend_from_slice(p.as_slice()));
-                    params.iter().for_each(Param::release_pages);
-                    if let Some(amax) = act_absmax {
-                        let a = smoothing_factors(&w, n, k, amax);
-                        for row in w.chunks_exact_mut(k.max(1)) {
-                            for (v, f) in row.iter_mut().zip(&a) {
-                                *v /= f;
-                            }
-                        }
-                        smooth = Some(a);
-                    }
-                    let (qs, ss) = qgemm::quantize_weights(&w, n, k);
-                    q = qs;
-                    scales = ss;
-                }
-                Repr::Int8(PackedI8::from_quantized(qgemm::isa(), &q, &scales, n, k), smooth)
+                let w = int8_weights(file, names, seg_n, k, int8_file, act_absmax)?;
+                let packed = PackedI8::from_quantized(qgemm::isa(), &w.q, &w.scales, n, k);
+                Repr::Int8(packed, w.smooth)
             }
             // bf16 kernels are not in this build yet: f32 arithmetic.
             Precision::F32 | Precision::Bf16 => Repr::F32 {
@@ -125,12 +94,7 @@ impl Linear {
                 packed: OnceLock::new(),
             },
         };
-        Ok(Linear {
-            n,
-            k,
-            seg_n,
-            repr,
-        })
+        Ok(Linear { n, k, seg_n, repr })
     }
 
     /// Output features.
@@ -206,7 +170,9 @@ impl Linear {
         let (n, k) = (self.n, self.k);
         match &self.repr {
             Repr::Int8(w, smooth) => {
-                scratch.quant.quantize(w.isa(), x, m, k, k, smooth.as_deref(), par);
+                scratch
+                    .quant
+                    .quantize(w.isa(), x, m, k, k, smooth.as_deref(), par);
                 let epi = gemm::epilogue_fn(epi);
                 qgemm::product(&scratch.quant, w, out, ldo, accumulate, &epi, par);
             }
@@ -225,6 +191,83 @@ impl Linear {
             }
         }
     }
+}
+
+/// The int8 form of a (stacked) `Linear` weight `[n x k]`:
+/// `W ≈ (q[j][c] · scales[j]) · smooth[c]`.
+pub struct Int8Weights {
+    /// `[n x k]` values in `[-127, 127]`.
+    pub q: Vec<i8>,
+    /// One scale per output channel.
+    pub scales: Vec<f32>,
+    /// Per-input-channel factors the activations are multiplied by before
+    /// quantization (SmoothQuant), when smoothed.
+    pub smooth: Option<Vec<f32>>,
+}
+
+/// The int8 weights of the segments `names` (each `[seg_n x k]`): as stored
+/// in an `int8_per_row` file when every segment is stored so (and either the
+/// file smoothed them or no `act_absmax` is given); otherwise quantized here
+/// from the float values (int8 ones dequantized first), smoothed with
+/// `act_absmax` when given (see [`Linear::load`]). Mapped f32 pages read
+/// here are released from resident memory.
+///
+/// # Errors
+/// A missing or misshapen tensor; stored segments smoothed differently (they
+/// share one input, so they must share its factors).
+pub fn int8_weights(
+    file: &Arc<ModelFile>,
+    names: &[String],
+    seg_n: usize,
+    k: usize,
+    int8_file: bool,
+    act_absmax: Option<&[f32]>,
+) -> Result<Int8Weights> {
+    let n = seg_n * names.len();
+    let stored: Vec<_> = names
+        .iter()
+        .map(|name| load_int8(file, name, [seg_n, k], int8_file))
+        .collect::<Result<_>>()?;
+    let smoothed = stored.iter().flatten().any(|s| s.smooth.is_some());
+    if stored.iter().all(Option::is_some) && (smoothed || act_absmax.is_none()) {
+        let mut w = Int8Weights {
+            q: Vec::with_capacity(n * k),
+            scales: Vec::with_capacity(n),
+            smooth: None,
+        };
+        for (i, s) in stored.into_iter().flatten().enumerate() {
+            if i > 0 && s.smooth != w.smooth {
+                return Err(Error::model(format!(
+                    "tensors '{}' and '{}' share an input but have different smoothing factors",
+                    names[0], names[i]
+                )));
+            }
+            w.q.extend_from_slice(&s.q);
+            w.scales.extend_from_slice(&s.scales);
+            w.smooth = s.smooth;
+        }
+        return Ok(w);
+    }
+    let params: Vec<Param> = names
+        .iter()
+        .map(|name| load_param(file, name, &[seg_n, k], int8_file))
+        .collect::<Result<_>>()?;
+    let mut w: Vec<f32> = Vec::with_capacity(n * k);
+    params
+        .iter()
+        .for_each(|p| w.extend_from_slice(p.as_slice()));
+    params.iter().for_each(Param::release_pages);
+    let smooth = act_absmax.map(|amax| {
+        let a = smoothing_factors(&w, n, k, amax);
+        for row in w.chunks_exact_mut(k.max(1)) {
+            for (v, f) in row.iter_mut().zip(&a) {
+                *v /= f;
+            }
+        }
+        a
+    });
+    let (q, scales) = qgemm::quantize_weights(&w, n, k);
+    Ok(Int8Weights { q, scales, smooth })
 }
 
 /// SmoothQuant's migration strength α (0 = none, 1 = all of the activations'

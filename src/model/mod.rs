@@ -5,5 +5,5 @@ pub mod calibrate;
 pub mod config;
 pub mod linear;
 pub mod param;
-pub mod report;
 pub mod pooling;
+pub mod report;

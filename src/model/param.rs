@@ -96,22 +96,61 @@ fn find_checked(file: &ModelFile, name: &str, shape: &[usize]) -> Result<usize> 
     Ok(index)
 }
 
-/// The int8 values and per-row scales of an `int8_per_row` matrix `name`
-/// (`[rows, cols]`), checked like [`load_param`]; `None` when the tensor is
-/// stored in another dtype.
+/// An `int8_per_row` matrix as stored: `W ≈ (q[r][c] · scale[r]) · smooth[c]`.
+pub(crate) struct StoredInt8 {
+    /// `[rows x cols]` values.
+    pub q: Vec<i8>,
+    /// One scale per row (`{name}_scale`).
+    pub scales: Vec<f32>,
+    /// One factor per column (`{name}_smooth`), when the converter smoothed
+    /// the layer: activations are multiplied by it before quantization.
+    pub smooth: Option<Vec<f32>>,
+}
+
+/// The int8 values, per-row scales and optional per-column smoothing factors
+/// of an `int8_per_row` matrix `name` (`[rows, cols]`), checked like
+/// [`load_param`]; `None` when the tensor is stored in another dtype.
 pub(crate) fn load_int8(
     file: &ModelFile,
     name: &str,
     shape: [usize; 2],
     int8: bool,
-) -> Result<Option<(Vec<i8>, Vec<f32>)>> {
+) -> Result<Option<StoredInt8>> {
     let t = &file.tensors[find_checked(file, name, &shape)?];
     if t.dtype != DType::I8 {
         return Ok(None);
     }
     let scales = int8_scales(file, name, shape[0], int8)?;
+    let smooth = int8_smooth(file, name, shape[1])?;
     let q = file.tensor_bytes(t).iter().map(|&b| b as i8).collect();
-    Ok(Some((q, scales)))
+    Ok(Some(StoredInt8 { q, scales, smooth }))
+}
+
+/// The optional `{name}_smooth` tensor of an int8 matrix with `cols` columns:
+/// f32 `[cols]`, every factor finite and positive.
+fn int8_smooth(file: &ModelFile, name: &str, cols: usize) -> Result<Option<Vec<f32>>> {
+    let smooth_name = format!("{name}_smooth");
+    let Some(st) = file.tensor(&smooth_name) else {
+        return Ok(None);
+    };
+    if st.dtype != DType::F32 || st.shape != [cols] || st.byte_len() != cols * 4 {
+        return Err(Error::model(format!(
+            "tensor '{smooth_name}' has {} {}, expected f32 [{cols}]",
+            st.dtype,
+            shape_str(&st.shape),
+        )));
+    }
+    let v = file.tensor_to_f32(st);
+    if let Some((c, x)) = v
+        .iter()
+        .enumerate()
+        .find(|(_, x)| !(x.is_finite() && **x > 0.0))
+    {
+        return Err(Error::model(format!(
+            "tensor '{smooth_name}' has factor {x} at column {c}; factors must be finite and positive"
+        )));
+    }
+    Ok(Some(v))
 }
 
 /// The `{name}_scale` tensor of an int8 matrix with `rows` rows.
@@ -158,12 +197,18 @@ pub(crate) fn load_param(
         DType::F16 | DType::BF16 => Ok(Param::Owned(file.tensor_to_f32(t))),
         DType::I8 if shape.len() == 2 => {
             let scales = int8_scales(file, name, shape[0], int8)?;
+            let smooth = int8_smooth(file, name, shape[1])?;
             let mut v = file.tensor_to_f32(t);
             let cols = shape[1];
             if cols > 0 {
                 for (row, s) in v.chunks_exact_mut(cols).zip(&scales) {
-                    for x in row {
+                    for x in row.iter_mut() {
                         *x *= *s;
+                    }
+                    if let Some(f) = &smooth {
+                        for (x, f) in row.iter_mut().zip(f) {
+                            *x *= *f;
+                        }
                     }
                 }
             }
@@ -172,5 +217,98 @@ pub(crate) fn load_param(
         d => Err(Error::model(format!(
             "tensor '{name}' has dtype {d}, expected f32, f16, bf16 (or int8 with a scale)"
         ))),
+    }
+}
+
+/// An embedding table `[rows x cols]`: f32 (mapped or converted), or int8 per
+/// row as an `int8_per_row` file stores it, read in place and dequantized one
+/// looked-up row at a time (`x = q · scale`), so it never takes more memory
+/// than the rows in use.
+pub enum Table {
+    /// Float rows.
+    F32(Param),
+    /// int8 rows with one scale each.
+    Int8 {
+        /// Keeps the mapping alive.
+        file: Arc<ModelFile>,
+        /// Index into `file.tensors`.
+        index: usize,
+        /// One scale per row.
+        scales: Vec<f32>,
+    },
+}
+
+impl Table {
+    /// Loads table `name` of `shape` (`[rows, cols]`), checked like
+    /// [`load_param`].
+    pub(crate) fn load(
+        file: &Arc<ModelFile>,
+        name: &str,
+        shape: [usize; 2],
+        int8: bool,
+    ) -> Result<Table> {
+        let index = find_checked(file, name, &shape)?;
+        if file.tensors[index].dtype == DType::I8 {
+            let scales = int8_scales(file, name, shape[0], int8)?;
+            return Ok(Table::Int8 {
+                file: Arc::clone(file),
+                index,
+                scales,
+            });
+        }
+        load_param(file, name, &shape, int8).map(Table::F32)
+    }
+
+    /// Writes row `r` (of `dst.len()` columns) into `dst`; false when the row
+    /// is out of range.
+    pub fn row_into(&self, r: usize, dst: &mut [f32]) -> bool {
+        let cols = dst.len();
+        match self {
+            Table::F32(p) => match p.as_slice().get(r * cols..(r + 1) * cols) {
+                Some(src) => {
+                    dst.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            },
+            Table::Int8 {
+                file,
+                index,
+                scales,
+            } => {
+                let (Some(t), Some(&s)) = (file.tensors.get(*index), scales.get(r)) else {
+                    return false;
+                };
+                let Some(q) = file.tensor_bytes(t).get(r * cols..(r + 1) * cols) else {
+                    return false;
+                };
+                for (d, &v) in dst.iter_mut().zip(q) {
+                    *d = f32::from(v as i8) * s;
+                }
+                true
+            }
+        }
+    }
+
+    /// Whether the values are read in place from the file.
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            Table::F32(p) => p.is_mapped(),
+            Table::Int8 { file, index, .. } => file
+                .tensors
+                .get(*index)
+                .is_some_and(|t| file.tensor_file_range(t).is_some()),
+        }
+    }
+
+    /// The file and byte range of a mapped table.
+    pub(crate) fn file_range(&self) -> Option<(Arc<ModelFile>, std::ops::Range<usize>)> {
+        match self {
+            Table::F32(p) => p.file_range(),
+            Table::Int8 { file, index, .. } => {
+                let r = file.tensor_file_range(file.tensors.get(*index)?)?;
+                Some((Arc::clone(file), r))
+            }
+        }
     }
 }

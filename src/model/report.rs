@@ -94,7 +94,8 @@ pub fn precision_report(
     let calib = if calibration_texts.is_empty() {
         None
     } else {
-        let f32_model = BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
+        let f32_model =
+            BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
         let cids: Vec<Vec<u32>> = calibration_texts
             .iter()
             .map(|t| tok.encode(t, Some(cfg.max_seq_length)))
@@ -161,10 +162,34 @@ pub fn precision_report(
     }
     let f32_plan = LayerPrecision::uniform(Precision::F32);
     let products: [(&'static str, LayerPrecision); 4] = [
-        ("qkv", LayerPrecision { qkv: precision, ..f32_plan }),
-        ("attn_out", LayerPrecision { attn_out: precision, ..f32_plan }),
-        ("ffn_up", LayerPrecision { ffn_up: precision, ..f32_plan }),
-        ("ffn_down", LayerPrecision { ffn_down: precision, ..f32_plan }),
+        (
+            "qkv",
+            LayerPrecision {
+                qkv: precision,
+                ..f32_plan
+            },
+        ),
+        (
+            "attn_out",
+            LayerPrecision {
+                attn_out: precision,
+                ..f32_plan
+            },
+        ),
+        (
+            "ffn_up",
+            LayerPrecision {
+                ffn_up: precision,
+                ..f32_plan
+            },
+        ),
+        (
+            "ffn_down",
+            LayerPrecision {
+                ffn_down: precision,
+                ..f32_plan
+            },
+        ),
     ];
     let mut per_product = Vec::new();
     for (name, p) in products {

@@ -108,14 +108,23 @@ fn reduced_precisions_round_trip() {
             .unwrap();
         assert_eq!(bias.dtype, DType::F32, "{target}: vectors stay f32");
         // Values stay close to the originals.
-        let orig = src.tensor_to_f32(src.tensor(&q.name).unwrap());
+        let mut orig = src.tensor_to_f32(src.tensor(&q.name).unwrap());
         let mut vals = back.tensor_to_f32(q);
         if target == TargetDType::Int8 {
             assert_eq!(back.metadata["quantization"], "int8_per_row");
             let s = back.tensor_to_f32(back.tensor(&format!("{}_scale", q.name)).unwrap());
+            // Smoothed: the int8 values quantize W / smooth (per column).
+            let f = back.tensor_to_f32(back.tensor(&format!("{}_smooth", q.name)).unwrap());
             let cols = q.shape[1];
-            for (i, v) in vals.iter_mut().enumerate() {
-                *v *= s[i / cols];
+            for (i, (v, o)) in vals.iter_mut().zip(orig.iter_mut()).enumerate() {
+                *o /= f[i % cols];
+                let step = s[i / cols];
+                *v *= step;
+                // Rounding to the nearest step.
+                assert!(
+                    (*v - *o).abs() <= 0.5 * step * 1.0001,
+                    "{target}: element {i}"
+                );
             }
         }
         let max_abs = orig.iter().fold(0f32, |m, x| m.max(x.abs()));

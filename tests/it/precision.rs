@@ -63,15 +63,30 @@ fn every_precision_meets_its_accuracy_bar_and_is_invariant() {
         assert_eq!(one.info().precision, p);
         let two = Embedder::open(&path, &Options::new().threads(2).precision(p)).unwrap();
         let base = embed_batched(&one, &texts, 1);
-        assert!(same_bits(&base, &embed_batched(&one, &texts, 64)), "{p}: batch 1 vs 64");
-        assert!(same_bits(&base, &embed_batched(&two, &texts, 7)), "{p}: 1 vs 2 threads");
+        assert!(
+            same_bits(&base, &embed_batched(&one, &texts, 64)),
+            "{p}: batch 1 vs 64"
+        );
+        assert!(
+            same_bits(&base, &embed_batched(&two, &texts, 7)),
+            "{p}: 1 vs 2 threads"
+        );
         // After packing (f32) the bits stay the same.
         one.prepack();
-        assert!(same_bits(&base, &embed_batched(&one, &texts, 33)), "{p}: packed");
+        assert!(
+            same_bits(&base, &embed_batched(&one, &texts, 33)),
+            "{p}: packed"
+        );
         let (worst, mean) = cosines(&base, &refs, one.dim());
-        eprintln!("{p}: worst cosine {worst:.6}, mean {mean:.6} over {} lines", refs.len());
+        eprintln!(
+            "{p}: worst cosine {worst:.6}, mean {mean:.6} over {} lines",
+            refs.len()
+        );
         let (w, m) = bars(p);
-        assert!(worst >= w && mean >= m, "{p}: worst {worst} (bar {w}), mean {mean} (bar {m})");
+        assert!(
+            worst >= w && mean >= m,
+            "{p}: worst {worst} (bar {w}), mean {mean} (bar {m})"
+        );
     }
 }
 
@@ -86,11 +101,53 @@ fn report() {
     let texts: Vec<String> = cases.iter().map(|c| c.text.clone()).collect();
     let refs: Vec<Vec<f32>> = cases.iter().map(|c| c.embedding.clone().unwrap()).collect();
     let corpus = std::fs::read_to_string(common::shared_dir().join("bench/corpus.txt")).unwrap();
-    let n: usize = std::env::var("CALIB").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: usize = std::env::var("CALIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let calib: Vec<String> = corpus.lines().take(n).map(String::from).collect();
     for p in [Precision::Int8] {
         let r = embedder::model::report::precision_report(&path, &texts, Some(&refs), p, &calib)
             .unwrap();
         eprintln!("{r:#?}");
     }
+}
+
+/// `embd convert --dtype int8` writes a file of about a quarter of the f32
+/// one (encoder weights and the word-embedding table in int8, the encoder's
+/// smoothed with the same calibration int8 at open uses), which defaults to
+/// int8 and meets the int8 bars; read back in f32 it stays close too.
+#[test]
+fn int8_file_meets_the_int8_bars() {
+    let Some(path) = common::minilm_weights("int8_file_meets_the_int8_bars") else {
+        return;
+    };
+    let dir = common::TempDir::new("int8-file");
+    let int8_path = dir.path().join("m-int8.weights");
+    let st = std::process::Command::new(common::embd_bin())
+        .args(["convert", path.to_str().unwrap(), "--dtype", "int8", "-o"])
+        .arg(&int8_path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let f32_len = std::fs::metadata(&path).unwrap().len();
+    let int8_len = std::fs::metadata(&int8_path).unwrap().len();
+    eprintln!("f32 file {f32_len} bytes, int8 file {int8_len} bytes");
+    assert!(int8_len * 100 < f32_len * 30, "{int8_len} vs {f32_len}");
+    let cases = common::read_reference("minilm_reference.jsonl");
+    let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+    let refs: Vec<Vec<f32>> = cases.iter().map(|c| c.embedding.clone().unwrap()).collect();
+    let one = Embedder::open(&int8_path, &Options::new().threads(1)).unwrap();
+    let two = Embedder::open(&int8_path, &Options::new().threads(2)).unwrap();
+    assert_eq!(one.precision(), Precision::Int8);
+    let got = embed_batched(&one, &texts, 16);
+    assert!(same_bits(&got, &embed_batched(&two, &texts, 5)));
+    let (worst, mean) = cosines(&got, &refs, one.dim());
+    eprintln!("int8 file: worst {worst:.6}, mean {mean:.6}");
+    let (w, m) = bars(Precision::Int8);
+    assert!(worst >= w && mean >= m);
+    let c = Embedder::open(&int8_path, &Options::new().precision(Precision::F32)).unwrap();
+    let (worst, mean) = cosines(&embed_batched(&c, &texts, 32), &refs, c.dim());
+    eprintln!("int8 file in f32: worst {worst:.6}, mean {mean:.6}");
+    assert!(worst >= w && mean >= m);
 }
