@@ -4,6 +4,7 @@
 //! Every optimised kernel has a plain oracle in [`reference`](mod@reference) and unit tests that
 //! compare the two on awkward shapes.
 
+pub mod bgemm;
 pub mod gemm;
 pub mod ops;
 pub mod packbuf;

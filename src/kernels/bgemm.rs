@@ -1,0 +1,1739 @@
+//! The engine's bf16 GEMM: `C (+)= bf16(A) · bf16(B)` with fp32 accumulation,
+//! for the reduced-precision (`Precision::Bf16`) products of the model.
+//!
+//! B is the weight matrix of a `Linear` layer, rounded to bf16 and packed once
+//! ([`PackedBf16`]); A is an fp32 activation matrix, rounded to bf16 once per
+//! product (round to nearest even, [`round_bf16`]) into a scratch buffer of the
+//! calling thread before the columns are split between tasks. Register-tile
+//! kernels then run per tile, as in [`super::sgemm`]:
+//!
+//! | [`Isa`] | tile | arithmetic |
+//! |---|---|---|
+//! | `Avx512Bf16` | 12 x 32 | `vdpbf16ps` (AVX512_BF16) |
+//! | `Avx512` | 12 x 32 | AVX-512F/BW FMA emulation of `vdpbf16ps` |
+//! | `Avx2` | 5 x 16 | AVX2 + FMA emulation |
+//! | `Scalar` | 4 x 16 | portable emulation ([`dot_oracle`] itself) |
+//!
+//! # Arithmetic: what `vdpbf16ps` computes
+//!
+//! Every variant gives the bits of `vdpbf16ps` as measured on an Intel Xeon
+//! with AVX512_BF16 (see `tests::vdpbf16ps_is_the_oracle`; 38 million random
+//! lanes across magnitudes plus directed cases): for each fp32 lane with
+//! accumulator `s` and bf16 pairs `(a0, a1)`, `(b0, b1)` (index 0 in the low
+//! half of the 32-bit lane),
+//!
+//! ```text
+//! t   = ftz(fma(a1, b1, daz(s)))     // the high (odd-index) pair first
+//! dst = ftz(fma(a0, b0, t))
+//! ```
+//!
+//! with each fused multiply-add rounded once, to nearest even (the products of
+//! two bf16 are exact, so this is also "exact product, rounded sum"). Denormal
+//! inputs count as zero (`daz`, the accumulator and the bf16 operands), and a
+//! result is flushed to a zero of its sign (`ftz`) when it is *tiny after
+//! rounding*: when rounding the exact value to 24 bits with an unbounded
+//! exponent gives a magnitude below `2^-126` (x86's tininess rule). So
+//! `-(2^-126 - 2^-152)` gives `-2^-126`, but `-(2^-126 - 0.75·2^-150)`, which
+//! `fma` rounds to `-2^-126` on the denormal grid, gives `-0.0`. MXCSR plays no
+//! part. NaN results are NaN; their payload is not specified here (the
+//! hardware prefers `a`, then `b`, then the accumulator, the fallbacks leave it
+//! to the compiler), every other result is bit-exact.
+//!
+//! The packed layout puts element `2q` of a pair in the *high* half of the
+//! 32-bit word and `2q + 1` in the low half, so that the hardware consumes k in
+//! increasing order. The definition of one element of C is then
+//! [`dot_oracle`]: one sequential chain of such steps over `p = 0, 1, ..., k-1`
+//! (plus one `+0 · +0` step when `k` is odd: the zero padding of the last
+//! pair), starting from 0 or, when accumulating, from the old value of C.
+//! Blocking of k only stores the running value to C and reloads it, which is
+//! exact. So `C[i][j]` depends only on row `i` of A and column `j` of B: not
+//! on `m`, `n`, the ISA, the tile shape, a row's position in the batch or how
+//! columns are split between threads. The tests check every variant against
+//! the oracle bit for bit.
+//!
+//! # The fallbacks and flush-to-zero
+//!
+//! The fallbacks compute the same chain with ordinary `fma`, which rounds tiny
+//! results on the denormal grid instead of flushing them. They are exact
+//! without any per-step check whenever no partial sum can be tiny: every
+//! partial sum is a multiple of the smallest ulp among its terms (a product
+//! of bf16 `a·b` has ulp `2^(ea + eb - 14)`, the initial C value
+//! `2^(ec - 23)`), so if that ulp is at least `2^-126` every nonzero partial
+//! sum is at least `2^-126` and nothing is ever flushed. The smallest exponent
+//! of each row of A, of each column panel of B and (when accumulating) of each
+//! row of C is recorded, and a tile whose bound fails (the smallest nonzero
+//! `|a|` of its rows times the smallest nonzero `|b|` of its columns below
+//! about `2^-112`, e.g. far GELU tails near `2^-100` against weights near
+//! `2^-20`, or C values below `2^-103`) is computed by the scalar oracle
+//! instead. `Avx512Bf16` needs no such check.
+//!
+//! # Speed
+//!
+//! `vdpbf16ps` does 64 flops per instruction. On AMD Zen 4 it issues like an
+//! fp32 FMA, twice the fp32 flops (225 vs 112 GFLOP/s per core, issue 11). On
+//! the Intel Xeon this was written on (Sapphire Rapids class) it occupies
+//! both FMA ports for about two cycles: 87 GFLOP/s against 170 for fp32 FMA,
+//! and the `Avx512` emulation (about 0.9x the fp32 `sgemm`) is faster. [`isa`]
+//! therefore times both once and picks the faster; the bits are the same
+//! either way.
+//!
+//! # Memory
+//!
+//! A packed matrix takes `k/2 · n` 32-bit words (half the fp32 weights) in a
+//! [`PackBuf`]. Each thread that calls [`product`] keeps its rounded copy of A
+//! (`m · k` bf16, or `m · k` floats for the fallbacks) for reuse when it is at
+//! most [`SCRATCH_KEEP_BYTES`]; larger ones are freed after the call.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use rayon::prelude::*;
+
+use super::packbuf::PackBuf;
+use super::sgemm::EpilogueFn;
+use super::Par;
+
+/// Rows of A swept per B panel (a multiple of every tile height).
+const MC: usize = 240;
+const MAX_MR: usize = 12;
+const MAX_NR: usize = 32;
+/// Scratch buffers up to this size stay allocated in their thread.
+pub const SCRATCH_KEEP_BYTES: usize = 4 << 20;
+/// Products smaller than this (m·n·k) never split across threads.
+const MIN_SPLIT_WORK: usize = 1 << 16;
+
+/// The bf16 kernel families. All give the same bits; they differ in speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// `vdpbf16ps` (AVX512_BF16, with AVX512VL for the conversion of A).
+    Avx512Bf16,
+    /// AVX-512 (F and BW) FMA emulation.
+    Avx512,
+    /// AVX2 + FMA emulation.
+    Avx2,
+    /// Portable scalar emulation.
+    Scalar,
+}
+
+impl Isa {
+    /// Every family, fastest hardware first.
+    pub const ALL: [Isa; 4] = [Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Scalar];
+
+    /// Tile height.
+    pub const fn mr(self) -> usize {
+        match self {
+            Isa::Avx512Bf16 | Isa::Avx512 => 12,
+            // 10 accumulators, 4 B vectors, the mask and a broadcast: 16.
+            Isa::Avx2 => 4,
+            Isa::Scalar => 4,
+        }
+    }
+
+    /// Tile width (columns per packed panel).
+    pub const fn nr(self) -> usize {
+        match self {
+            Isa::Avx512Bf16 | Isa::Avx512 => 32,
+            Isa::Avx2 | Isa::Scalar => 16,
+        }
+    }
+
+    /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words stays
+    /// in L1).
+    pub const fn kc(self) -> usize {
+        match self {
+            Isa::Avx512Bf16 | Isa::Avx512 => 192,
+            Isa::Avx2 | Isa::Scalar => 256,
+        }
+    }
+
+    /// Whether the rounded A is kept as bf16 pairs (32-bit words, as
+    /// `vdpbf16ps` reads it) rather than as floats.
+    const fn a_pairs(self) -> bool {
+        matches!(self, Isa::Avx512Bf16)
+    }
+
+    /// Whether this CPU runs the kernels.
+    pub fn supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            let f = avx2
+                && std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw");
+            match self {
+                Isa::Avx512Bf16 => {
+                    f && std::is_x86_feature_detected!("avx512bf16")
+                        && std::is_x86_feature_detected!("avx512vl")
+                }
+                Isa::Avx512 => f,
+                Isa::Avx2 => avx2,
+                Isa::Scalar => true,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Isa::Scalar
+        }
+    }
+}
+
+/// The kernel family to pack for on this CPU (detected once). `EMBD_SIMD`
+/// caps it: `none` gives [`Isa::Scalar`], `avx2` or `avxvnni` [`Isa::Avx2`],
+/// `avx512` [`Isa::Avx512`] (AVX-512F/BW without the BF16 extension); anything
+/// else, or unset, the fastest: when the CPU has AVX512_BF16, a few hundred
+/// microseconds of both 512-bit kernels decide between `vdpbf16ps` and its
+/// FMA emulation (see the module docs: the answer differs between AMD and
+/// Intel). The choice never changes results.
+#[inline]
+pub fn isa() -> Isa {
+    match ISA_STATE.load(Ordering::Relaxed) {
+        1 => Isa::Avx512Bf16,
+        2 => Isa::Avx512,
+        3 => Isa::Avx2,
+        4 => Isa::Scalar,
+        _ => detect_isa(),
+    }
+}
+
+/// [`isa`]'s state: 0 = not detected yet, else 1 + index in [`Isa::ALL`].
+static ISA_STATE: AtomicU8 = AtomicU8::new(0);
+
+#[cold]
+fn detect_isa() -> Isa {
+    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
+    let ceiling = match cap.as_str() {
+        "none" => Isa::Scalar,
+        "avx2" | "avxvnni" => Isa::Avx2,
+        "avx512" => Isa::Avx512,
+        _ => Isa::Avx512Bf16,
+    };
+    let start = Isa::ALL.iter().position(|&i| i == ceiling).unwrap_or(0);
+    let mut found = Isa::ALL[start..]
+        .iter()
+        .copied()
+        .find(|i| i.supported())
+        .unwrap_or(Isa::Scalar);
+    if found == Isa::Avx512Bf16 && Isa::Avx512.supported() && !dpbf16_is_faster() {
+        found = Isa::Avx512;
+    }
+    let code = 1 + Isa::ALL.iter().position(|&i| i == found).unwrap_or(3) as u8;
+    ISA_STATE.store(code, Ordering::Relaxed);
+    found
+}
+
+/// Times one 12 x 32 tile over a 192-pair block with both 512-bit kernels
+/// (about 0.3 ms in all) and says whether `vdpbf16ps` wins.
+fn dpbf16_is_faster() -> bool {
+    let (isa_a, isa_b) = (Isa::Avx512Bf16, Isa::Avx512);
+    let kp = isa_a.kc();
+    let (mr, nr) = (isa_a.mr(), isa_a.nr());
+    let a = vec![0x3F80_3F80u32; mr * 2 * kp];
+    let b = vec![0x3F80_3F80u32; kp * nr];
+    let mut c = vec![0.0f32; mr * nr];
+    let mut time = |isa: Isa| {
+        let t = std::time::Instant::now();
+        for _ in 0..8 {
+            // SAFETY: both ISAs are supported (checked by the caller);
+            // A holds mr rows of 2·kp words (enough for either layout), B
+            // one kp x nr panel, C one mr x nr tile.
+            unsafe {
+                run_kernel(
+                    isa,
+                    mr,
+                    kp,
+                    a.as_ptr(),
+                    2 * kp,
+                    b.as_ptr(),
+                    c.as_mut_ptr(),
+                    nr,
+                    true,
+                    b.as_ptr(),
+                )
+            };
+        }
+        t.elapsed().as_secs_f64()
+    };
+    // Interleaved, best of several: clock ramps and noise hit both alike.
+    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..5 {
+        ta = ta.min(time(isa_a));
+        tb = tb.min(time(isa_b));
+    }
+    std::hint::black_box(&c);
+    ta < tb
+}
+
+/// `x` rounded to bf16, to nearest even (the rounding of `vcvtneps2bf16`,
+/// checked against it on all 2^32 inputs). NaN stays NaN (made quiet,
+/// keeping the sign and the high payload bits); infinities stay infinite and
+/// values beyond the largest bf16 become infinite. Subnormal inputs become a
+/// zero of their sign, as `vcvtneps2bf16` does: `vdpbf16ps` would read a
+/// subnormal bf16 as zero anyway (it treats denormal inputs as zero), so no
+/// bf16 handed to the kernels is ever subnormal. (A normal f32 never rounds
+/// to a subnormal bf16: both formats share the exponent range.)
+#[inline]
+pub fn round_bf16(x: f32) -> u16 {
+    (round_bits(x.to_bits()) >> 16) as u16
+}
+
+/// [`round_bf16`] on f32 bits, giving the f32 bits of the rounded value
+/// (the bf16 in the high half, zeros below). Branch-free, so that loops over
+/// it vectorise.
+#[inline(always)]
+fn round_bits(b: u32) -> u32 {
+    let abs = b & 0x7FFF_FFFF;
+    let rounded = b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000;
+    if abs > 0x7F80_0000 {
+        // NaN: made quiet, high payload bits kept.
+        (b | 0x0040_0000) & 0xFFFF_0000
+    } else if abs < 0x0080_0000 {
+        // Zero or subnormal: a zero of the same sign.
+        b & 0x8000_0000
+    } else {
+        rounded
+    }
+}
+
+/// The f32 with the same value as bf16 `b` (exact; no flushing).
+#[inline]
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// Denormals-are-zero: a subnormal `x` becomes a zero of its sign.
+#[inline(always)]
+fn daz(x: f32) -> f32 {
+    if x.to_bits() & 0x7F80_0000 == 0 {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+/// `2^-126 - 2^-151`: exact values of smaller magnitude are tiny after
+/// rounding to 24 bits with an unbounded exponent (the tie rounds up to
+/// `2^-126`).
+const TINY_BOUND: f64 = f64::from_bits(896 << 52 | 0xFF_FFFF << 28);
+
+/// One step of the chain: `ftz(fma(a, b, daz(c)))` with `a`, `b` bf16 values
+/// already read with DAZ (see the module docs).
+#[inline(always)]
+fn step(c: f32, a: f32, b: f32) -> f32 {
+    let c = daz(c);
+    let p = a * b;
+    // The product of two bf16 is exact unless it overflows or underflows;
+    // then (rarely) the fused operation gives the exactly rounded sum.
+    let r = if p.is_normal() || a == 0.0 || b == 0.0 {
+        c + p
+    } else {
+        a.mul_add(b, c)
+    };
+    let m = r.abs();
+    if m < f32::MIN_POSITIVE {
+        return f32::from_bits(r.to_bits() & 0x8000_0000);
+    }
+    if m == f32::MIN_POSITIVE {
+        // Rounded up to 2^-126 on the denormal grid: flush iff the exact sum
+        // is below TINY_BOUND. c + a·b is exact as s + e (TwoSum in f64; the
+        // f64 product of two bf16 is exact).
+        let (x, y) = (c as f64, a as f64 * b as f64);
+        let s = x + y;
+        let bb = s - x;
+        let e = (x - (s - bb)) + (y - bb);
+        let tiny =
+            s.abs() < TINY_BOUND || (s.abs() == TINY_BOUND && e != 0.0 && (e < 0.0) != (s < 0.0));
+        if tiny {
+            return f32::from_bits(r.to_bits() & 0x8000_0000);
+        }
+    }
+    r
+}
+
+/// The scalar oracle, the definition of one element of a product:
+/// `init` (the old C value when accumulating, else 0) followed by one step
+/// `c = ftz(fma(a[p], b[p], daz(c)))` per `p` in increasing order (and a
+/// trailing `+0·+0` step when the length is odd), bf16 operands read with
+/// denormals as zero (see the module docs for `ftz`). The row of A and the
+/// column of B are given as bf16 bits ([`round_bf16`]); empty slices return
+/// `init` unchanged.
+///
+/// # Panics
+/// If the slices differ in length.
+pub fn dot_oracle(init: f32, a_row_bf16: &[u16], b_col_bf16: &[u16]) -> f32 {
+    assert_eq!(a_row_bf16.len(), b_col_bf16.len(), "bgemm: oracle lengths");
+    let mut c = init;
+    for (&a, &b) in a_row_bf16.iter().zip(b_col_bf16) {
+        c = step(c, daz(bf16_to_f32(a)), daz(bf16_to_f32(b)));
+    }
+    if a_row_bf16.len() % 2 == 1 {
+        c = step(c, 0.0, 0.0);
+    }
+    c
+}
+
+/// The biased exponent of a finite nonzero bf16, or 255 (no constraint) for
+/// zero, infinity and NaN.
+#[inline(always)]
+fn exp_key(h: u16) -> i16 {
+    let e = ((h >> 7) & 0xFF) as i16;
+    if e == 0 || e == 255 {
+        255
+    } else {
+        e
+    }
+}
+
+/// One row of A rounded to bf16 values as f32 bits ([`round_bits`]) into
+/// `dst`; returns the smallest [`exp_key`] of the row.
+#[inline(always)]
+fn round_row(src: &[f32], dst: &mut [u32]) -> i16 {
+    let mut emin = 255u32;
+    for (d, &x) in dst.iter_mut().zip(src) {
+        let r = round_bits(x.to_bits());
+        let e = (r >> 23) & 0xFF;
+        emin = emin.min(if e == 0 || e == 255 { 255 } else { e });
+        *d = r;
+    }
+    emin as i16
+}
+
+/// [`round_row`] compiled for AVX-512 (vectorised).
+///
+/// # Safety
+/// AVX-512F and AVX-512BW are available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+unsafe fn round_row_avx512(src: &[f32], dst: &mut [u32]) -> i16 {
+    round_row(src, dst)
+}
+
+/// [`round_row`] compiled for AVX2 (vectorised).
+///
+/// # Safety
+/// AVX2 is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn round_row_avx2(src: &[f32], dst: &mut [u32]) -> i16 {
+    round_row(src, dst)
+}
+
+/// Bound on the biased exponents of a tile's operands (smallest of A's row
+/// plus smallest of B's panel) that keeps every partial sum away from the
+/// flush-to-zero range (see the module docs): `ea + eb - 268 >= -126`.
+const EXP_SUM_SAFE: i16 = 142;
+
+/// The `k x n` matrix `B = Wᵀ` rounded to bf16 ([`round_bf16`]) and packed for
+/// the kernels of one [`Isa`]: for each block of `isa.kc()` pairs of k, the
+/// panels of `isa.nr()` columns one after the other, each `kc` rows of `nr`
+/// 32-bit words; the word of pair `q` and column `j` holds `B[2q][j]` in its
+/// high half and `B[2q + 1][j]` in its low half (the pair-interleaved layout
+/// `vdpbf16ps` reads, ordered so that it consumes `2q` first). Columns beyond
+/// `n` and the element beyond an odd `k` are zero. 64-byte aligned.
+pub struct PackedBf16 {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    /// Columns rounded up to whole panels.
+    n_pad: usize,
+    buf: PackBuf,
+    /// Per column panel: the smallest biased exponent of its nonzero finite
+    /// values (255 if none), for the fallbacks' flush-to-zero bound.
+    panel_exp: Vec<i16>,
+}
+
+impl std::fmt::Debug for PackedBf16 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedBf16")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl PackedBf16 {
+    /// Rounds and packs `W`, given in the `Linear` layout `[n x k]` (row `j`
+    /// holds the `k` inputs of output `j`), as `B = Wᵀ` for the kernels of
+    /// `isa`.
+    ///
+    /// # Panics
+    /// If `w` is shorter than `n · k` or the CPU lacks `isa`.
+    pub fn from_linear(isa: Isa, w: &[f32], n: usize, k: usize) -> PackedBf16 {
+        assert!(isa.supported(), "bgemm: {isa:?} kernels need CPU support");
+        assert!(w.len() >= n * k, "bgemm: W too short");
+        let (nr, kcb) = (isa.nr(), isa.kc());
+        let kp = k.div_ceil(2);
+        let n_pad = n.next_multiple_of(nr);
+        // kp · n_pad is a multiple of 16 words (n_pad of 16): the size of a
+        // whole number of 64-byte lines.
+        let mut buf = PackBuf::zeroed(kp * n_pad);
+        let mut panel_exp = vec![255i16; n_pad / nr];
+        let dst = words_mut(&mut buf);
+        let mut q0 = 0;
+        while q0 < kp {
+            let kc = kcb.min(kp - q0);
+            for (pi, j0) in (0..n).step_by(nr).enumerate() {
+                let panel = &mut dst[q0 * n_pad + j0 * kc..][..kc * nr];
+                let mut emin = panel_exp[pi];
+                for jj in 0..nr.min(n - j0) {
+                    let row = &w[(j0 + jj) * k..(j0 + jj + 1) * k];
+                    for q in 0..kc {
+                        let p = 2 * (q0 + q);
+                        let hi = round_bf16(row[p]);
+                        let lo = if p + 1 < k { round_bf16(row[p + 1]) } else { 0 };
+                        emin = emin.min(exp_key(hi)).min(exp_key(lo));
+                        panel[q * nr + jj] = (hi as u32) << 16 | lo as u32;
+                    }
+                }
+                panel_exp[pi] = emin;
+            }
+            q0 += kc;
+        }
+        PackedBf16 {
+            isa,
+            k,
+            n,
+            n_pad,
+            buf,
+            panel_exp,
+        }
+    }
+
+    /// The kernel family this was packed for ([`product`] runs it).
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Rows of B (inputs of the layer).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B (outputs of the layer).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes of the packed copy.
+    pub fn bytes(&self) -> usize {
+        self.k.div_ceil(2) * self.n_pad * 4
+    }
+
+    /// The packed words.
+    fn words(&self) -> &[u32] {
+        let f = self.buf.as_slice();
+        // SAFETY: u32 and f32 have the same size and alignment and every bit
+        // pattern is valid for both; the slice borrows `self.buf`.
+        unsafe { std::slice::from_raw_parts(f.as_ptr().cast::<u32>(), f.len()) }
+    }
+
+    /// `round_bf16(B[p][j])`, read back from the packed layout.
+    #[cfg(test)]
+    fn at(&self, p: usize, j: usize) -> u16 {
+        let (nr, kcb) = (self.isa.nr(), self.isa.kc());
+        let (q, kp) = (p / 2, self.k.div_ceil(2));
+        let q0 = q / kcb * kcb;
+        let kc = kcb.min(kp - q0);
+        let j0 = j / nr * nr;
+        let w = self.words()[q0 * self.n_pad + j0 * kc + (q - q0) * nr + (j - j0)];
+        if p.is_multiple_of(2) {
+            (w >> 16) as u16
+        } else {
+            w as u16
+        }
+    }
+}
+
+/// The words of a packing buffer, writable.
+fn words_mut(buf: &mut PackBuf) -> &mut [u32] {
+    let f = buf.as_mut_slice();
+    // SAFETY: as in `PackedBf16::words`; the mutable borrow of `buf` makes
+    // this the only view of the memory.
+    unsafe { std::slice::from_raw_parts_mut(f.as_mut_ptr().cast::<u32>(), f.len()) }
+}
+
+/// A raw pointer to C that may cross threads (each task writes its own
+/// column range).
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+
+// SAFETY: used only by `product` to hand disjoint column ranges of one
+// exclusively borrowed C to rayon tasks that join before the borrow ends.
+unsafe impl Send for CPtr {}
+// SAFETY: as above.
+unsafe impl Sync for CPtr {}
+
+thread_local! {
+    /// The rounded A of the current product (words) and the per-row exponent
+    /// bounds, kept between calls (taken out while in use, so that a product
+    /// run by a work-stealing thread inside another gets its own).
+    static SCRATCH: Cell<(Vec<u32>, Vec<i16>)> = const { Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// `C[m x n] (+)= round_bf16(A)[m x k] · B`, then `epi(j0, row)` on every
+/// finished row segment; `n = b.n()`, `k = b.k()`, A and C row-major with
+/// row strides `lda` and `ldc`. Every element equals [`dot_oracle`] of its
+/// row of A and column of B (from its old value when `accumulate`, else
+/// from 0) bit for bit, whatever `m`, the ISA or `par`; `Par::Threads(t)`
+/// splits the columns into about `t` ranges.
+///
+/// # Panics
+/// If A or C is too short for its view, rows of C overlap, or the CPU lacks
+/// `b.isa()`.
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    m: usize,
+    a: &[f32],
+    lda: usize,
+    b: &PackedBf16,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    let (isa, n, k) = (b.isa, b.n, b.k);
+    assert!(isa.supported(), "bgemm: {isa:?} kernels need CPU support");
+    assert!(a.len() >= span(m, k, lda), "bgemm: A too short");
+    assert!(m <= 1 || lda >= k, "bgemm: A rows overlap");
+    assert!(c.len() >= span(m, n, ldc), "bgemm: C too short");
+    assert!(m <= 1 || ldc >= n, "bgemm: C rows overlap");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let kp = k.div_ceil(2);
+    // Row stride of the rounded A in words: pairs, or floats.
+    let lda_w = if isa.a_pairs() { kp } else { 2 * kp };
+    let (mut aw, mut rexp) = SCRATCH.take();
+    aw.clear();
+    aw.resize(m * lda_w, 0);
+    rexp.clear();
+    rexp.resize(m, 255);
+    prepare_a(isa, m, k, a, lda, &mut aw, lda_w, &mut rexp);
+    if accumulate && !isa.a_pairs() {
+        // C values below 2^-103 (their ulp below 2^-126, or denormal) may take
+        // part in flushes: such rows take the exact path.
+        for (i, e) in rexp.iter_mut().enumerate() {
+            let row = &c[i * ldc..i * ldc + n];
+            if row.iter().any(|v| {
+                let x = v.to_bits() & 0x7FFF_FFFF;
+                x != 0 && x < 24 << 23
+            }) {
+                *e = i16::MIN / 2;
+            }
+        }
+    }
+    let nr = isa.nr();
+    let panels = n.div_ceil(nr);
+    let tasks = par.tasks().min(panels);
+    let cp = CPtr(c.as_mut_ptr());
+    let (awr, rexpr) = (&aw[..], &rexp[..]);
+    let run = |lo: usize, hi: usize| {
+        // SAFETY: the ISA is supported; the rounded A holds m rows of lda_w
+        // words; C was bounds-checked above; each task gets a disjoint column
+        // range of C, which stays exclusively borrowed until all tasks have
+        // joined.
+        unsafe { gemm_cols(m, awr, lda_w, rexpr, b, cp, ldc, lo, hi, accumulate, epi) }
+    };
+    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
+        run(0, n);
+    } else {
+        let per = panels.div_ceil(tasks) * nr;
+        (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
+            run(t * per, ((t + 1) * per).min(n));
+        });
+    }
+    if aw.capacity() * 4 <= SCRATCH_KEEP_BYTES {
+        SCRATCH.set((aw, rexp));
+    }
+}
+
+fn span(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+/// Rounds the `m x k` matrix A (row stride `lda`) into `out` (row stride
+/// `lda_w` words): bf16 pairs, element `2q` in the high half of word `q`, for
+/// [`Isa::Avx512Bf16`]; the rounded values as floats otherwise, with the
+/// smallest biased exponent of each row in `rexp`. The element after an odd
+/// `k` is zero.
+#[allow(clippy::too_many_arguments)]
+fn prepare_a(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    out: &mut [u32],
+    lda_w: usize,
+    rexp: &mut [i16],
+) {
+    for i in 0..m {
+        let src = &a[i * lda..i * lda + k];
+        let dst = &mut out[i * lda_w..(i + 1) * lda_w];
+        #[cfg(target_arch = "x86_64")]
+        if isa.a_pairs() {
+            // SAFETY: the ISA is supported (checked by `product`): AVX512_BF16,
+            // AVX512VL and AVX-512F are available; dst holds k.div_ceil(2)
+            // words.
+            unsafe { round_pairs_avx512bf16(src, dst) };
+            continue;
+        }
+        if isa.a_pairs() {
+            unreachable!("bgemm: bf16 pairs without x86-64");
+        }
+        rexp[i] = match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the ISA is supported (checked by `product`).
+            Isa::Avx512 => unsafe { round_row_avx512(src, dst) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { round_row_avx2(src, dst) },
+            _ => round_row(src, dst),
+        };
+        if k % 2 == 1 {
+            dst[k] = 0;
+        }
+    }
+}
+
+/// One row of A rounded to bf16 pairs with `vcvtneps2bf16` (the same rounding
+/// as [`round_bf16`]), halves swapped so that element `2q` is the high half.
+///
+/// # Safety
+/// AVX512_BF16, AVX512VL and AVX-512F are available; `dst` holds at least
+/// `src.len().div_ceil(2)` words.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16,avx512vl")]
+unsafe fn round_pairs_avx512bf16(src: &[f32], dst: &mut [u32]) {
+    use std::arch::x86_64::*;
+    let k = src.len();
+    debug_assert!(dst.len() >= k.div_ceil(2));
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    let mut p = 0;
+    while p < k {
+        let rem = (k - p).min(16);
+        let lanes = ((1u32 << rem) - 1) as u16;
+        let words = ((1u32 << rem.div_ceil(2)) - 1) as u8;
+        // SAFETY: the masked load reads only the `rem` floats src[p..p+rem]
+        // and zeroes the rest; the masked store writes only the
+        // rem.div_ceil(2) words d[p/2..], inside dst (contract).
+        unsafe {
+            let x = _mm512_maskz_loadu_ps(lanes, s.add(p));
+            let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(x));
+            let w = _mm256_ror_epi32::<16>(h);
+            _mm256_mask_storeu_epi32(d.add(p / 2).cast(), words, w);
+        }
+        p += 16;
+    }
+}
+
+/// One register-tile kernel: `C[0..R][0..nr] = (load ? C : 0) + A · Bpanel`
+/// over `kp` pairs. Arguments: `kp`, A (`R` rows at stride `lda` words, bf16
+/// pairs or floats as the ISA reads them), `lda`, the B panel (`kp` rows of
+/// `nr` words), C, `ldc`, `load`, and where the next B panel lies
+/// (prefetched; never dereferenced, may be anywhere).
+type Kernel = unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
+
+/// The `R x 32` tile with `vdpbf16ps`.
+///
+/// # Safety
+/// AVX512_BF16 and AVX-512F are available; A has R rows of `kp` words at
+/// stride `lda`, `b` holds `kp * 32` words and C has R rows of 32 writable
+/// floats at stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_bf16<const R: usize>(
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    next: *const u32,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    // SAFETY: all accesses stay inside the panels and the C tile (contract);
+    // the transmutes reinterpret 64-byte integer vectors as bf16 vectors (no
+    // invalid bit patterns).
+    unsafe {
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_ps(c.add(i * ldc));
+                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
+            }
+        }
+        let mut b = b;
+        let mut next = next;
+        for q in 0..kp {
+            // The next panel's rows (two 64-byte lines per row of this one).
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
+            next = next.wrapping_add(32);
+            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.cast()));
+            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(16).cast()));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai: __m512bh =
+                    std::mem::transmute(_mm512_set1_epi32(*a.add(i * lda + q) as i32));
+                row[0] = _mm512_dpbf16_ps(row[0], ai, b0);
+                row[1] = _mm512_dpbf16_ps(row[1], ai, b1);
+            }
+            b = b.add(32);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(i * ldc), row[0]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
+        }
+    }
+}
+
+/// The `R x 32` tile emulated with AVX-512 FMA (exact when the tile's
+/// exponent bound holds, see the module docs).
+///
+/// # Safety
+/// AVX-512F and AVX-512BW are available; A has R rows of `2 * kp` floats (as words) at
+/// stride `lda`, `b` holds `kp * 32` words and C has R rows of 32 writable
+/// floats at stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_f512<const R: usize>(
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    next: *const u32,
+) {
+    use std::arch::x86_64::*;
+    let a = a.cast::<f32>();
+    // The high 16-bit halves (a mask register, not a vector one: the 12 x 32
+    // tile needs 24 accumulators, 4 B vectors and a broadcast).
+    const HI: u32 = 0xAAAA_AAAA;
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    // SAFETY: all accesses stay inside the panels and the C tile (contract).
+    unsafe {
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_ps(c.add(i * ldc));
+                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
+            }
+        }
+        let mut b = b;
+        let mut next = next;
+        for q in 0..kp {
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
+            next = next.wrapping_add(32);
+            let w0 = _mm512_loadu_si512(b.cast());
+            let w1 = _mm512_loadu_si512(b.add(16).cast());
+            let h0 = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(HI, w0));
+            let h1 = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(HI, w1));
+            let l0 = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w0));
+            let l1 = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w1));
+            for (i, row) in acc.iter_mut().enumerate() {
+                // Element 2q first, then 2q + 1.
+                let a0 = _mm512_set1_ps(*a.add(i * lda + 2 * q));
+                let a1 = _mm512_set1_ps(*a.add(i * lda + 2 * q + 1));
+                row[0] = _mm512_fmadd_ps(a0, h0, row[0]);
+                row[1] = _mm512_fmadd_ps(a0, h1, row[1]);
+                row[0] = _mm512_fmadd_ps(a1, l0, row[0]);
+                row[1] = _mm512_fmadd_ps(a1, l1, row[1]);
+            }
+            b = b.add(32);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(i * ldc), row[0]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
+        }
+    }
+}
+
+/// The `R x 16` tile emulated with AVX2 + FMA (same arithmetic as
+/// [`kernel_f512`]).
+///
+/// # Safety
+/// AVX2 and FMA are available; A has R rows of `2 * kp` floats (as words) at
+/// stride `lda`, `b` holds `kp * 16` words and C has R rows of 16 writable
+/// floats at stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_f256<const R: usize>(
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    next: *const u32,
+) {
+    use std::arch::x86_64::*;
+    let a = a.cast::<f32>();
+    let hi_mask = _mm256_set1_epi32(0xFFFF_0000u32 as i32);
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    // SAFETY: all accesses stay inside the panels and the C tile (contract).
+    unsafe {
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm256_loadu_ps(c.add(i * ldc));
+                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
+            }
+        }
+        let mut b = b;
+        let mut next = next;
+        for q in 0..kp {
+            _mm_prefetch::<_MM_HINT_T0>(next.cast());
+            next = next.wrapping_add(16);
+            let w0 = _mm256_loadu_si256(b.cast());
+            let w1 = _mm256_loadu_si256(b.add(8).cast());
+            let h0 = _mm256_castsi256_ps(_mm256_and_si256(w0, hi_mask));
+            let h1 = _mm256_castsi256_ps(_mm256_and_si256(w1, hi_mask));
+            let l0 = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w0));
+            let l1 = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w1));
+            for (i, row) in acc.iter_mut().enumerate() {
+                // Element 2q first, then 2q + 1.
+                let a0 = _mm256_broadcast_ss(&*a.add(i * lda + 2 * q));
+                let a1 = _mm256_broadcast_ss(&*a.add(i * lda + 2 * q + 1));
+                row[0] = _mm256_fmadd_ps(a0, h0, row[0]);
+                row[1] = _mm256_fmadd_ps(a0, h1, row[1]);
+                row[0] = _mm256_fmadd_ps(a1, l0, row[0]);
+                row[1] = _mm256_fmadd_ps(a1, l1, row[1]);
+            }
+            b = b.add(16);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(c.add(i * ldc), row[0]);
+            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
+        }
+    }
+}
+
+/// The exact scalar tile: `C[0..h][0..w] = (load ? C : 0)` followed by the
+/// oracle's steps over `kp` pairs, A as rounded floats (row stride `lda`
+/// words), the B panel `kp` rows of `nr` words.
+///
+/// # Safety
+/// A has h rows of `2 * kp` floats (as words) at stride `lda`, `b` holds
+/// `kp * nr` words, `w <= nr`, and C has h rows of w writable floats at
+/// stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_exact(
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    nr: usize,
+    c: *mut f32,
+    ldc: usize,
+    h: usize,
+    w: usize,
+    load: bool,
+) {
+    for r in 0..h {
+        for jj in 0..w {
+            // SAFETY: row r < h, column jj < w of C (contract).
+            let cij = unsafe { c.add(r * ldc + jj) };
+            // SAFETY: as above.
+            let mut v = if load { unsafe { *cij } } else { 0.0 };
+            for q in 0..kp {
+                // SAFETY: word q·nr + jj < kp·nr of the panel; floats 2q, 2q+1
+                // < 2·kp of row r of A (contract).
+                let (bw, a0, a1) = unsafe {
+                    (
+                        *b.add(q * nr + jj),
+                        *a.add(r * lda + 2 * q),
+                        *a.add(r * lda + 2 * q + 1),
+                    )
+                };
+                v = step(v, f32::from_bits(a0), f32::from_bits(bw & 0xFFFF_0000));
+                v = step(v, f32::from_bits(a1), f32::from_bits(bw << 16));
+            }
+            // SAFETY: as above.
+            unsafe { *cij = v };
+        }
+    }
+}
+
+/// The `vdpbf16ps` tiles of 1..=12 rows (index = rows - 1).
+#[cfg(target_arch = "x86_64")]
+const KERNELS_BF16: [Kernel; 12] = [
+    kernel_bf16::<1>,
+    kernel_bf16::<2>,
+    kernel_bf16::<3>,
+    kernel_bf16::<4>,
+    kernel_bf16::<5>,
+    kernel_bf16::<6>,
+    kernel_bf16::<7>,
+    kernel_bf16::<8>,
+    kernel_bf16::<9>,
+    kernel_bf16::<10>,
+    kernel_bf16::<11>,
+    kernel_bf16::<12>,
+];
+
+/// The AVX-512F tiles of 1..=12 rows.
+#[cfg(target_arch = "x86_64")]
+const KERNELS_F512: [Kernel; 12] = [
+    kernel_f512::<1>,
+    kernel_f512::<2>,
+    kernel_f512::<3>,
+    kernel_f512::<4>,
+    kernel_f512::<5>,
+    kernel_f512::<6>,
+    kernel_f512::<7>,
+    kernel_f512::<8>,
+    kernel_f512::<9>,
+    kernel_f512::<10>,
+    kernel_f512::<11>,
+    kernel_f512::<12>,
+];
+
+/// The AVX2 tiles of 1..=5 rows.
+#[cfg(target_arch = "x86_64")]
+const KERNELS_F256: [Kernel; 5] = [
+    kernel_f256::<1>,
+    kernel_f256::<2>,
+    kernel_f256::<3>,
+    kernel_f256::<4>,
+    kernel_f256::<5>,
+];
+
+/// The kernels of `isa` (empty for the scalar family).
+fn kernels(isa: Isa) -> &'static [Kernel] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Avx512Bf16 => &KERNELS_BF16,
+            Isa::Avx512 => &KERNELS_F512,
+            Isa::Avx2 => &KERNELS_F256,
+            Isa::Scalar => &[],
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = isa;
+        &[]
+    }
+}
+
+/// Runs the `h`-row kernel of `isa` on a full-width tile.
+///
+/// # Safety
+/// As [`Kernel`]'s functions, for `isa` (supported) and `1 <= h <= isa.mr()`;
+/// `isa` is not [`Isa::Scalar`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_kernel(
+    isa: Isa,
+    h: usize,
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    next: *const u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { kernels(isa)[h - 1](kp, a, lda, b, c, ldc, load, next) }
+}
+
+/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
+/// finished row segment of at most `nr` columns.
+///
+/// # Safety
+/// `b.isa()` is supported; `a` holds the rounded A ([`prepare_a`]) with row
+/// stride `lda` words and `rexp` its row bounds; `j_hi <= b.n()`; C has `m`
+/// rows of `ldc` floats, columns `j_lo..j_hi` writable and not accessed by
+/// anyone else during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_cols(
+    m: usize,
+    a: &[u32],
+    lda: usize,
+    rexp: &[i16],
+    b: &PackedBf16,
+    c: CPtr,
+    ldc: usize,
+    j_lo: usize,
+    j_hi: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+) {
+    let isa = b.isa;
+    let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
+    let kp = b.k.div_ceil(2);
+    // Words of A per pair: 1 (bf16 pairs) or 2 (floats).
+    let a_step = if isa.a_pairs() { 1 } else { 2 };
+    let exact_only = isa == Isa::Scalar;
+    let bw = b.words().as_ptr();
+    let a = a.as_ptr();
+    let c = c.0;
+    let mut tmp = [0.0f32; MAX_MR * MAX_NR];
+    let k_blocks = kp.div_ceil(kcb).max(1);
+    for kb in 0..k_blocks {
+        let q0 = kb * kcb;
+        let kc = kcb.min(kp - q0.min(kp));
+        let load = accumulate || kb > 0;
+        let last = kb + 1 == k_blocks;
+        let mut i0 = 0;
+        while i0 < m {
+            let mc = MC.min(m - i0);
+            let mut j0 = j_lo;
+            while j0 < j_hi {
+                let w = nr.min(j_hi - j0);
+                // Packed panels follow each other in memory; the panel lies
+                // inside the packed words (see `PackedBf16::from_linear`).
+                let bp = bw.wrapping_add(q0 * b.n_pad + j0 * kc);
+                let next = bp.wrapping_add(kc * nr);
+                let bexp = b.panel_exp[j0 / nr];
+                let mut i = 0;
+                while i < mc {
+                    let h = mr.min(mc - i);
+                    let row0 = i0 + i;
+                    let cp = c.wrapping_add(row0 * ldc + j0);
+                    let ap = a.wrapping_add(row0 * lda + q0 * a_step);
+                    let fast = !exact_only
+                        && (isa.a_pairs()
+                            || rexp[row0..row0 + h].iter().min().copied().unwrap_or(255) + bexp
+                                >= EXP_SUM_SAFE);
+                    if !fast {
+                        // SAFETY: rows row0..row0+h < m of A have the floats
+                        // of pairs q0..q0+kc; the panel holds kc·nr words; C
+                        // rows row0..row0+h have columns j0..j0+w in this
+                        // task's range.
+                        unsafe { tile_exact(kc, ap, lda, bp, nr, cp, ldc, h, w, load) };
+                    } else if w == nr {
+                        // SAFETY: as above, with w = nr columns; the ISA is
+                        // supported and not scalar (fast is false for it).
+                        unsafe { run_kernel(isa, h, kc, ap, lda, bp, cp, ldc, load, next) };
+                    } else {
+                        if load {
+                            for r in 0..h {
+                                for jj in 0..w {
+                                    // SAFETY: row row0+r < m, column j0+jj < j_hi.
+                                    tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
+                                }
+                            }
+                        }
+                        // SAFETY: as above, writing into the local tile of
+                        // MAX_MR x MAX_NR >= h x nr floats.
+                        unsafe {
+                            run_kernel(isa, h, kc, ap, lda, bp, tmp.as_mut_ptr(), nr, load, next)
+                        };
+                        for r in 0..h {
+                            for jj in 0..w {
+                                // SAFETY: row row0+r < m, column j0+jj < j_hi.
+                                unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
+                            }
+                        }
+                    }
+                    i += mr;
+                }
+                if last {
+                    for r in 0..mc {
+                        // SAFETY: row i0+r < m, columns j0..j0+w of this
+                        // task's range; no other reference to them exists.
+                        let row = unsafe {
+                            std::slice::from_raw_parts_mut(c.wrapping_add((i0 + r) * ldc + j0), w)
+                        };
+                        epi(j0, row);
+                    }
+                }
+                j0 += nr;
+            }
+            i0 += MC;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        /// A bf16 with a random sign and mantissa and a biased exponent in
+        /// `e0..e0 + span`.
+        fn bf16(&mut self, e0: u16, span: u16) -> u16 {
+            let x = self.next();
+            ((x >> 63) as u16) << 15 | (e0 + (x >> 32) as u16 % span) << 7 | (x >> 8) as u16 & 0x7F
+        }
+
+        /// An f32 with a random sign and mantissa and a biased exponent in
+        /// `e0..e0 + span`.
+        fn f32(&mut self, e0: u32, span: u32) -> f32 {
+            let x = self.next();
+            f32::from_bits((x as u32 & 0x807F_FFFF) | (e0 + (x >> 40) as u32 % span) << 23)
+        }
+    }
+
+    fn same(x: f32, y: f32) -> bool {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+    }
+
+    /// `vdpbf16ps` on 16 lanes.
+    ///
+    /// # Safety
+    /// AVX512_BF16 and AVX-512F are available.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn hw_dpbf16(src: &[f32; 16], a: &[u32; 16], b: &[u32; 16]) -> [f32; 16] {
+        use std::arch::x86_64::*;
+        let mut out = [0.0f32; 16];
+        // SAFETY: 16-element arrays; the transmutes reinterpret integer
+        // vectors as bf16 vectors.
+        unsafe {
+            let va: __m512bh = std::mem::transmute(_mm512_loadu_si512(a.as_ptr().cast()));
+            let vb: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.as_ptr().cast()));
+            let r = _mm512_dpbf16_ps(_mm512_loadu_ps(src.as_ptr()), va, vb);
+            _mm512_storeu_ps(out.as_mut_ptr(), r);
+        }
+        out
+    }
+
+    /// The oracle of one lane: the high halves (elements 2q) first.
+    fn oracle_lane(s: f32, a: u32, b: u32) -> f32 {
+        dot_oracle(
+            s,
+            &[(a >> 16) as u16, a as u16],
+            &[(b >> 16) as u16, b as u16],
+        )
+    }
+
+    /// The hardware instruction equals the oracle on random lanes across
+    /// magnitudes (normal values, products and accumulators near the
+    /// denormal boundary, denormal operands and accumulators, infinities and
+    /// NaN), near-cancellations, and directed cases of the flush rule.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vdpbf16ps_is_the_oracle() {
+        if !Isa::Avx512Bf16.supported() {
+            eprintln!("no AVX512_BF16 here: skipped");
+            return;
+        }
+        let mut r = Rng(0x1234_5678_9ABC_DEF1);
+        let mut lanes = 0usize;
+        let mut check = |src: [f32; 16], a: [u32; 16], b: [u32; 16]| {
+            // SAFETY: AVX512_BF16 checked above.
+            let h = unsafe { hw_dpbf16(&src, &a, &b) };
+            for l in 0..16 {
+                let want = oracle_lane(src[l], a[l], b[l]);
+                assert!(
+                    same(h[l], want),
+                    "src {:08x} a {:08x} b {:08x}: hw {:08x} oracle {:08x}",
+                    src[l].to_bits(),
+                    a[l],
+                    b[l],
+                    h[l].to_bits(),
+                    want.to_bits()
+                );
+            }
+            lanes += 16;
+        };
+        // (bf16 exponent base, span, accumulator exponent base, span)
+        let modes: [(u16, u16, u32, u32); 9] = [
+            (124, 7, 124, 7),   // around 1
+            (117, 20, 117, 20), // wider
+            (0, 256, 0, 256),   // anything: denormals, infinities, NaN
+            (1, 4, 0, 4),       // near the denormal boundary
+            (0, 3, 124, 7),     // denormal operands
+            (60, 8, 0, 4),      // products around 2^-126, tiny accumulators
+            (60, 8, 1, 3),
+            (60, 8, 124, 7),
+            (124, 7, 0, 2), // denormal accumulators
+        ];
+        for (mi, &(e0, es, s0, ss)) in modes.iter().enumerate() {
+            for it in 0..20_000 {
+                let mut src = [0.0f32; 16];
+                let (mut a, mut b) = ([0u32; 16], [0u32; 16]);
+                for l in 0..16 {
+                    src[l] = r.f32(s0, ss);
+                    a[l] = (r.bf16(e0, es) as u32) << 16 | r.bf16(e0, es) as u32;
+                    b[l] = (r.bf16(e0, es) as u32) << 16 | r.bf16(e0, es) as u32;
+                    if it % 3 == 0 {
+                        // Make the first product nearly cancel the accumulator.
+                        let p = bf16_to_f32((a[l] >> 16) as u16) * bf16_to_f32((b[l] >> 16) as u16);
+                        if p.is_finite() {
+                            let d = (r.next() % 5) as f32 - 2.0;
+                            src[l] = -p * (1.0 + d * f32::EPSILON);
+                        }
+                    }
+                }
+                check(src, a, b);
+            }
+            let _ = mi;
+        }
+        // The flush band: accumulators just above 2^-126 and products that
+        // bring the exact sum to just below it, with sub-ulp bits.
+        for it in 0..100_000u64 {
+            let sign = if it % 2 == 0 { 1.0f32 } else { -1.0 };
+            let mut src = [0.0f32; 16];
+            let (mut a, mut b) = ([0u32; 16], [0u32; 16]);
+            for l in 0..16 {
+                src[l] = sign * f32::from_bits(0x0080_0000 + (r.next() % 4) as u32);
+                let ea = 60 + (r.next() % 10) as i32;
+                let x = 2f32.powi(-ea) * (1.0 + (r.next() % 128) as f32 / 128.0);
+                let y = 2f32.powi(ea - 150 + (r.next() % 3) as i32)
+                    * (1.0 + (r.next() % 128) as f32 / 128.0)
+                    * if r.next().is_multiple_of(2) {
+                        1.0
+                    } else {
+                        -1.0
+                    };
+                let (x, y) = (round_bf16(x) as u32, round_bf16(y) as u32);
+                // Alternate the pair slot that carries the product.
+                if l % 2 == 0 {
+                    (a[l], b[l]) = (x << 16, y << 16);
+                } else {
+                    (a[l], b[l]) = (x, y);
+                }
+            }
+            check(src, a, b);
+        }
+        // Directed: (accumulator, a, b) in the high slot.
+        let p2 = |e: i32| 2f32.powi(e);
+        let min = f32::MIN_POSITIVE;
+        // A flushed -0 becomes +0 in the second step (+0 · +0 in the low slot).
+        let cases: &[(f32, f32, f32, u32)] = &[
+            // -(2^-126 - 2^-152) is not tiny after rounding: -2^-126.
+            (-min, p2(-76), p2(-76), 0x8080_0000),
+            // -(2^-126 - 2^-151): the tie rounds to -2^-126.
+            (-min, p2(-75), p2(-76), 0x8080_0000),
+            // -(2^-126 - 0.75·2^-150): fma gives -2^-126, the hardware -0.
+            (-min, p2(-75), 1.5 * p2(-76), 0x0000_0000),
+            (-min, p2(-75), p2(-75), 0x0000_0000),
+            // 2^-125 - 1.5·2^-126 = 2^-127: flushed.
+            (2.0 * min, -1.5 * min, 1.0, 0x0000_0000),
+            // Exact zeros: +0 in round to nearest.
+            (1.0, 1.0, -1.0, 0x0000_0000),
+            // Denormal accumulator and operand read as zero.
+            (f32::from_bits(1), 1.0, 0.0, 0x0000_0000),
+            (1.0, f32::from_bits(0x0001_0000), p2(100), 0x3F80_0000),
+            // Overflow.
+            (f32::MAX, p2(103), 1.0, 0x7F80_0000),
+            (f32::MAX, -p2(103), 1.0, 0x7F7F_FFFE),
+        ];
+        for &(s, x, y, want) in cases {
+            let (x, y) = (x.to_bits() >> 16, y.to_bits() >> 16);
+            let mut src = [0.0f32; 16];
+            src[0] = s;
+            let (mut a, mut b) = ([0u32; 16], [0u32; 16]);
+            (a[0], b[0]) = (x << 16, y << 16);
+            // SAFETY: AVX512_BF16 checked above.
+            let h = unsafe { hw_dpbf16(&src, &a, &b) };
+            assert_eq!(h[0].to_bits(), want, "directed {s:e} {x:04x} {y:04x}");
+            check(src, a, b);
+        }
+        eprintln!("{lanes} lanes equal to the oracle");
+    }
+
+    #[test]
+    fn round_bf16_edges() {
+        assert_eq!(round_bf16(1.0), 0x3F80);
+        assert_eq!(round_bf16(-2.5), 0xC020);
+        // Ties to even, and above the tie.
+        assert_eq!(round_bf16(f32::from_bits(0x3F80_8000)), 0x3F80);
+        assert_eq!(round_bf16(f32::from_bits(0x3F81_8000)), 0x3F82);
+        assert_eq!(round_bf16(f32::from_bits(0x3F80_8001)), 0x3F81);
+        // Overflow to infinity, infinities, NaN made quiet.
+        assert_eq!(round_bf16(f32::MAX), 0x7F80);
+        assert_eq!(round_bf16(-f32::MAX), 0xFF80);
+        assert_eq!(round_bf16(f32::INFINITY), 0x7F80);
+        assert_eq!(round_bf16(f32::from_bits(0x7F80_0001)), 0x7FC0);
+        assert_eq!(round_bf16(f32::from_bits(0xFFC1_2345)), 0xFFC1);
+        // Subnormals flush to a signed zero; the smallest normal stays.
+        assert_eq!(round_bf16(f32::from_bits(0x007F_FFFF)), 0x0000);
+        assert_eq!(round_bf16(f32::from_bits(0x8000_0001)), 0x8000);
+        assert_eq!(round_bf16(f32::MIN_POSITIVE), 0x0080);
+        assert_eq!(bf16_to_f32(0x3F80), 1.0);
+    }
+
+    /// `round_bf16` equals `vcvtneps2bf16` (the conversion of A on
+    /// AVX512_BF16) on a spread of all 2^32 bit patterns (all of them were
+    /// checked once, outside the test suite) and on edge cases.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn round_bf16_is_vcvtneps2bf16() {
+        if !Isa::Avx512Bf16.supported() {
+            eprintln!("no AVX512_BF16 here: skipped");
+            return;
+        }
+        let mut xs: Vec<f32> = (0..1u64 << 32)
+            .step_by(251)
+            .map(|b| f32::from_bits(b as u32))
+            .collect();
+        for b in [
+            0u32,
+            1,
+            0x007F_FFFF,
+            0x0080_0000,
+            0x7F7F_FFFF,
+            0x7F80_0000,
+            0x7F80_0001,
+        ] {
+            for s in [0, 0x8000_0000] {
+                xs.push(f32::from_bits(b | s));
+                xs.push(f32::from_bits((b | s) ^ 0x8000));
+            }
+        }
+        // Odd lengths exercise the masked tail.
+        xs.push(3.0);
+        let mut w = vec![0u32; xs.len().div_ceil(2)];
+        // SAFETY: AVX512_BF16 (with AVX512VL) checked above; w holds
+        // xs.len().div_ceil(2) words.
+        unsafe { round_pairs_avx512bf16(&xs, &mut w) };
+        for (p, &x) in xs.iter().enumerate() {
+            let got = if p % 2 == 0 {
+                w[p / 2] >> 16
+            } else {
+                w[p / 2] & 0xFFFF
+            };
+            assert_eq!(got as u16, round_bf16(x), "{:08x}", x.to_bits());
+        }
+        assert_eq!(w.last().unwrap() & 0xFFFF, 0, "padding");
+    }
+
+    /// The supported families (the product runs the one B was packed for).
+    fn isas() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.supported()).collect()
+    }
+
+    /// The rounded A row `i` and B column `j` (W row `j`).
+    fn rounded(x: &[f32]) -> Vec<u16> {
+        x.iter().map(|&v| round_bf16(v)).collect()
+    }
+
+    /// Every element equals the oracle bit for bit, for every ISA, awkward
+    /// shapes (partial tiles, partial panels, odd k, k across blocks), with and
+    /// without accumulation, through an epilogue that adds a bias; columns
+    /// beyond n are untouched.
+    #[test]
+    fn products_equal_the_oracle_bitwise() {
+        let isas = isas();
+        eprintln!("ISAs: {isas:?}");
+        let ms: Vec<usize> = (1..=13).chain([17, 64, 65]).collect();
+        for &n in &[1usize, 7, 16, 31, 32, 33, 65, 96] {
+            for &k in &[1usize, 2, 3, 7, 8, 64, 384, 1536] {
+                let mut w = rand_vec(n * k, 2);
+                // Exact zeros and a tie of rounding.
+                w[0] = 0.0;
+                if n * k > 2 {
+                    w[1] = f32::from_bits(0x3F80_8000);
+                }
+                let packed: Vec<PackedBf16> = isas
+                    .iter()
+                    .map(|&isa| PackedBf16::from_linear(isa, &w, n, k))
+                    .collect();
+                let bias = rand_vec(n, 5);
+                let epi = |j0: usize, row: &mut [f32]| {
+                    for (v, b) in row.iter_mut().zip(&bias[j0..]) {
+                        *v += b;
+                    }
+                };
+                let bcols: Vec<Vec<u16>> = (0..n).map(|j| rounded(&w[j * k..][..k])).collect();
+                let m_max = *ms.iter().max().unwrap();
+                let lda = k + 3;
+                let ldc = n + 2;
+                let a = rand_vec(m_max * lda, 1);
+                let init = rand_vec(m_max * ldc, 3);
+                for &m in &ms {
+                    for acc in [false, true] {
+                        let want: Vec<f32> = (0..m * ldc)
+                            .map(|x| {
+                                let (i, j) = (x / ldc, x % ldc);
+                                if j >= n {
+                                    return init[x];
+                                }
+                                let c0 = if acc { init[x] } else { 0.0 };
+                                let ar = rounded(&a[i * lda..][..k]);
+                                dot_oracle(c0, &ar, &bcols[j]) + bias[j]
+                            })
+                            .collect();
+                        for pb in &packed {
+                            let mut c = init[..m * ldc].to_vec();
+                            product(m, &a, lda, pb, &mut c, ldc, acc, &epi, Par::Serial);
+                            for (x, (g, e)) in c.iter().zip(&want).enumerate() {
+                                assert_eq!(
+                                    g.to_bits(),
+                                    e.to_bits(),
+                                    "{:?} {m}x{n}x{k} acc {acc} ({}, {})",
+                                    pb.isa(),
+                                    x / ldc,
+                                    x % ldc
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Operands whose partial sums reach the flush-to-zero range (tiny A
+    /// values such as far GELU tails, tiny weights, tiny or denormal C when
+    /// accumulating, and directed sums just below 2^-126) give the oracle's
+    /// bits on every ISA: the fallbacks switch those tiles to the exact path.
+    #[test]
+    fn tiny_values_flush_like_the_hardware() {
+        let mut r = Rng(77);
+        let (m, n, k) = (29usize, 40usize, 70usize);
+        for round in 0..6 {
+            let a: Vec<f32> = (0..m * k)
+                .map(|x| match (round, x % 7) {
+                    (0, _) => r.f32(60, 10),
+                    (1, 0) => r.f32(20, 10),
+                    (2, _) => r.f32(1, 4),
+                    _ => r.f32(120, 10),
+                })
+                .collect();
+            let w: Vec<f32> = (0..n * k)
+                .map(|x| match (round, x % 5) {
+                    (0, _) => r.f32(60, 10),
+                    (1, _) => r.f32(100, 10),
+                    (2, _) => r.f32(120, 10),
+                    (3, 0) => r.f32(1, 30),
+                    _ => r.f32(120, 10),
+                })
+                .collect();
+            let init: Vec<f32> = (0..m * n)
+                .map(|x| match (round, x % 3) {
+                    (0, _) | (2, _) => 0.0,
+                    (4, 0) => f32::from_bits(r.next() as u32 & 0x807F_FFFF),
+                    (4, _) | (5, _) => r.f32(1, 30),
+                    _ => r.f32(120, 10),
+                })
+                .collect();
+            check_all(m, n, k, &a, &w, &init, &format!("round {round}"));
+        }
+        // Directed: C starts at -2^-126 and gains 0.75·2^-150 (the hardware
+        // flushes to -0, and a later +0 product makes that +0), 2^-152 (stays
+        // -2^-126), or 2^-151 (the tie stays -2^-126).
+        let (m, n, k) = (3usize, 3usize, 2usize);
+        let (t75, t76) = (2f32.powi(-75), 2f32.powi(-76));
+        let a = vec![0.0, t75, 0.0, t76, t75, 0.0];
+        let w = vec![1.5 * t76, 1.5 * t76, t76, t76, 0.0, 0.0];
+        let init = vec![-f32::MIN_POSITIVE; m * n];
+        let got = check_all(m, n, k, &a, &w, &init, "directed");
+        assert_eq!(got[0].to_bits(), 0x8000_0000);
+        assert_eq!(got[2 * n].to_bits(), 0x0000_0000);
+        assert_eq!(got[n + 1].to_bits(), 0x8080_0000);
+        assert_eq!(got[1].to_bits(), 0x8080_0000);
+    }
+
+    /// Accumulating products of every ISA equal the oracle; returns C.
+    fn check_all(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        w: &[f32],
+        init: &[f32],
+        what: &str,
+    ) -> Vec<f32> {
+        let none = |_: usize, _: &mut [f32]| {};
+        let mut want = init.to_vec();
+        for i in 0..m {
+            let ar = rounded(&a[i * k..][..k]);
+            for j in 0..n {
+                want[i * n + j] = dot_oracle(init[i * n + j], &ar, &rounded(&w[j * k..][..k]));
+            }
+        }
+        for isa in isas() {
+            let pb = PackedBf16::from_linear(isa, w, n, k);
+            let mut c = init.to_vec();
+            product(m, a, k, &pb, &mut c, n, true, &none, Par::Serial);
+            for (x, (g, e)) in c.iter().zip(&want).enumerate() {
+                assert!(
+                    same(*g, *e),
+                    "{what} {isa:?} ({}, {}): {g:e} vs {e:e}",
+                    x / n,
+                    x % n
+                );
+            }
+        }
+        want
+    }
+
+    /// A row computed alone equals the same row inside a batch at any offset,
+    /// and column splits across threads give the same bits as one thread.
+    #[test]
+    fn rows_and_splits_are_invariant() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let none = |_: usize, _: &mut [f32]| {};
+        for isa in isas() {
+            for &(n, k) in &[(96usize, 384usize), (65, 7), (384, 1536)] {
+                let w = rand_vec(n * k, 11);
+                let pb = PackedBf16::from_linear(isa, &w, n, k);
+                let m = 251;
+                let a = rand_vec(m * k, 12);
+                let init = rand_vec(m * n, 13);
+                for acc in [false, true] {
+                    let mut batch = init.clone();
+                    product(m, &a, k, &pb, &mut batch, n, acc, &none, Par::Serial);
+                    for i in [0usize, 1, 11, 12, 13, 239, 240, 250] {
+                        let mut one = init[i * n..(i + 1) * n].to_vec();
+                        product(1, &a[i * k..], k, &pb, &mut one, n, acc, &none, Par::Serial);
+                        assert!(
+                            one.iter()
+                                .zip(&batch[i * n..])
+                                .all(|(x, y)| x.to_bits() == y.to_bits()),
+                            "{isa:?} row {i} {n}x{k} acc {acc}"
+                        );
+                    }
+                    for par in [Par::Threads(2), Par::Threads(3)] {
+                        let mut c = init.clone();
+                        pool.install(|| product(m, &a, k, &pb, &mut c, n, acc, &none, par));
+                        assert!(
+                            c.iter()
+                                .zip(&batch)
+                                .all(|(x, y)| x.to_bits() == y.to_bits()),
+                            "{isa:?} {par:?} {n}x{k} acc {acc}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The packed layout holds round_bf16(W[j][p]) and reports its size.
+    #[test]
+    fn packed_layout_reads_back() {
+        for isa in isas() {
+            for &(n, k) in &[(1usize, 1usize), (33, 385), (70, 800)] {
+                let w = rand_vec(n * k, 21);
+                let pb = PackedBf16::from_linear(isa, &w, n, k);
+                assert_eq!((pb.n(), pb.k(), pb.isa()), (n, k, isa));
+                assert_eq!(pb.bytes(), k.div_ceil(2) * n.next_multiple_of(isa.nr()) * 4);
+                assert_eq!(pb.words().as_ptr() as usize % 64, 0);
+                for p in 0..k {
+                    for j in 0..n {
+                        assert_eq!(pb.at(p, j), round_bf16(w[j * k + p]), "{isa:?} {p} {j}");
+                    }
+                }
+            }
+        }
+        // k = 0 and an empty product.
+        let pb = PackedBf16::from_linear(Isa::Scalar, &[], 5, 0);
+        let mut c = vec![1.0f32; 10];
+        product(2, &[], 0, &pb, &mut c, 5, true, &|_, _| {}, Par::Serial);
+        assert!(c.iter().all(|&v| v == 1.0));
+        product(2, &[], 0, &pb, &mut c, 5, false, &|_, _| {}, Par::Serial);
+        assert!(c.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn isa_is_supported() {
+        assert!(isa().supported());
+        assert_eq!(isa(), isa());
+    }
+}
+
+/// Speed on the model's shapes, bf16 (every supported ISA) vs the f32
+/// `sgemm` over pre-packed weights, one thread:
+/// `cargo test --release --lib bgemm::speed -- --ignored --nocapture`
+#[cfg(test)]
+mod speed {
+    use super::*;
+    use crate::kernels::sgemm;
+    use crate::kernels::thread_cpu_seconds as cpu;
+
+    fn best(mut f: impl FnMut(), flops: f64) -> f64 {
+        let mut b = f64::INFINITY;
+        for _ in 0..7 {
+            let t = cpu();
+            let mut reps = 0;
+            while cpu() - t < 0.05 {
+                f();
+                reps += 1;
+            }
+            b = b.min((cpu() - t) / reps as f64);
+        }
+        flops / b / 1e9
+    }
+
+    #[test]
+    #[ignore]
+    fn speed() {
+        let none = |_: usize, _: &mut [f32]| {};
+        eprintln!("bgemm::isa() = {:?}", isa());
+        for (k, n) in [(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
+            let m = 256;
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
+            let w: Vec<f32> = (0..n * k).map(|i| (i % 5) as f32 * 0.125 - 0.25).collect();
+            let mut c = vec![0.0f32; m * n];
+            let fl = 2.0 * (m * n * k) as f64;
+            let mut line = format!("m {m} k {k:>4} n {n:>4}:");
+            if let Some(sisa) = sgemm::isa() {
+                let pf = sgemm::PackedB::new(sisa, k, n, &sgemm::Transposed { w: &w, ldw: k });
+                let g = best(
+                    || {
+                        sgemm::product(
+                            sisa,
+                            m,
+                            n,
+                            k,
+                            &a,
+                            k,
+                            &pf,
+                            &mut c,
+                            n,
+                            false,
+                            &none,
+                            Par::Serial,
+                        )
+                    },
+                    fl,
+                );
+                line += &format!(" f32 {g:6.1}");
+            }
+            for isa in Isa::ALL {
+                if !isa.supported() || isa == Isa::Scalar {
+                    continue;
+                }
+                let pb = PackedBf16::from_linear(isa, &w, n, k);
+                let g = best(
+                    || product(m, &a, k, &pb, &mut c, n, false, &none, Par::Serial),
+                    fl,
+                );
+                line += &format!(" | {isa:?} {g:6.1}");
+            }
+            eprintln!("{line} GFLOP/s");
+        }
+    }
+}
