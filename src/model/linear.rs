@@ -13,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::kernels::gemm::{self, Epilogue};
+use crate::kernels::bgemm::{self, PackedBf16};
 use crate::kernels::qgemm::{self, PackedI8, QuantRows};
 use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::Par;
@@ -42,6 +43,8 @@ enum Repr {
     /// int8 weights packed for the int8 kernels, and the per-input-channel
     /// factors applied to activations before quantization (smoothing).
     Int8(PackedI8, Option<Vec<f32>>),
+    /// bf16 weights packed for the bf16 kernels.
+    Bf16(PackedBf16),
 }
 
 /// A dense layer `y = x · Wᵀ` with `W` = the segments' `[seg_n x k]` weights
@@ -85,8 +88,20 @@ impl Linear {
                 let packed = PackedI8::from_quantized(qgemm::isa(), &w.q, &w.scales, n, k);
                 Repr::Int8(packed, w.smooth)
             }
-            // bf16 kernels are not in this build yet: f32 arithmetic.
-            Precision::F32 | Precision::Bf16 => Repr::F32 {
+            Precision::Bf16 => {
+                let params: Vec<Param> = names
+                    .iter()
+                    .map(|name| load_param(file, name, &[seg_n, k], int8_file))
+                    .collect::<Result<_>>()?;
+                let w: Vec<f32> = if let [p] = &params[..] {
+                    p.as_slice().to_vec()
+                } else {
+                    params.iter().flat_map(|p| p.as_slice().iter().copied()).collect()
+                };
+                params.iter().for_each(Param::release_pages);
+                Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k))
+            }
+            Precision::F32 => Repr::F32 {
                 segs: names
                     .iter()
                     .map(|name| load_param(file, name, &[seg_n, k], int8_file))
@@ -112,6 +127,7 @@ impl Linear {
         match self.repr {
             Repr::F32 { .. } => Precision::F32,
             Repr::Int8(..) => Precision::Int8,
+            Repr::Bf16(_) => Precision::Bf16,
         }
     }
 
@@ -120,7 +136,7 @@ impl Linear {
     pub fn is_packed(&self) -> bool {
         match &self.repr {
             Repr::F32 { packed, .. } => packed.get().is_some(),
-            Repr::Int8(..) => true,
+            Repr::Int8(..) | Repr::Bf16(_) => true,
         }
     }
 
@@ -132,7 +148,7 @@ impl Linear {
                 let mapped = segs.iter().filter(|p| p.is_mapped()).count();
                 (mapped, segs.len() - mapped)
             }
-            Repr::Int8(..) => (0, self.n / self.seg_n.max(1)),
+            Repr::Int8(..) | Repr::Bf16(_) => (0, self.n / self.seg_n.max(1)),
         }
     }
 
@@ -149,6 +165,7 @@ impl Linear {
                         .sum::<usize>()
             }
             Repr::Int8(p, f) => p.bytes() + f.as_ref().map_or(0, |f| 4 * f.len()),
+            Repr::Bf16(p) => p.bytes(),
         }
     }
 
@@ -175,6 +192,10 @@ impl Linear {
                     .quantize(w.isa(), x, m, k, k, smooth.as_deref(), par);
                 let epi = gemm::epilogue_fn(epi);
                 qgemm::product(&scratch.quant, w, out, ldo, accumulate, &epi, par);
+            }
+            Repr::Bf16(w) => {
+                let epi = gemm::epilogue_fn(epi);
+                bgemm::product(m, x, k, w, out, ldo, accumulate, &epi, par);
             }
             Repr::F32 { segs, packed } => {
                 if let Some(p) = packed.get() {
@@ -319,7 +340,7 @@ pub fn pack_f32_layer(linears: &[&Linear]) {
         .iter()
         .map(|l| match &l.repr {
             Repr::F32 { segs, .. } => segs.iter().map(Param::as_slice).collect(),
-            Repr::Int8(..) => Vec::new(),
+            Repr::Int8(..) | Repr::Bf16(_) => Vec::new(),
         })
         .collect();
     let sources: Vec<Box<dyn sgemm::BSource + '_>> = todo
