@@ -221,7 +221,11 @@ impl Embedder {
         } else {
             None
         };
-        let model = BertModel::load(&file, &cfg, plan, calib.as_ref())?;
+        let load = || BertModel::load(&file, &cfg, plan, calib.as_ref());
+        let model = match &pool {
+            Some(p) => p.install(load),
+            None => load(),
+        }?;
         let prefault = JoinOnDrop::default();
         prefault_encoder(&file, &prefault);
         Ok(Embedder {

@@ -627,21 +627,25 @@ unsafe fn gemm_cols(
             // kq·4·nr bytes; the C tile (in place or `tmp`) has h rows of nr
             // writable floats.
             unsafe { run_tile(isa, h, &t) };
-            for r in 0..h {
-                if !full {
+            if !full {
+                for r in 0..h {
                     for jj in 0..w {
                         // SAFETY: row i + r < m, column j0 + jj < j_hi.
                         unsafe { *cdst.add(r * ldc + jj) = tmp[r * nr + jj] };
                     }
                 }
-                // SAFETY: row i + r < m, columns j0..j0+w of this task's
-                // range; no other reference to them exists.
-                let row = unsafe { std::slice::from_raw_parts_mut(cdst.add(r * ldc), w) };
-                epi(j0, row);
             }
             i += mr;
         }
         j0 += nr;
+    }
+    // The epilogue once per row over the task's whole column range (one call
+    // of a vector routine per row rather than one per panel).
+    for r in 0..a.m {
+        // SAFETY: row r < m, columns j_lo..j_hi are this task's; no other
+        // reference to them exists.
+        let row = unsafe { std::slice::from_raw_parts_mut(c.0.add(r * ldc + j_lo), j_hi - j_lo) };
+        epi(j_lo, row);
     }
 }
 

@@ -447,37 +447,41 @@ impl BertModel {
         )?;
         let emb_ln_g = p("embeddings.LayerNorm.weight", &[h])?;
         let emb_ln_b = p("embeddings.LayerNorm.bias", &[h])?;
-        let mut layers = Vec::with_capacity(cfg.num_layers);
-        for l in 0..cfg.num_layers {
-            let n = |s: &str| format!("encoder.layer.{l}.{s}");
-            let [qkv, ao, inter, out] = dense_layers(cfg, l).map(|d| {
-                let prec = plan.of(d.product);
-                let amax = calib
-                    .and_then(|c| c.layers.get(l))
-                    .map(|a| a[d.product as usize].as_slice())
-                    .filter(|a| a.len() == d.k);
-                Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
-            });
-            let mut qkv_b = Vec::with_capacity(3 * h);
-            for s in ["query", "key", "value"] {
-                let b = p(&n(&format!("attention.self.{s}.bias")), &[h])?;
-                qkv_b.extend_from_slice(b.as_slice());
-            }
-            layers.push(Layer {
-                qkv: qkv?,
-                qkv_b,
-                ao: ao?,
-                ao_b: p(&n("attention.output.dense.bias"), &[h])?,
-                ln1_g: p(&n("attention.output.LayerNorm.weight"), &[h])?,
-                ln1_b: p(&n("attention.output.LayerNorm.bias"), &[h])?,
-                inter: inter?,
-                i_b: p(&n("intermediate.dense.bias"), &[i])?,
-                out: out?,
-                o_b: p(&n("output.dense.bias"), &[h])?,
-                ln2_g: p(&n("output.LayerNorm.weight"), &[h])?,
-                ln2_b: p(&n("output.LayerNorm.bias"), &[h])?,
-            });
-        }
+        // Layers load in parallel on the current rayon pool (int8 and bf16
+        // weights are converted and packed here).
+        let layers: Vec<Layer> = (0..cfg.num_layers)
+            .into_par_iter()
+            .map(|l| -> Result<Layer> {
+                let n = |s: &str| format!("encoder.layer.{l}.{s}");
+                let [qkv, ao, inter, out] = dense_layers(cfg, l).map(|d| {
+                    let prec = plan.of(d.product);
+                    let amax = calib
+                        .and_then(|c| c.layers.get(l))
+                        .map(|a| a[d.product as usize].as_slice())
+                        .filter(|a| a.len() == d.k);
+                    Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
+                });
+                let mut qkv_b = Vec::with_capacity(3 * h);
+                for s in ["query", "key", "value"] {
+                    let b = p(&n(&format!("attention.self.{s}.bias")), &[h])?;
+                    qkv_b.extend_from_slice(b.as_slice());
+                }
+                Ok(Layer {
+                    qkv: qkv?,
+                    qkv_b,
+                    ao: ao?,
+                    ao_b: p(&n("attention.output.dense.bias"), &[h])?,
+                    ln1_g: p(&n("attention.output.LayerNorm.weight"), &[h])?,
+                    ln1_b: p(&n("attention.output.LayerNorm.bias"), &[h])?,
+                    inter: inter?,
+                    i_b: p(&n("intermediate.dense.bias"), &[i])?,
+                    out: out?,
+                    o_b: p(&n("output.dense.bias"), &[h])?,
+                    ln2_g: p(&n("output.LayerNorm.weight"), &[h])?,
+                    ln2_b: p(&n("output.LayerNorm.bias"), &[h])?,
+                })
+            })
+            .collect::<Result<_>>()?;
         let mut m = BertModel {
             hidden: h,
             heads: cfg.num_heads,

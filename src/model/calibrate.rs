@@ -41,9 +41,9 @@ pub fn calibrate_texts<S: AsRef<str> + Sync>(
 }
 
 /// Runs `model` (its f32 products give the reference statistics) over the
-/// token-id sequences `seqs`, one at a time (in parallel on the current rayon
-/// pool), and records the largest magnitude of every input channel of every
-/// product of every layer. The maxima do not depend on the order or the
+/// token-id sequences `seqs` (in parallel on the current rayon
+/// pool; each worker runs its share as one batch), and records the largest
+/// magnitude of every input channel of every product of every layer. The maxima do not depend on the order or the
 /// thread count.
 ///
 /// # Errors
@@ -54,41 +54,45 @@ pub fn calibrate(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
         .try_reduce(Calibration::default, |a, b| Ok(merge(a, b)))
 }
 
+/// One forward pass over all of `seqs` (the products then run on all their
+/// tokens at once), recording the maxima.
 fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
     let mut calib = Calibration::default();
-    let mut ws = Workspace::default();
-    let mut out = vec![0.0f32; model.hidden_size()];
-    for s in seqs {
-        let mut record = |layer: usize, stage: Stage, x: &[f32]| {
-            let Stage::Input(p) = stage else {
-                return;
-            };
-            if calib.layers.len() <= layer {
-                calib.layers.resize_with(layer + 1, Default::default);
-            }
-            let k = x.len() / s.len().max(1);
-            let amax = &mut calib.layers[layer][p as usize];
-            if amax.len() != k {
-                *amax = vec![0.0; k];
-            }
-            for row in x.chunks_exact(k.max(1)) {
-                for (m, v) in amax.iter_mut().zip(row) {
-                    *m = m.max(v.abs());
-                }
-            }
-        };
-        let t: &mut dyn FnMut(usize, Stage, &[f32]) = &mut record;
-        let one = [s.as_slice()];
-        model.forward_traced(
-            &one,
-            &mut ws,
-            Par::Serial,
-            Pooling::Mean,
-            false,
-            &mut out,
-            Some(t),
-        )?;
+    if seqs.is_empty() {
+        return Ok(calib);
     }
+    let mut ws = Workspace::default();
+    let mut out = vec![0.0f32; seqs.len() * model.hidden_size()];
+    let tokens: usize = seqs.iter().map(Vec::len).sum();
+    let mut record = |layer: usize, stage: Stage, x: &[f32]| {
+        let Stage::Input(p) = stage else {
+            return;
+        };
+        if calib.layers.len() <= layer {
+            calib.layers.resize_with(layer + 1, Default::default);
+        }
+        let k = x.len() / tokens.max(1);
+        let amax = &mut calib.layers[layer][p as usize];
+        if amax.len() != k {
+            *amax = vec![0.0; k];
+        }
+        for row in x.chunks_exact(k.max(1)) {
+            for (m, v) in amax.iter_mut().zip(row) {
+                *m = m.max(v.abs());
+            }
+        }
+    };
+    let t: &mut dyn FnMut(usize, Stage, &[f32]) = &mut record;
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    model.forward_traced(
+        &refs,
+        &mut ws,
+        Par::Serial,
+        Pooling::Mean,
+        false,
+        &mut out,
+        Some(t),
+    )?;
     Ok(calib)
 }
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
-use crate::kernels::gemm::{self, Epilogue};
 use crate::kernels::bgemm::{self, PackedBf16};
+use crate::kernels::gemm::{self, Epilogue};
 use crate::kernels::qgemm::{self, PackedI8, QuantRows};
 use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::Par;
@@ -96,7 +96,10 @@ impl Linear {
                 let w: Vec<f32> = if let [p] = &params[..] {
                     p.as_slice().to_vec()
                 } else {
-                    params.iter().flat_map(|p| p.as_slice().iter().copied()).collect()
+                    params
+                        .iter()
+                        .flat_map(|p| p.as_slice().iter().copied())
+                        .collect()
                 };
                 params.iter().for_each(Param::release_pages);
                 Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k))
