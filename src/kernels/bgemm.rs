@@ -99,6 +99,9 @@ const MAX_MR: usize = 12;
 const MAX_NR: usize = 32;
 /// Scratch buffers up to this size stay allocated in their thread.
 pub const SCRATCH_KEEP_BYTES: usize = 4 << 20;
+/// Pairs per block of the 512-bit kernels (a 24 KiB panel; 128..256 measured
+/// alike).
+const KC512: usize = 192;
 /// Products smaller than this (m·n·k) never split across threads.
 const MIN_SPLIT_WORK: usize = 1 << 16;
 
@@ -123,8 +126,8 @@ impl Isa {
     pub const fn mr(self) -> usize {
         match self {
             Isa::Avx512Bf16 | Isa::Avx512 => 12,
-            // 10 accumulators, 4 B vectors, the mask and a broadcast: 16.
-            Isa::Avx2 => 4,
+            // 10 accumulators, 4 B vectors and 2 broadcasts: 16 registers.
+            Isa::Avx2 => 5,
             Isa::Scalar => 4,
         }
     }
@@ -141,7 +144,7 @@ impl Isa {
     /// in L1).
     pub const fn kc(self) -> usize {
         match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => 192,
+            Isa::Avx512Bf16 | Isa::Avx512 => KC512,
             Isa::Avx2 | Isa::Scalar => 256,
         }
     }
@@ -605,16 +608,32 @@ pub fn product(
     let kp = k.div_ceil(2);
     // Row stride of the rounded A in words: pairs, or floats.
     let lda_w = if isa.a_pairs() { kp } else { 2 * kp };
+    let nr = isa.nr();
+    let panels = n.div_ceil(nr);
+    let tasks = par.tasks().min(panels);
+    let split = tasks > 1 && m * n * k >= MIN_SPLIT_WORK;
     let (mut aw, mut rexp) = SCRATCH.take();
-    aw.clear();
-    aw.resize(m * lda_w, 0);
-    rexp.clear();
-    rexp.resize(m, 255);
-    prepare_a(isa, m, k, a, lda, &mut aw, lda_w, &mut rexp);
+    // Every word and bound in use is written below: no need to clear.
+    if aw.len() < m * lda_w {
+        aw.resize(m * lda_w, 0);
+    }
+    if rexp.len() < m {
+        rexp.resize(m, 255);
+    }
+    let (awm, rexpm) = (&mut aw[..m * lda_w], &mut rexp[..m]);
+    if split && m >= 2 * tasks {
+        let rows = m.div_ceil(tasks);
+        awm.par_chunks_mut(rows * lda_w)
+            .zip(rexpm.par_chunks_mut(rows))
+            .enumerate()
+            .for_each(|(t, (out, e))| prepare_a(isa, k, &a[t * rows * lda..], lda, out, lda_w, e));
+    } else {
+        prepare_a(isa, k, a, lda, awm, lda_w, rexpm);
+    }
     if accumulate && !isa.a_pairs() {
         // C values below 2^-103 (their ulp below 2^-126, or denormal) may take
         // part in flushes: such rows take the exact path.
-        for (i, e) in rexp.iter_mut().enumerate() {
+        for (i, e) in rexpm.iter_mut().enumerate() {
             let row = &c[i * ldc..i * ldc + n];
             if row.iter().any(|v| {
                 let x = v.to_bits() & 0x7FFF_FFFF;
@@ -624,11 +643,8 @@ pub fn product(
             }
         }
     }
-    let nr = isa.nr();
-    let panels = n.div_ceil(nr);
-    let tasks = par.tasks().min(panels);
     let cp = CPtr(c.as_mut_ptr());
-    let (awr, rexpr) = (&aw[..], &rexp[..]);
+    let (awr, rexpr) = (&*awm, &*rexpm);
     let run = |lo: usize, hi: usize| {
         // SAFETY: the ISA is supported; the rounded A holds m rows of lda_w
         // words; C was bounds-checked above; each task gets a disjoint column
@@ -636,7 +652,7 @@ pub fn product(
         // joined.
         unsafe { gemm_cols(m, awr, lda_w, rexpr, b, cp, ldc, lo, hi, accumulate, epi) }
     };
-    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
+    if !split {
         run(0, n);
     } else {
         let per = panels.div_ceil(tasks) * nr;
@@ -657,15 +673,13 @@ fn span(rows: usize, cols: usize, ld: usize) -> usize {
     }
 }
 
-/// Rounds the `m x k` matrix A (row stride `lda`) into `out` (row stride
-/// `lda_w` words): bf16 pairs, element `2q` in the high half of word `q`, for
-/// [`Isa::Avx512Bf16`]; the rounded values as floats otherwise, with the
-/// smallest biased exponent of each row in `rexp`. The element after an odd
-/// `k` is zero.
-#[allow(clippy::too_many_arguments)]
+/// Rounds the first `rexp.len()` rows of the `k` columns of A (row stride
+/// `lda`) into `out` (row stride `lda_w` words): bf16 pairs, element `2q` in
+/// the high half of word `q`, for [`Isa::Avx512Bf16`]; the rounded values as
+/// floats otherwise, with the smallest biased exponent of each row in `rexp`.
+/// The element after an odd `k` is zero.
 fn prepare_a(
     isa: Isa,
-    m: usize,
     k: usize,
     a: &[f32],
     lda: usize,
@@ -673,7 +687,7 @@ fn prepare_a(
     lda_w: usize,
     rexp: &mut [i16],
 ) {
-    for i in 0..m {
+    for i in 0..rexp.len() {
         let src = &a[i * lda..i * lda + k];
         let dst = &mut out[i * lda_w..(i + 1) * lda_w];
         #[cfg(target_arch = "x86_64")]
@@ -1691,7 +1705,12 @@ mod speed {
     #[ignore]
     fn speed() {
         let none = |_: usize, _: &mut [f32]| {};
-        eprintln!("bgemm::isa() = {:?}", isa());
+        let t = std::time::Instant::now();
+        let best_isa = isa();
+        eprintln!(
+            "bgemm::isa() = {best_isa:?} (detected in {:?})",
+            t.elapsed()
+        );
         for (k, n) in [(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
             let m = 256;
             let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
@@ -1726,12 +1745,14 @@ mod speed {
                 if !isa.supported() || isa == Isa::Scalar {
                     continue;
                 }
+                let t = cpu();
                 let pb = PackedBf16::from_linear(isa, &w, n, k);
+                let pack_ms = (cpu() - t) * 1e3;
                 let g = best(
                     || product(m, &a, k, &pb, &mut c, n, false, &none, Par::Serial),
                     fl,
                 );
-                line += &format!(" | {isa:?} {g:6.1}");
+                line += &format!(" | {isa:?} {g:6.1} (pack {pack_ms:.1} ms)");
             }
             eprintln!("{line} GFLOP/s");
         }
