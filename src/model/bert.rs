@@ -62,6 +62,9 @@ pub enum Stage {
     FeedForward,
 }
 
+/// The callback of [`BertModel::forward_traced`]: `(layer, stage, values)`.
+pub type Trace<'a> = &'a mut dyn FnMut(usize, Stage, &[f32]);
+
 /// The dense products of an encoder layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Product {
@@ -647,7 +650,7 @@ impl BertModel {
         pooling: Pooling,
         normalize: bool,
         out: &mut [f32],
-        mut trace: Option<&mut dyn FnMut(usize, Stage, &[f32])>,
+        mut trace: Option<Trace<'_>>,
     ) -> Result<()> {
         let h = self.hidden;
         let nh = self.heads;

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, Calibration, Stage, Workspace};
+use crate::model::bert::{BertModel, Calibration, Stage, Trace, Workspace};
 use crate::model::config::Pooling;
 use crate::tokenizer::Tokenizer;
 
@@ -82,7 +82,7 @@ fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration>
             }
         }
     };
-    let t: &mut dyn FnMut(usize, Stage, &[f32]) = &mut record;
+    let t: Trace<'_> = &mut record;
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     model.forward_traced(
         &refs,

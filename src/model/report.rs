@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::formats::{ModelFile, ReadOptions};
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, LayerPrecision, Stage, Workspace};
+use crate::model::bert::{BertModel, LayerPrecision, Stage, Trace, Workspace};
+use crate::model::calibrate;
 use crate::model::config::ModelConfig;
 use crate::options::Precision;
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
@@ -57,7 +58,8 @@ pub struct PrecisionReport {
 
 /// Runs the report for `precision` over `texts` with the model at `path`
 /// (one text per forward pass, one thread). `reference`, when given, holds
-/// one vector per text.
+/// one vector per text. int8 products are smoothed with the statistics of
+/// `calibration_texts` (default: the engine's built-in set).
 ///
 /// # Errors
 /// Opening or loading the model; a reference of the wrong length.
@@ -66,7 +68,7 @@ pub fn precision_report(
     texts: &[String],
     reference: Option<&[Vec<f32>]>,
     precision: Precision,
-    calibration_texts: &[String],
+    calibration_texts: Option<&[String]>,
 ) -> Result<PrecisionReport> {
     let mut file = ModelFile::open(
         path,
@@ -91,18 +93,17 @@ pub fn precision_report(
         .collect();
     let file = Arc::new(file);
     let dim = cfg.hidden_size;
-    let calib = if calibration_texts.is_empty() {
-        None
-    } else {
+    // The engine's calibration (the built-in texts) unless others are given.
+    let calib = {
         let f32_model =
             BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
-        let cids: Vec<Vec<u32>> = calibration_texts
-            .iter()
-            .map(|t| tok.encode(t, Some(cfg.max_seq_length)))
-            .collect();
-        Some(crate::model::calibrate::calibrate(&f32_model, &cids)?)
+        let max = cfg.max_seq_length;
+        match calibration_texts {
+            Some(t) => calibrate::calibrate_texts(&f32_model, &tok, max, t)?,
+            None => calibrate::calibrate_texts(&f32_model, &tok, max, &calibrate::builtin_texts())?,
+        }
     };
-    let calib = calib.as_ref();
+    let calib = Some(&calib);
     // Runs every text through `plan`; returns the embeddings and the hidden
     // states after every sub-layer (one Vec per text, per sub-layer).
     let run = |plan: LayerPrecision, keep_hidden: bool| -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
@@ -121,7 +122,7 @@ pub fn precision_report(
                     k += 1;
                 }
             };
-            let t: &mut dyn FnMut(usize, Stage, &[f32]) = &mut trace;
+            let t: Trace<'_> = &mut trace;
             model.forward_traced(
                 &[s.as_slice()],
                 &mut ws,

@@ -90,26 +90,41 @@ fn every_precision_meets_its_accuracy_bar_and_is_invariant() {
     }
 }
 
-/// `cargo test --release --test it precision::report -- --ignored --nocapture`
+/// The precision report runs, and its "engine" line is what the engine
+/// computes.
 #[test]
-#[ignore]
-fn report() {
+fn report_matches_the_engine() {
     let Some(path) = common::minilm_weights("report") else {
         return;
     };
+    // The first 60 reference lines keep the test short (the report runs
+    // the model seven times).
     let cases = common::read_reference("minilm_reference.jsonl");
+    let cases = &cases[..60];
     let texts: Vec<String> = cases.iter().map(|c| c.text.clone()).collect();
     let refs: Vec<Vec<f32>> = cases.iter().map(|c| c.embedding.clone().unwrap()).collect();
-    let corpus = std::fs::read_to_string(common::shared_dir().join("bench/corpus.txt")).unwrap();
-    let n: usize = std::env::var("CALIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let calib: Vec<String> = corpus.lines().take(n).map(String::from).collect();
-    for p in [Precision::Int8] {
-        let r = embedder::model::report::precision_report(&path, &texts, Some(&refs), p, &calib)
-            .unwrap();
-        eprintln!("{r:#?}");
+    let r = embedder::model::report::precision_report(
+        &path,
+        &texts,
+        Some(&refs),
+        Precision::Int8,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.layers.len(), 12);
+    assert_eq!(r.per_product.len(), 4);
+    // The report's engine line is what the engine computes.
+    let e = Embedder::open(&path, &Options::new().threads(1).precision(Precision::Int8)).unwrap();
+    let strs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (worst, mean) = cosines(&embed_batched(&e, &strs, 1), &refs, e.dim());
+    let (rw, rm) = r.engine.vs_reference.unwrap();
+    assert!(
+        (worst - rw).abs() < 1e-9 && (mean - rm).abs() < 1e-9,
+        "{worst} {rw} {mean} {rm}"
+    );
+    // Every product in int8 is worse than any one alone.
+    for (name, a) in &r.per_product {
+        assert!(a.worst_vs_f32 >= r.uniform.worst_vs_f32 - 1e-6, "{name}");
     }
 }
 

@@ -3,6 +3,7 @@
 mod bench;
 mod io_util;
 mod progress;
+mod report;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -162,6 +163,27 @@ enum Cmd {
         /// Timed single-text calls (0 = skip).
         #[arg(long, default_value_t = 200)]
         latency_runs: usize,
+    },
+    /// Error of a reduced precision against f32, layer by layer and product by
+    /// product (how the engine's int8 plan was chosen).
+    PrecisionReport {
+        /// Model file (default: $EMBD_MODEL, then models/all-MiniLM-L6-v2.weights).
+        #[arg(short = 'm', long = "model")]
+        model: Option<PathBuf>,
+        /// Texts, one per line; or JSONL with "text" and "embedding" (reference
+        /// vectors, e.g. sentence-transformers') on every line.
+        #[arg(long)]
+        input: String,
+        /// The precision to examine.
+        #[arg(long, default_value = "int8", value_name = "bf16|int8", value_parser = parse_precision)]
+        precision: Precision,
+        /// Calibration texts for int8 smoothing, one per line (default: the
+        /// engine's built-in set).
+        #[arg(long)]
+        calibration: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Cosine similarity of two texts (a matrix for more than two).
     Similarity {
@@ -452,6 +474,22 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 latency_text,
                 latency_tokens,
                 latency_runs,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::PrecisionReport {
+            model,
+            input,
+            precision,
+            calibration,
+            json,
+        } => {
+            report::run(&report::ReportArgs {
+                model: resolve_model(&model)?,
+                input,
+                precision,
+                calibration,
+                json,
             })?;
             Ok(ExitCode::SUCCESS)
         }
