@@ -3,9 +3,11 @@
 //!
 //! B is the weight matrix of a `Linear` layer, rounded to bf16 and packed once
 //! ([`PackedBf16`]); A is an fp32 activation matrix, rounded to bf16 once per
-//! product (round to nearest even, [`round_bf16`]) into a scratch buffer of the
-//! calling thread before the columns are split between tasks. Register-tile
-//! kernels then run per tile, as in [`super::sgemm`]:
+//! product into a scratch buffer of the calling thread before the columns are
+//! split between tasks. Both roundings are [`round_bf16_operand`]: round to
+//! nearest even, except that magnitudes below [`OPERAND_MIN`] (`2^-40`) become
+//! a zero of their sign (see "Operand rounding" below). Register-tile kernels
+//! then run per tile, as in [`super::sgemm`]:
 //!
 //! | [`Isa`] | tile | arithmetic |
 //! |---|---|---|
@@ -42,7 +44,8 @@
 //! The packed layout puts element `2q` of a pair in the *high* half of the
 //! 32-bit word and `2q + 1` in the low half, so that the hardware consumes k in
 //! increasing order. The definition of one element of C is then
-//! [`dot_oracle`]: one sequential chain of such steps over `p = 0, 1, ..., k-1`
+//! [`dot_oracle`] of the operand-rounded ([`round_bf16_operand`]) row of A and
+//! column of B: one sequential chain of such steps over `p = 0, 1, ..., k-1`
 //! (plus one `+0 · +0` step when `k` is odd: the zero padding of the last
 //! pair), starting from 0 or, when accumulating, from the old value of C.
 //! Blocking of k only stores the running value to C and reloads it, which is
@@ -51,21 +54,65 @@
 //! columns are split between threads. The tests check every variant against
 //! the oracle bit for bit.
 //!
+//! # Operand rounding
+//!
+//! Both operands are rounded by [`round_bf16_operand`]: [`round_bf16`] (round
+//! to nearest even), except that an input of magnitude below
+//! [`OPERAND_MIN`] `= 2^-40` becomes a zero of its sign (decided on the fp32
+//! input, so that every nonzero rounded operand is at least `2^-40`: RNE is
+//! monotone and `2^-40` is a bf16). This flush is part of the arithmetic, on
+//! every ISA and in the tests' oracle. Values this small contribute nothing a
+//! bf16 sum can represent next to the row's other terms:
+//!
+//! - a flushed activation changes the exact sum by less than `2^-40·|w|`.
+//!   The bf16 rounding of A already changes the term of *every* activation
+//!   of `2^-32` or more by up to that much (half an ulp: `2^-40` at `2^-32`,
+//!   up to `2^-8` of the value); for the model's rows (LayerNorm outputs,
+//!   attention contexts, GELU outputs, whose largest entries are of order
+//!   `2^-4 .. 2^4`) that rounding error is `2^-12·|w|` or more, `2^28` times
+//!   the flushed contribution;
+//! - the fp32 accumulator holds 24 bits: once the running sum has reached
+//!   `2^-15·|w|` (one activation of `2^-13` against a weight of `|w|/4`),
+//!   half its ulp exceeds `2^-40·|w|`, so such a term is below its
+//!   resolution anyway. Likewise for a weight below `2^-40` (trained weights
+//!   are of order `2^-12 .. 2^0`) against any activation.
+//!
+//! What it buys: with both operands zero or at least `2^-40` (biased
+//! exponent 87), every product of two nonzero operands has biased exponents
+//! summing to at least `174 >= 152`, the bound under which the FMA
+//! emulations are exact (next section). So the fast kernels hold for any
+//! data: far GELU tails (`2^-100`, `2^-120`, denormals) and tiny weights are
+//! zeros, not a reason to fall back. (Plain [`round_bf16`] would leave such
+//! values, and a single one in a row sends its whole tile to the scalar
+//! oracle: the model's FFN down-projection then ran at a tenth of its speed.)
+//!
 //! # The fallbacks and flush-to-zero
 //!
 //! The fallbacks compute the same chain with ordinary `fma`, which rounds tiny
 //! results on the denormal grid instead of flushing them. They are exact
-//! without any per-step check whenever no partial sum can be tiny: every
-//! partial sum is a multiple of the smallest ulp among its terms (a product
-//! of bf16 `a·b` has ulp `2^(ea + eb - 14)`, the initial C value
-//! `2^(ec - 23)`), so if that ulp is at least `2^-126` every nonzero partial
-//! sum is at least `2^-126` and nothing is ever flushed. The smallest exponent
-//! of each row of A, of each column panel of B and (when accumulating) of each
-//! row of C is recorded, and a tile whose bound fails (the smallest nonzero
-//! `|a|` of its rows times the smallest nonzero `|b|` of its columns below
-//! about `2^-112`, e.g. far GELU tails near `2^-100` against weights near
-//! `2^-20`, or C values below `2^-103`) is computed by the scalar oracle
-//! instead. `Avx512Bf16` needs no such check.
+//! without any per-step check whenever no partial sum can be tiny (below
+//! `2^-126` and nonzero), which these bounds guarantee, with `ea`, `eb` the
+//! smallest biased exponents of the nonzero operands of a tile's rows of A
+//! and columns of B:
+//!
+//! - `ea + eb >= 142` and every nonzero C value (when accumulating) at least
+//!   `2^-103`: every partial sum is a multiple of the smallest ulp among its
+//!   terms (a product of bf16 `a·b` has ulp at least `2^(ea + eb - 268)`, a C
+//!   value `c >= 2^-103` at least `2^-126`), so if that ulp is at least
+//!   `2^-126` every nonzero partial sum is at least `2^-126` and nothing is
+//!   ever flushed;
+//! - `ea + eb >= 152` and C values normal (possibly below `2^-103`): until the
+//!   first nonzero product the running value is `c` itself (`fma(±0, b, c)` is
+//!   `c`, normal or zero: nothing to flush); that product has magnitude at
+//!   least `2^(ea + eb - 254) >= 2^-102`, so the rounded sum is at least
+//!   `2^-102 - |c| > 2^-103` (when `|c| < 2^-103`) and a multiple of `2^-126`,
+//!   as is every later product: the first case again from there on.
+//!
+//! Operand rounding makes `ea + eb >= 174` always, so only C decides:
+//! the rows of C are scanned when accumulating, and a row holding a denormal
+//! (which `vdpbf16ps` reads as zero and `fma` does not) sends its tiles to
+//! the scalar oracle, as does (defensively) any tile whose recorded bound
+//! fails. `Avx512Bf16` needs no such check.
 //!
 //! # Speed
 //!
@@ -275,23 +322,62 @@ fn dpbf16_is_faster() -> bool {
 /// subnormal bf16 as zero anyway (it treats denormal inputs as zero), so no
 /// bf16 handed to the kernels is ever subnormal. (A normal f32 never rounds
 /// to a subnormal bf16: both formats share the exponent range.)
+///
+/// This is the plain conversion; the operands of [`product`] are rounded by
+/// [`round_bf16_operand`], which also flushes magnitudes below
+/// [`OPERAND_MIN`].
 #[inline]
 pub fn round_bf16(x: f32) -> u16 {
-    (round_bits(x.to_bits()) >> 16) as u16
+    (round_bits::<0x0080_0000>(x.to_bits()) >> 16) as u16
 }
 
-/// [`round_bf16`] on f32 bits, giving the f32 bits of the rounded value
-/// (the bf16 in the high half, zeros below). Branch-free, so that loops over
-/// it vectorise.
+/// The smallest nonzero magnitude of a rounded operand, `2^-40`: smaller
+/// inputs become a zero of their sign in [`round_bf16_operand`].
+pub const OPERAND_MIN: f32 = f32::from_bits(OPERAND_FLUSH_BITS);
+
+/// The biased exponent of [`OPERAND_MIN`].
+const OPERAND_MIN_EXP: i16 = 87;
+
+/// The f32 bits of [`OPERAND_MIN`]: operands whose magnitude bits are below
+/// this are flushed.
+const OPERAND_FLUSH_BITS: u32 = (OPERAND_MIN_EXP as u32) << 23;
+
+/// `x` rounded to bf16 as an operand of a product (A, once per product, and
+/// B, at packing): a zero of the sign of `x` when `|x| <` [`OPERAND_MIN`]
+/// (`2^-40`, decided on the fp32 input), else [`round_bf16`] (round to
+/// nearest even; NaN, infinities and overflow as there). So every nonzero
+/// finite result has magnitude at least `2^-40`.
+///
+/// Values this small contribute nothing a bf16 sum can represent next to the
+/// row's other terms: a flushed activation moves the exact dot product by
+/// less than `2^-40·|w|`, no more than bf16 rounding already moves the term
+/// of every activation of `2^-32` or more (half an ulp), `2^-28` of what it
+/// moves an activation of `2^-4` (a small entry of a LayerNorm or GELU
+/// output row), and below half an ulp of the fp32 running sum as soon as
+/// that sum reaches `2^-15·|w|`; the same holds with the roles of weights
+/// and activations exchanged. In exchange, every product of nonzero
+/// operands is at least `2^-80` with ulp at least `2^-94`, so the FMA
+/// emulations never meet the flush-to-zero range and need no fallback
+/// (see the module docs).
+#[inline]
+pub fn round_bf16_operand(x: f32) -> u16 {
+    (round_bits::<OPERAND_FLUSH_BITS>(x.to_bits()) >> 16) as u16
+}
+
+/// Rounding on f32 bits, giving the f32 bits of the rounded value (the bf16
+/// in the high half, zeros below): magnitudes whose bits are below `FLUSH`
+/// (at least `0x0080_0000`, the subnormals) become a zero of their sign, the
+/// rest round as [`round_bf16`]. Branch-free, so that loops over it
+/// vectorise.
 #[inline(always)]
-fn round_bits(b: u32) -> u32 {
+fn round_bits<const FLUSH: u32>(b: u32) -> u32 {
     let abs = b & 0x7FFF_FFFF;
     let rounded = b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000;
     if abs > 0x7F80_0000 {
         // NaN: made quiet, high payload bits kept.
         (b | 0x0040_0000) & 0xFFFF_0000
-    } else if abs < 0x0080_0000 {
-        // Zero or subnormal: a zero of the same sign.
+    } else if abs < FLUSH {
+        // Zero, subnormal or below the flush bound: a zero of the same sign.
         b & 0x8000_0000
     } else {
         rounded
@@ -358,8 +444,9 @@ fn step(c: f32, a: f32, b: f32) -> f32 {
 /// `c = ftz(fma(a[p], b[p], daz(c)))` per `p` in increasing order (and a
 /// trailing `+0·+0` step when the length is odd), bf16 operands read with
 /// denormals as zero (see the module docs for `ftz`). The row of A and the
-/// column of B are given as bf16 bits ([`round_bf16`]); empty slices return
-/// `init` unchanged.
+/// column of B are given as bf16 bits: [`product`] computes this on their
+/// [`round_bf16_operand`] roundings (any bf16 is accepted here; the hardware
+/// test feeds it raw ones). Empty slices return `init` unchanged.
 ///
 /// # Panics
 /// If the slices differ in length.
@@ -387,13 +474,14 @@ fn exp_key(h: u16) -> i16 {
     }
 }
 
-/// One row of A rounded to bf16 values as f32 bits ([`round_bits`]) into
-/// `dst`; returns the smallest [`exp_key`] of the row.
+/// One row of A rounded to bf16 values ([`round_bf16_operand`]) as f32 bits
+/// into `dst`; returns the smallest [`exp_key`] of the row (zeros, flushed
+/// or not, do not count).
 #[inline(always)]
 fn round_row(src: &[f32], dst: &mut [u32]) -> i16 {
     let mut emin = 255u32;
     for (d, &x) in dst.iter_mut().zip(src) {
-        let r = round_bits(x.to_bits());
+        let r = round_bits::<OPERAND_FLUSH_BITS>(x.to_bits());
         let e = (r >> 23) & 0xFF;
         emin = emin.min(if e == 0 || e == 255 { 255 } else { e });
         *d = r;
@@ -423,11 +511,26 @@ unsafe fn round_row_avx2(src: &[f32], dst: &mut [u32]) -> i16 {
 
 /// Bound on the biased exponents of a tile's operands (smallest of A's row
 /// plus smallest of B's panel) that keeps every partial sum away from the
-/// flush-to-zero range (see the module docs): `ea + eb - 268 >= -126`.
+/// flush-to-zero range when C starts at zero or at values of at least
+/// `2^-103` (see the module docs): `ea + eb - 268 >= -126`.
 const EXP_SUM_SAFE: i16 = 142;
 
-/// The `k x n` matrix `B = Wᵀ` rounded to bf16 ([`round_bf16`]) and packed for
-/// the kernels of one [`Isa`]: for each block of `isa.kc()` pairs of k, the
+/// The same bound when C holds normal values below `2^-103`: every nonzero
+/// product is at least `2^(ea + eb - 254) >= 2^-102`.
+const EXP_SUM_SAFE_TINY_C: i16 = 152;
+
+/// The magnitude bits of `2^-103`: smaller nonzero C values need
+/// [`EXP_SUM_SAFE_TINY_C`].
+const C_TINY_BITS: u32 = 24 << 23;
+
+// Operand rounding alone guarantees both bounds, so that the fallbacks are
+// never needed for lack of them.
+const _: () = assert!(2 * OPERAND_MIN_EXP >= EXP_SUM_SAFE_TINY_C);
+const _: () = assert!(EXP_SUM_SAFE_TINY_C >= EXP_SUM_SAFE);
+
+/// The `k x n` matrix `B = Wᵀ` rounded to bf16 ([`round_bf16_operand`]) and
+/// packed for the kernels of one [`Isa`]: for each block of `isa.kc()` pairs
+/// of k, the
 /// panels of `isa.nr()` columns one after the other, each `kc` rows of `nr`
 /// 32-bit words; the word of pair `q` and column `j` holds `B[2q][j]` in its
 /// high half and `B[2q + 1][j]` in its low half (the pair-interleaved layout
@@ -483,8 +586,12 @@ impl PackedBf16 {
                     let row = &w[(j0 + jj) * k..(j0 + jj + 1) * k];
                     for q in 0..kc {
                         let p = 2 * (q0 + q);
-                        let hi = round_bf16(row[p]);
-                        let lo = if p + 1 < k { round_bf16(row[p + 1]) } else { 0 };
+                        let hi = round_bf16_operand(row[p]);
+                        let lo = if p + 1 < k {
+                            round_bf16_operand(row[p + 1])
+                        } else {
+                            0
+                        };
                         emin = emin.min(exp_key(hi)).min(exp_key(lo));
                         panel[q * nr + jj] = (hi as u32) << 16 | lo as u32;
                     }
@@ -531,7 +638,7 @@ impl PackedBf16 {
         unsafe { std::slice::from_raw_parts(f.as_ptr().cast::<u32>(), f.len()) }
     }
 
-    /// `round_bf16(B[p][j])`, read back from the packed layout.
+    /// `round_bf16_operand(B[p][j])`, read back from the packed layout.
     #[cfg(test)]
     fn at(&self, p: usize, j: usize) -> u16 {
         let (nr, kcb) = (self.isa.nr(), self.isa.kc());
@@ -574,11 +681,18 @@ thread_local! {
     static SCRATCH: Cell<(Vec<u32>, Vec<i16>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
-/// `C[m x n] (+)= round_bf16(A)[m x k] · B`, then `epi(j0, row)` on every
-/// finished row segment; `n = b.n()`, `k = b.k()`, A and C row-major with
+#[cfg(test)]
+thread_local! {
+    /// Tiles of the calling thread that an FMA emulation handed to the scalar
+    /// oracle (tests only: the fast path's coverage, timing-free).
+    static FALLBACK_TILES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// `C[m x n] (+)= round_bf16_operand(A)[m x k] · B`, then `epi(j0, row)` on
+/// every finished row segment; `n = b.n()`, `k = b.k()`, A and C row-major with
 /// row strides `lda` and `ldc`. Every element equals [`dot_oracle`] of its
-/// row of A and column of B (from its old value when `accumulate`, else
-/// from 0) bit for bit, whatever `m`, the ISA or `par`; `Par::Threads(t)`
+/// row of A and column of B, both rounded by [`round_bf16_operand`] (from its
+/// old value when `accumulate`, else from 0) bit for bit, whatever `m`, the ISA or `par`; `Par::Threads(t)`
 /// splits the columns into about `t` ranges.
 ///
 /// # Panics
@@ -631,15 +745,22 @@ pub fn product(
         prepare_a(isa, k, a, lda, awm, lda_w, rexpm);
     }
     if accumulate && !isa.a_pairs() {
-        // C values below 2^-103 (their ulp below 2^-126, or denormal) may take
-        // part in flushes: such rows take the exact path.
+        // A row of C holding a denormal (read as zero by vdpbf16ps, not by
+        // fma) takes the exact path; one holding normal values below 2^-103
+        // needs the stronger bound EXP_SUM_SAFE_TINY_C (always met: see
+        // the module docs).
         for (i, e) in rexpm.iter_mut().enumerate() {
             let row = &c[i * ldc..i * ldc + n];
-            if row.iter().any(|v| {
-                let x = v.to_bits() & 0x7FFF_FFFF;
-                x != 0 && x < 24 << 23
-            }) {
+            let smallest = row
+                .iter()
+                .map(|v| v.to_bits() & 0x7FFF_FFFF)
+                .filter(|&x| x != 0)
+                .min()
+                .unwrap_or(u32::MAX);
+            if smallest < 0x0080_0000 {
                 *e = i16::MIN / 2;
+            } else if smallest < C_TINY_BITS {
+                *e -= EXP_SUM_SAFE_TINY_C - EXP_SUM_SAFE;
             }
         }
     }
@@ -716,8 +837,10 @@ fn prepare_a(
     }
 }
 
-/// One row of A rounded to bf16 pairs with `vcvtneps2bf16` (the same rounding
-/// as [`round_bf16`]), halves swapped so that element `2q` is the high half.
+/// One row of A rounded to bf16 pairs as [`round_bf16_operand`] does:
+/// magnitudes below [`OPERAND_MIN`] flushed ([`flush_small_avx512`]), then
+/// `vcvtneps2bf16` (the rounding of [`round_bf16`]), halves swapped so that
+/// element `2q` is the high half.
 ///
 /// # Safety
 /// AVX512_BF16, AVX512VL and AVX-512F are available; `dst` holds at least
@@ -738,13 +861,31 @@ unsafe fn round_pairs_avx512bf16(src: &[f32], dst: &mut [u32]) {
         // and zeroes the rest; the masked store writes only the
         // rem.div_ceil(2) words d[p/2..], inside dst (contract).
         unsafe {
-            let x = _mm512_maskz_loadu_ps(lanes, s.add(p));
+            let x = flush_small_avx512(_mm512_maskz_loadu_ps(lanes, s.add(p)));
             let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(x));
             let w = _mm256_ror_epi32::<16>(h);
             _mm256_mask_storeu_epi32(d.add(p / 2).cast(), words, w);
         }
         p += 16;
     }
+}
+
+/// The lanes of `x` of magnitude below [`OPERAND_MIN`] replaced by a zero of
+/// their sign (NaN and the rest unchanged): the flush of
+/// [`round_bf16_operand`], before `vcvtneps2bf16`.
+///
+/// # Safety
+/// AVX-512F is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn flush_small_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let xi = _mm512_castps_si512(x);
+    let abs = _mm512_and_si512(xi, _mm512_set1_epi32(0x7FFF_FFFF));
+    let small = _mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(OPERAND_FLUSH_BITS as i32));
+    let sign = _mm512_set1_epi32(0x8000_0000u32 as i32);
+    _mm512_castsi512_ps(_mm512_mask_and_epi32(xi, small, xi, sign))
 }
 
 /// One register-tile kernel: `C[0..R][0..nr] = (load ? C : 0) + A · Bpanel`
@@ -1124,6 +1265,10 @@ unsafe fn gemm_cols(
                             || rexp[row0..row0 + h].iter().min().copied().unwrap_or(255) + bexp
                                 >= EXP_SUM_SAFE);
                     if !fast {
+                        #[cfg(test)]
+                        if !exact_only {
+                            FALLBACK_TILES.set(FALLBACK_TILES.get() + 1);
+                        }
                         // SAFETY: rows row0..row0+h < m of A have the floats
                         // of pairs q0..q0+kc; the panel holds kc·nr words; C
                         // rows row0..row0+h have columns j0..j0+w in this
@@ -1395,16 +1540,11 @@ mod tests {
         assert_eq!(bf16_to_f32(0x3F80), 1.0);
     }
 
-    /// `round_bf16` equals `vcvtneps2bf16` (the conversion of A on
-    /// AVX512_BF16) on a spread of all 2^32 bit patterns (all of them were
-    /// checked once, outside the test suite) and on edge cases.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn round_bf16_is_vcvtneps2bf16() {
-        if !Isa::Avx512Bf16.supported() {
-            eprintln!("no AVX512_BF16 here: skipped");
-            return;
-        }
+    /// Bit patterns for the conversion tests: a spread of all 2^32 (step 251)
+    /// and edge cases (zeros, subnormals, the smallest normal, the flush
+    /// bound and its neighbours, the largest finite, infinities, NaN), each
+    /// with both signs and with the rounding bit flipped; odd length.
+    fn conversion_inputs() -> Vec<f32> {
         let mut xs: Vec<f32> = (0..1u64 << 32)
             .step_by(251)
             .map(|b| f32::from_bits(b as u32))
@@ -1414,6 +1554,10 @@ mod tests {
             1,
             0x007F_FFFF,
             0x0080_0000,
+            OPERAND_FLUSH_BITS - 1,
+            OPERAND_FLUSH_BITS - 0x8000,
+            OPERAND_FLUSH_BITS,
+            OPERAND_FLUSH_BITS + 1,
             0x7F7F_FFFF,
             0x7F80_0000,
             0x7F80_0001,
@@ -1423,8 +1567,52 @@ mod tests {
                 xs.push(f32::from_bits((b | s) ^ 0x8000));
             }
         }
+        if xs.len().is_multiple_of(2) {
+            xs.push(3.0);
+        }
+        xs
+    }
+
+    /// Plain `vcvtneps2bf16` on 16 lanes.
+    ///
+    /// # Safety
+    /// AVX512_BF16 and AVX-512F are available.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn hw_cvtneps(x: &[f32; 16]) -> [u16; 16] {
+        use std::arch::x86_64::*;
+        // SAFETY: a 16-element array; the transmute reinterprets a bf16
+        // vector as 16 u16 (no invalid bit patterns).
+        unsafe {
+            std::mem::transmute::<__m256bh, [u16; 16]>(_mm512_cvtneps_pbh(_mm512_loadu_ps(
+                x.as_ptr(),
+            )))
+        }
+    }
+
+    /// `round_bf16` equals `vcvtneps2bf16` and the conversion of A on
+    /// AVX512_BF16 (flush, then `vcvtneps2bf16`) equals `round_bf16_operand`,
+    /// on a spread of all 2^32 bit patterns (all of them were checked once,
+    /// outside the test suite, for `round_bf16`) and on edge cases.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn round_bf16_is_vcvtneps2bf16() {
+        if !Isa::Avx512Bf16.supported() {
+            eprintln!("no AVX512_BF16 here: skipped");
+            return;
+        }
+        let xs = conversion_inputs();
+        for chunk in xs.chunks(16) {
+            let mut x = [0.0f32; 16];
+            x[..chunk.len()].copy_from_slice(chunk);
+            // SAFETY: AVX512_BF16 checked above.
+            let h = unsafe { hw_cvtneps(&x) };
+            for (l, &v) in chunk.iter().enumerate() {
+                assert_eq!(h[l], round_bf16(v), "{:08x}", v.to_bits());
+            }
+        }
         // Odd lengths exercise the masked tail.
-        xs.push(3.0);
+        assert_eq!(xs.len() % 2, 1);
         let mut w = vec![0u32; xs.len().div_ceil(2)];
         // SAFETY: AVX512_BF16 (with AVX512VL) checked above; w holds
         // xs.len().div_ceil(2) words.
@@ -1435,9 +1623,70 @@ mod tests {
             } else {
                 w[p / 2] & 0xFFFF
             };
-            assert_eq!(got as u16, round_bf16(x), "{:08x}", x.to_bits());
+            assert_eq!(got as u16, round_bf16_operand(x), "{:08x}", x.to_bits());
         }
         assert_eq!(w.last().unwrap() & 0xFFFF, 0, "padding");
+    }
+
+    /// The operand rounding: flushes below 2^-40 on the fp32 input (even
+    /// where round to nearest would reach 2^-40), keeps the sign, and is
+    /// `round_bf16` elsewhere; the vector flush of the AVX512_BF16 path
+    /// followed by `round_bf16` equals it (runs wherever AVX-512F does).
+    #[test]
+    fn operand_rounding_flushes_below_the_bound() {
+        assert_eq!(OPERAND_MIN, 2f32.powi(-40));
+        assert_eq!(round_bf16_operand(OPERAND_MIN), 0x2B80);
+        assert_eq!(round_bf16_operand(-OPERAND_MIN), 0xAB80);
+        // Just below: round_bf16 gives 2^-40, the operand rounding zero.
+        let below = f32::from_bits(OPERAND_FLUSH_BITS - 1);
+        assert_eq!(round_bf16(below), 0x2B80);
+        assert_eq!(round_bf16_operand(below), 0x0000);
+        assert_eq!(round_bf16_operand(-below), 0x8000);
+        for e in [-41, -60, -100, -120, -126] {
+            let x = 2f32.powi(e);
+            assert_ne!(round_bf16(x), 0);
+            assert_eq!(round_bf16_operand(x), 0x0000, "2^{e}");
+            assert_eq!(round_bf16_operand(-x), 0x8000, "-2^{e}");
+        }
+        assert_eq!(round_bf16_operand(f32::from_bits(1)), 0x0000);
+        assert_eq!(round_bf16_operand(f32::INFINITY), 0x7F80);
+        assert_eq!(round_bf16_operand(f32::from_bits(0xFFC1_2345)), 0xFFC1);
+        let xs = conversion_inputs();
+        for &x in &xs {
+            if x.is_nan() || x.abs() >= OPERAND_MIN {
+                assert_eq!(round_bf16_operand(x), round_bf16(x), "{:08x}", x.to_bits());
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if Isa::Avx512.supported() {
+            /// # Safety
+            /// AVX-512F is available.
+            #[target_feature(enable = "avx512f")]
+            unsafe fn flush16(x: &[f32; 16]) -> [f32; 16] {
+                use std::arch::x86_64::*;
+                let mut out = [0.0f32; 16];
+                // SAFETY: 16-element arrays; AVX-512F (contract).
+                unsafe {
+                    let y = flush_small_avx512(_mm512_loadu_ps(x.as_ptr()));
+                    _mm512_storeu_ps(out.as_mut_ptr(), y);
+                }
+                out
+            }
+            for chunk in xs.chunks(16) {
+                let mut x = [0.0f32; 16];
+                x[..chunk.len()].copy_from_slice(chunk);
+                // SAFETY: AVX-512F checked above.
+                let y = unsafe { flush16(&x) };
+                for (l, &v) in chunk.iter().enumerate() {
+                    assert_eq!(
+                        round_bf16(y[l]),
+                        round_bf16_operand(v),
+                        "{:08x}",
+                        v.to_bits()
+                    );
+                }
+            }
+        }
     }
 
     /// The supported families (the product runs the one B was packed for).
@@ -1445,9 +1694,10 @@ mod tests {
         Isa::ALL.into_iter().filter(|i| i.supported()).collect()
     }
 
-    /// The rounded A row `i` and B column `j` (W row `j`).
+    /// A row of A or a column of B (row of W) rounded as the product's
+    /// operands are.
     fn rounded(x: &[f32]) -> Vec<u16> {
-        x.iter().map(|&v| round_bf16(v)).collect()
+        x.iter().map(|&v| round_bf16_operand(v)).collect()
     }
 
     /// Every element equals the oracle bit for bit, for every ISA, awkward
@@ -1516,20 +1766,21 @@ mod tests {
         }
     }
 
-    /// Operands whose partial sums reach the flush-to-zero range (tiny A
-    /// values such as far GELU tails, tiny weights, tiny or denormal C when
-    /// accumulating, and directed sums just below 2^-126) give the oracle's
-    /// bits on every ISA: the fallbacks switch those tiles to the exact path.
+    /// Tiny operands (far GELU tails, tiny weights: flushed by the operand
+    /// rounding), operands near the flush bound with tiny, denormal or
+    /// ordinary C when accumulating, and directed sums give the oracle's bits
+    /// on every ISA.
     #[test]
     fn tiny_values_flush_like_the_hardware() {
         let mut r = Rng(77);
         let (m, n, k) = (29usize, 40usize, 70usize);
-        for round in 0..6 {
+        for round in 0..9 {
             let a: Vec<f32> = (0..m * k)
                 .map(|x| match (round, x % 7) {
                     (0, _) => r.f32(60, 10),
                     (1, 0) => r.f32(20, 10),
                     (2, _) => r.f32(1, 4),
+                    (6..=8, _) => r.f32(84, 8),
                     _ => r.f32(120, 10),
                 })
                 .collect();
@@ -1539,35 +1790,147 @@ mod tests {
                     (1, _) => r.f32(100, 10),
                     (2, _) => r.f32(120, 10),
                     (3, 0) => r.f32(1, 30),
+                    (6..=8, _) => r.f32(84, 8),
                     _ => r.f32(120, 10),
                 })
                 .collect();
             let init: Vec<f32> = (0..m * n)
                 .map(|x| match (round, x % 3) {
                     (0, _) | (2, _) => 0.0,
-                    (4, 0) => f32::from_bits(r.next() as u32 & 0x807F_FFFF),
-                    (4, _) | (5, _) => r.f32(1, 30),
+                    (4, 0) | (7, 0) => f32::from_bits(r.next() as u32 & 0x807F_FFFF),
+                    (4, _) | (5, _) | (6, _) => r.f32(1, 30),
+                    (7, _) => r.f32(20, 10),
                     _ => r.f32(120, 10),
                 })
                 .collect();
             check_all(m, n, k, &a, &w, &init, &format!("round {round}"));
         }
-        // Directed: C starts at -2^-126 and gains 0.75·2^-150 (the hardware
-        // flushes to -0, and a later +0 product makes that +0), 2^-152 (stays
-        // -2^-126), or 2^-151 (the tie stays -2^-126).
+        // Directed. Operands below 2^-40 are zeros: C = -2^-126 stays, where
+        // plain rounding would have given products that flush it to -0
+        // (0.75·2^-150 gained), or leave it (2^-152, the tie 2^-151).
         let (m, n, k) = (3usize, 3usize, 2usize);
         let (t75, t76) = (2f32.powi(-75), 2f32.powi(-76));
         let a = vec![0.0, t75, 0.0, t76, t75, 0.0];
         let w = vec![1.5 * t76, 1.5 * t76, t76, t76, 0.0, 0.0];
         let init = vec![-f32::MIN_POSITIVE; m * n];
-        let got = check_all(m, n, k, &a, &w, &init, "directed");
-        assert_eq!(got[0].to_bits(), 0x8000_0000);
-        assert_eq!(got[2 * n].to_bits(), 0x0000_0000);
-        assert_eq!(got[n + 1].to_bits(), 0x8080_0000);
-        assert_eq!(got[1].to_bits(), 0x8080_0000);
+        let (got, _) = check_all(m, n, k, &a, &w, &init, "directed flushed operands");
+        assert!(got.iter().all(|v| v.to_bits() == 0x8080_0000));
+        // A tiny normal C absorbed by a product of operands at the bound
+        // (2^-80 + 2^-110 rounds to 2^-80), which the next one cancels: +0,
+        // on the fast path. A denormal C is read as zero: the product then
+        // gives exactly 2^-80 - 2^-80 = +0 as well, through the fallback.
+        let t40 = OPERAND_MIN;
+        let a = vec![t40, t40];
+        let w = vec![t40, -t40];
+        for (c0, fallback) in [(2f32.powi(-110), false), (f32::from_bits(5), true)] {
+            let (got, fb) = check_all(1, 1, 2, &a, &w, &[c0], "directed tiny C");
+            assert_eq!(got[0].to_bits(), 0, "{c0:e}");
+            assert_eq!(fb > 0, fallback, "{c0:e}");
+        }
     }
 
-    /// Accumulating products of every ISA equal the oracle; returns C.
+    /// A product of the model's FFN down-projection shape whose A holds exact
+    /// GELU outputs, with far tails (2^-100, 2^-120, denormals) in every row
+    /// next to ordinary values, and whose weights include tiny ones: every
+    /// ISA equals the oracle and no tile leaves the fast path, with or
+    /// without accumulation (including onto C values below 2^-103); a
+    /// denormal in C does send its row's tiles to the oracle.
+    #[test]
+    fn gelu_tails_stay_on_the_fast_path() {
+        /// erfc(x) for x >= 0 with relative error around 1e-7 (Numerical
+        /// Recipes' Chebyshev fit), enough to produce GELU-like tails.
+        fn erfc(x: f64) -> f64 {
+            let t = 1.0 / (1.0 + 0.5 * x);
+            let p = -x * x - 1.265_512_23
+                + t * (1.000_023_68
+                    + t * (0.374_091_96
+                        + t * (0.096_784_18
+                            + t * (-0.186_288_06
+                                + t * (0.278_868_07
+                                    + t * (-1.135_203_98
+                                        + t * (1.488_515_87
+                                            + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+            t * p.exp()
+        }
+        fn gelu(x: f64) -> f32 {
+            // x·Φ(x), Φ(x) = erfc(-x/√2)/2 (for x < 0; 1 - that above).
+            let z = x.abs() / std::f64::consts::SQRT_2;
+            let phi = if x < 0.0 {
+                0.5 * erfc(z)
+            } else {
+                1.0 - 0.5 * erfc(z)
+            };
+            (x * phi) as f32
+        }
+        let (m, n, k) = (26usize, 96usize, 1536usize);
+        let mut r = Rng(4242);
+        let mut a: Vec<f32> = (0..m * k)
+            .map(|_| {
+                // Pre-activations mostly in -4..3, a fifth far out (-14..-9).
+                let u = (r.next() >> 11) as f64 / (1u64 << 53) as f64;
+                let x = if r.next().is_multiple_of(5) {
+                    -14.0 + 5.0 * u
+                } else {
+                    -4.0 + 7.0 * u
+                };
+                gelu(x)
+            })
+            .collect();
+        for i in 0..m {
+            let row = &mut a[i * k..(i + 1) * k];
+            for (p, v) in [
+                2f32.powi(-100),
+                -2f32.powi(-120),
+                2f32.powi(-126),
+                f32::from_bits(3),
+                -2f32.powi(-41),
+                OPERAND_MIN,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                row[(i * 37 + p * 211) % k] = v;
+            }
+        }
+        let tails = a
+            .iter()
+            .filter(|v| **v != 0.0 && v.abs() < OPERAND_MIN)
+            .count();
+        let plain_min = a.iter().map(|&v| exp_key(round_bf16(v))).min().unwrap();
+        assert!(tails > m * k / 10, "{tails} tails");
+        assert!(plain_min < 30, "plain rounding keeps 2^-100-ish values");
+        let mut w: Vec<f32> = rand_vec(n * k, 31).iter().map(|v| v * 0.08).collect();
+        for (x, v) in w.iter_mut().enumerate().step_by(97) {
+            *v = match x % 4 {
+                0 => 1e-13,
+                1 => -2f32.powi(-60),
+                2 => f32::from_bits(0x8000_0007),
+                _ => 2f32.powi(-41),
+            };
+        }
+        let zeros = vec![0.0f32; m * n];
+        let ordinary = rand_vec(m * n, 32);
+        let tiny: Vec<f32> = (0..m * n).map(|x| r.f32(1 + (x % 23) as u32, 3)).collect();
+        for (init, what) in [
+            (&zeros, "zero C"),
+            (&ordinary, "ordinary C"),
+            (&tiny, "C below 2^-103"),
+        ] {
+            let (_, fb) = check_all(m, n, k, &a, &w, init, what);
+            assert_eq!(fb, 0, "{what}: fallback tiles");
+        }
+        let mut one_denormal = ordinary.clone();
+        one_denormal[5 * n + 17] = f32::from_bits(0x0000_1234);
+        let (_, fb) = check_all(m, n, k, &a, &w, &one_denormal, "a denormal C");
+        let emulated = isas()
+            .iter()
+            .filter(|&&i| !matches!(i, Isa::Avx512Bf16 | Isa::Scalar))
+            .count();
+        assert!(fb >= emulated, "{fb} fallback tiles");
+    }
+
+    /// Accumulating products of every ISA equal the oracle; returns C and the
+    /// number of tiles the FMA emulations handed to the scalar oracle.
     fn check_all(
         m: usize,
         n: usize,
@@ -1576,7 +1939,7 @@ mod tests {
         w: &[f32],
         init: &[f32],
         what: &str,
-    ) -> Vec<f32> {
+    ) -> (Vec<f32>, usize) {
         let none = |_: usize, _: &mut [f32]| {};
         let mut want = init.to_vec();
         for i in 0..m {
@@ -1585,6 +1948,7 @@ mod tests {
                 want[i * n + j] = dot_oracle(init[i * n + j], &ar, &rounded(&w[j * k..][..k]));
             }
         }
+        let fallbacks0 = FALLBACK_TILES.get();
         for isa in isas() {
             let pb = PackedBf16::from_linear(isa, w, n, k);
             let mut c = init.to_vec();
@@ -1598,7 +1962,7 @@ mod tests {
                 );
             }
         }
-        want
+        (want, FALLBACK_TILES.get() - fallbacks0)
     }
 
     /// A row computed alone equals the same row inside a batch at any offset,
@@ -1645,7 +2009,8 @@ mod tests {
         }
     }
 
-    /// The packed layout holds round_bf16(W[j][p]) and reports its size.
+    /// The packed layout holds round_bf16_operand(W[j][p]) and reports its
+    /// size.
     #[test]
     fn packed_layout_reads_back() {
         for isa in isas() {
@@ -1657,7 +2022,11 @@ mod tests {
                 assert_eq!(pb.words().as_ptr() as usize % 64, 0);
                 for p in 0..k {
                     for j in 0..n {
-                        assert_eq!(pb.at(p, j), round_bf16(w[j * k + p]), "{isa:?} {p} {j}");
+                        assert_eq!(
+                            pb.at(p, j),
+                            round_bf16_operand(w[j * k + p]),
+                            "{isa:?} {p} {j}"
+                        );
                     }
                 }
             }
