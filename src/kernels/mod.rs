@@ -6,6 +6,7 @@
 
 pub mod bgemm;
 pub mod gemm;
+pub mod isa;
 pub mod ops;
 pub mod packbuf;
 pub mod qgemm;

@@ -43,8 +43,6 @@
 //! (the layout `vpdpbusd` reads). k is padded to a multiple of 4 with zero
 //! weights, columns to whole panels with zero columns.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
 use rayon::prelude::*;
 
 use super::packbuf::PackBuf;
@@ -96,69 +94,17 @@ impl Isa {
 
     /// Whether this CPU runs the kernels.
     pub fn supported(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let avx2 = std::is_x86_feature_detected!("avx2");
-            match self {
-                Isa::Avx512Vnni => {
-                    avx2 && std::is_x86_feature_detected!("avx512f")
-                        && std::is_x86_feature_detected!("avx512bw")
-                        && std::is_x86_feature_detected!("avx512vnni")
-                }
-                Isa::AvxVnni => avx2 && std::is_x86_feature_detected!("avxvnni"),
-                Isa::Avx2 => avx2,
-                Isa::Scalar => true,
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            matches!(self, Isa::Scalar)
-        }
-    }
-
-    /// Whether `EMBD_SIMD` (`none`, `avx2`, `avxvnni`, `avx512`; unset = no
-    /// cap) allows this family.
-    fn allowed(self, cap: &str) -> bool {
-        match cap {
-            "none" => self == Isa::Scalar,
-            "avx2" => matches!(self, Isa::Avx2 | Isa::Scalar),
-            // AVX-512 without its VNNI extension: the 256-bit forms.
-            "avxvnni" | "avx512" => self != Isa::Avx512Vnni,
-            _ => true,
-        }
+        super::isa::Family::features(self).available()
     }
 }
 
-static ISA_STATE: AtomicU8 = AtomicU8::new(0);
-
-/// The best int8 kernel family of this CPU (detected once), within the cap of
-/// `EMBD_SIMD` (see [`Isa`]; for testing).
+/// The best int8 kernel family of this CPU (detected once, by
+/// [`isa::int8`](super::isa::int8)), within the cap of `EMBD_SIMD` (`none`,
+/// `avx2`, `avxvnni`, `avx512` (the 256-bit forms); unset = no cap; for
+/// testing).
 #[inline]
 pub fn isa() -> Isa {
-    match ISA_STATE.load(Ordering::Relaxed) {
-        1 => Isa::Avx512Vnni,
-        2 => Isa::AvxVnni,
-        3 => Isa::Avx2,
-        4 => Isa::Scalar,
-        _ => detect_isa(),
-    }
-}
-
-#[cold]
-fn detect_isa() -> Isa {
-    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
-    let found = Isa::ALL
-        .into_iter()
-        .find(|i| i.allowed(&cap) && i.supported())
-        .unwrap_or(Isa::Scalar);
-    let code = match found {
-        Isa::Avx512Vnni => 1,
-        Isa::AvxVnni => 2,
-        Isa::Avx2 => 3,
-        Isa::Scalar => 4,
-    };
-    ISA_STATE.store(code, Ordering::Relaxed);
-    found
+    super::isa::int8()
 }
 
 /// Quantizes a `Linear` weight `[rows x cols]` (row-major) to int8 with one

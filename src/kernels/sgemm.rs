@@ -80,57 +80,17 @@ impl Isa {
 
     /// Whether this CPU runs the kernel.
     pub fn supported(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let avx2 =
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-            match self {
-                Isa::Avx2 => avx2,
-                Isa::Avx512 => avx2 && std::is_x86_feature_detected!("avx512f"),
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
+        super::isa::Family::features(self).available()
     }
 }
 
-/// The best kernel family of this CPU (detected once), or `None` (then the
-/// callers use the portable `matrixmultiply` path). `EMBD_SIMD=avx2` or
-/// `EMBD_SIMD=none` in the environment caps the choice (for testing).
+/// The best kernel family of this CPU (detected once, by
+/// [`isa::f32`](super::isa::f32)), or `None` (then the callers use the
+/// portable `matrixmultiply` path). `EMBD_SIMD=avx2` or `EMBD_SIMD=none` in
+/// the environment caps the choice (for testing).
 #[inline]
 pub fn isa() -> Option<Isa> {
-    match ISA_STATE.load(std::sync::atomic::Ordering::Relaxed) {
-        1 => None,
-        2 => Some(Isa::Avx2),
-        3 => Some(Isa::Avx512),
-        _ => detect_isa(),
-    }
-}
-
-/// [`isa`]'s state: 0 = not detected yet, 1 = none, 2 = AVX2, 3 = AVX-512.
-static ISA_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-#[cold]
-fn detect_isa() -> Option<Isa> {
-    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
-    let found = if cap == "none" {
-        None
-    } else if cap != "avx2" && Isa::Avx512.supported() {
-        Some(Isa::Avx512)
-    } else if Isa::Avx2.supported() {
-        Some(Isa::Avx2)
-    } else {
-        None
-    };
-    let code = match found {
-        None => 1,
-        Some(Isa::Avx2) => 2,
-        Some(Isa::Avx512) => 3,
-    };
-    ISA_STATE.store(code, std::sync::atomic::Ordering::Relaxed);
-    found
+    super::isa::f32()
 }
 
 /// The definition of one element of the product (see the module docs): a
