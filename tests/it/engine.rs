@@ -9,7 +9,8 @@ use embedder::formats::hf::HfOptions;
 use embedder::formats::{Backing, TensorEntry};
 use embedder::kernels::{reference, sgemm};
 use embedder::{
-    DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Vocab,
+    DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Precision,
+    Vocab,
 };
 
 use crate::common;
@@ -394,8 +395,11 @@ fn random_model_matches_reference_forward_for_every_pooling() {
                     let file = tiny_model(pooling, normalize, wt);
                     let oracle = tiny_model(pooling, normalize, wt);
                     let cfg = ModelConfig::from_metadata(&oracle.metadata).unwrap();
-                    let e =
-                        Embedder::from_model_file(file, &Options::new().threads(threads)).unwrap();
+                    // The oracle is the f32 forward (int8 weights dequantized),
+                    // so the int8 file runs its f32 products here; int8
+                    // arithmetic is checked in `precision.rs`.
+                    let opts = Options::new().threads(threads).precision(Precision::F32);
+                    let e = Embedder::from_model_file(file, &opts).unwrap();
                     assert_eq!(e.dim(), 16);
                     assert_eq!(e.max_seq_length(), 40);
                     let mut out = vec![0.0f32; seqs.len() * 16];
