@@ -751,15 +751,16 @@ pub fn product(
         // the module docs).
         for (i, e) in rexpm.iter_mut().enumerate() {
             let row = &c[i * ldc..i * ldc + n];
+            // The smallest nonzero magnitude, minus 1 (zeros wrap to the
+            // top; branch-free, so that it vectorises).
             let smallest = row
                 .iter()
-                .map(|v| v.to_bits() & 0x7FFF_FFFF)
-                .filter(|&x| x != 0)
+                .map(|v| (v.to_bits() & 0x7FFF_FFFF).wrapping_sub(1))
                 .min()
                 .unwrap_or(u32::MAX);
-            if smallest < 0x0080_0000 {
+            if smallest < 0x0080_0000 - 1 {
                 *e = i16::MIN / 2;
-            } else if smallest < C_TINY_BITS {
+            } else if smallest < C_TINY_BITS - 1 {
                 *e -= EXP_SUM_SAFE_TINY_C - EXP_SUM_SAFE;
             }
         }
