@@ -516,13 +516,35 @@ def peer_configs(engines, ov_hints):
     return thr, lat
 
 
+# RSS_LAUNCHER with a time limit (argv[1], seconds): a worker that hangs is killed
+# (exit status -9) instead of stalling the run.
+TIMED_LAUNCHER = (
+    "import os, signal, subprocess, sys, time\n"
+    "limit = time.monotonic() + float(sys.argv[1])\n"
+    "p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL)\n"
+    "while True:\n"
+    "    pid, status, usage = os.wait4(p.pid, os.WNOHANG)\n"
+    "    if pid:\n"
+    "        break\n"
+    "    if time.monotonic() > limit:\n"
+    "        p.send_signal(signal.SIGKILL)\n"
+    "    time.sleep(0.02)\n"
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n"
+)
+PEER_TIMEOUT_S = 600
+
+
 def run_peer(spec):
     """One peers.py worker process; returns its result with "rss_mb", or {"error": ...}."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "result.json")
-        rc, mb = peak_rss_mb([sys.executable, PEERS_PY, "--worker", json.dumps(spec), "--result", path])
+        out = subprocess.run([sys.executable, "-c", TIMED_LAUNCHER, str(PEER_TIMEOUT_S), sys.executable, PEERS_PY,
+                              "--worker", json.dumps(spec), "--result", path],
+                             check=True, capture_output=True, text=True).stdout.split()
+        rc, mb = int(out[0]), int(out[1]) / 1024.0
         if rc != 0 or not os.path.exists(path):
-            return {"error": f"peers.py exited with {rc}"}
+            why = f"killed after {PEER_TIMEOUT_S} s" if rc == -9 else f"exited with {rc}"
+            return {"error": f"peers.py {why}"}
         res = json.load(open(path))
     res["rss_mb"] = mb
     return res

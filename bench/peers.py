@@ -11,9 +11,10 @@ SPEC (a JSON object):
   engine    "ov" | "ct2" | "ort"
   model     path: OpenVINO IR .xml / CTranslate2 model folder / .onnx
   threads   1 or 2 (ov: INFERENCE_NUM_THREADS, ct2: intra_threads, ort: intra_op_num_threads)
-  workers   1, or 2 = two workers in two Python threads, each with its own infer request /
-            CTranslate2 replica (inter_threads=2) / ORT session, taking batches from one
-            shared queue (the engines release the GIL while they compute)
+  workers   1, or 2 = two workers: ORT, CTranslate2: two Python threads, each with its own
+            ORT session / CTranslate2 replica (inter_threads=2), taking batches from one
+            shared queue (the engines release the GIL while they compute); OpenVINO: an
+            AsyncInferQueue of 2 infer requests fed in order
   streams   ov only: 2 = PERFORMANCE_HINT=THROUGHPUT, NUM_STREAMS=2 (one request per worker)
   hint      ov only: INFERENCE_PRECISION_HINT ("f32", "bf16"; absent = the CPU plugin's
             default, bf16 on CPUs with AVX512_BF16)
@@ -101,17 +102,37 @@ def ov_runners(spec, info):
     info["inference_num_threads"] = int(compiled.get_property(props.inference_num_threads))
     info["optimal_infer_requests"] = int(compiled.get_property(props.optimal_number_of_infer_requests))
 
-    def make():
-        req = compiled.create_infer_request()
+    def feeds(id_lists):
+        ids, mask = pad(id_lists)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
-        def run(id_lists):
-            ids, mask = pad(id_lists)
-            req.infer({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
-            return req.get_output_tensor(0).data.copy()
+    req = compiled.create_infer_request()
 
-        return run
+    def run(id_lists):
+        req.infer(feeds(id_lists))
+        return req.get_output_tensor(0).data.copy()
 
-    return [make() for _ in range(spec.get("workers", 1))]
+    workers = spec.get("workers", 1)
+    if workers > 1:
+        # Several requests in flight: OpenVINO's AsyncInferQueue, one request per stream,
+        # the way OpenVINO documents throughput mode (two Python threads each calling
+        # infer() on its own request deadlocked once in ~40 runs here).
+        queue = ov.AsyncInferQueue(compiled, workers)
+
+        def many(batches):
+            results = [None] * len(batches)
+
+            def done(r, k):
+                results[k] = r.get_output_tensor(0).data.copy()
+
+            queue.set_callback(done)
+            for k, b in enumerate(batches):
+                queue.start_async(feeds(b), k)
+            queue.wait_all()
+            return results
+
+        run.many = many
+    return [run] * workers
 
 
 def ct2_runners(spec, info):
@@ -177,6 +198,10 @@ def embed_ids(runners, ids, batch):
         run = runners[0]
         for p in parts:
             out[p] = run([ids[i] for i in p])
+        return out
+    if hasattr(runners[0], "many"):  # the engine keeps several batches in flight itself
+        for p, r in zip(parts, runners[0].many([[ids[i] for i in p] for p in parts])):
+            out[p] = r
         return out
     lock, nxt = threading.Lock(), [0]
 
