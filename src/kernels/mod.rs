@@ -1,9 +1,42 @@
 //! Numeric kernels: GEMM, element-wise and row operations, and their scalar
 //! reference versions. Nothing here knows about BERT.
 //!
-//! Every optimised kernel has a plain oracle in [`reference`](mod@reference) and unit tests that
-//! compare the two on awkward shapes.
+//! # Layout
+//!
+//! Laid out per ISA with one detection point, as memchr's `arch/` is:
+//!
+//! ```text
+//! kernels/
+//!   isa.rs               CPU features (detected once), EMBD_SIMD (read once),
+//!                        each family's variants and what they need; the choice
+//!   sgemm.rs             f32 GEMM: blocking, B packing, threading, epilogues
+//!   qgemm.rs             int8 GEMM: quantization, packing, threading
+//!   bgemm.rs             bf16 GEMM
+//!   ops.rs               row operations: scalar definitions + entry points (dispatch!)
+//!   gemm.rs              the callers' front: Linear-style products, matrixmultiply fallback
+//!   packbuf.rs, reference.rs (the oracles)
+//!   arch/
+//!     generic/           portable code: row loops, int8 tile
+//!     x86_64/
+//!       ops.rs           the row operations' vector code, written once (a macro)
+//!       avx2/            AVX2 + FMA: f32 6x16 tile and packing, row ops, int8 4x16 tile
+//!       avx512/          AVX-512F/BW: f32 12x32 tile, row ops, int8 row quantization
+//!       avx512vnni.rs    int8 12x32 tile
+//!       avxvnni.rs       int8 6x16 tile
+//! ```
+//!
+//! Each family has one enum of its variants (`sgemm::Isa`, `qgemm::Isa`,
+//! `bgemm::Isa`), chosen once by [`isa`], and one dispatch from its front into
+//! `arch/` (the kernel table in `sgemm::gemm_cols` and `qgemm::run_tile`, the
+//! `dispatch!` macro of [`ops`]). Adding an ISA touches its module under
+//! `arch/`, its row in [`isa`] (and a feature bit if it needs a new one), and
+//! one line of the family's dispatch.
+//!
+//! Every optimised kernel has a plain oracle in [`reference`](mod@reference) (or
+//! the front's scalar definition) and unit tests that compare the two on
+//! awkward shapes, bit for bit where the arithmetic is the same.
 
+mod arch;
 pub mod bgemm;
 pub mod gemm;
 pub mod isa;

@@ -1,6 +1,10 @@
 //! Element-wise and row kernels: LayerNorm, GELU (erf and tanh forms), softmax,
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
+//! This file holds the scalar definitions (`exp`, `erf`, `gelu`, the
+//! fixed-order sums) and the entry points, each one [`dispatch!`] to the row
+//! operations of the ISA that [`isa::f32`] selects (the one of the f32 GEMM):
+//! `arch::x86_64::{avx512, avx2}::ops` or the portable `arch::generic::ops`.
 //! GELU, tanh GELU and softmax have explicit SIMD forms (AVX-512F, and AVX2 +
 //! FMA), written once over a 16-lane vector so that both run the same
 //! operations and give the same bits; the portable code computes the same
@@ -8,10 +12,14 @@
 //! are written so that LLVM vectorises them (fixed-width lane accumulators)
 //! and are compiled for AVX-512 or AVX2 when the CPU has it; Rust never
 //! contracts `a * b + c` into an FMA, so those compute the same bits on every
-//! path. The ISA is the one [`sgemm::isa`] selects. Element-wise results
-//! depend only on the element, row results only on the row.
+//! path. Element-wise results depend only on the element, row results only on
+//! the row.
 
-use super::sgemm::{self, Isa};
+use super::arch::generic::ops as generic;
+#[cfg(target_arch = "x86_64")]
+use super::arch::x86_64;
+use super::isa;
+use super::sgemm::Isa;
 
 /// Lanes of the manual accumulators (keeps reductions vectorisable and their
 /// order fixed).
@@ -37,7 +45,7 @@ pub fn sum(x: &[f32]) -> f32 {
 
 /// Sum of squared deviations from `mean`, fixed 8-lane order.
 #[inline]
-fn sum_sq_dev(x: &[f32], mean: f32) -> f32 {
+pub(crate) fn sum_sq_dev(x: &[f32], mean: f32) -> f32 {
     let mut acc = [0.0f32; LANES];
     let chunks = x.chunks_exact(LANES);
     let rest = chunks.remainder();
@@ -53,45 +61,6 @@ fn sum_sq_dev(x: &[f32], mean: f32) -> f32 {
         s += d * d;
     }
     s
-}
-
-/// `dst[i] += src[i]`.
-#[inline(always)]
-fn add_assign_impl(dst: &mut [f32], src: &[f32]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d += *s;
-    }
-}
-
-/// `x[i] *= s`.
-#[inline(always)]
-fn scale_impl(x: &mut [f32], s: f32) {
-    for v in x {
-        *v *= s;
-    }
-}
-
-/// LayerNorm of one row in place: `(x - mean) / sqrt(var + eps) * gamma + beta`
-/// with the biased variance, as torch computes it.
-#[inline(always)]
-fn layer_norm_impl(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    let n = x.len();
-    if n == 0 {
-        return;
-    }
-    let mean = sum(x) / n as f32;
-    let var = sum_sq_dev(x, mean) / n as f32;
-    let rstd = 1.0 / (var + eps).sqrt();
-    for ((v, g), b) in x.iter_mut().zip(gamma).zip(beta) {
-        *v = (*v - mean) * rstd * *g + *b;
-    }
-}
-
-/// `x += bias`, then LayerNorm in place (one row).
-#[inline(always)]
-fn bias_layer_norm_impl(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    add_assign_impl(x, bias);
-    layer_norm_impl(x, gamma, beta, eps);
 }
 
 /// `exp(x)` in f32, branch-free (Cephes polynomial, about 1 ulp): 0 below
@@ -175,7 +144,7 @@ pub fn erf(x: f32) -> f32 {
 /// Constants of the GELU and `exp` evaluations, shared by the scalar code and
 /// the vector kernels.
 #[allow(clippy::excessive_precision)]
-mod consts {
+pub(crate) mod consts {
     /// `exp` gives 0 below this argument.
     pub const EXP_MIN: f32 = -87.3;
     /// `exp` clamps its argument to this (the result is +inf from 88.38 on).
@@ -255,42 +224,6 @@ pub fn gelu_tanh(v: f32) -> f32 {
     x / (1.0 + e)
 }
 
-/// `x = gelu(x + bias)` element-wise (portable fallback).
-#[inline(always)]
-fn bias_gelu_impl(x: &mut [f32], bias: &[f32]) {
-    for (v, b) in x.iter_mut().zip(bias) {
-        *v = gelu(*v + *b);
-    }
-}
-
-/// `x = gelu_tanh(x + bias)` element-wise (portable fallback).
-#[inline(always)]
-fn bias_gelu_tanh_impl(x: &mut [f32], bias: &[f32]) {
-    for (v, b) in x.iter_mut().zip(bias) {
-        *v = gelu_tanh(*v + *b);
-    }
-}
-
-/// Softmax of one row in place (max-subtracted; portable fallback).
-#[inline(always)]
-fn softmax_impl(x: &mut [f32]) {
-    if x.is_empty() {
-        return;
-    }
-    let mut m = f32::NEG_INFINITY;
-    for &v in x.iter() {
-        m = m.max(v);
-    }
-    for v in x.iter_mut() {
-        *v = exp(*v - m);
-    }
-    let s = sum(x);
-    let inv = 1.0 / s;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
-}
-
 /// L2-normalises in place like torch `F.normalize`: `x / max(‖x‖, 1e-12)`.
 pub fn l2_normalize(x: &mut [f32]) {
     let n: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
@@ -300,104 +233,49 @@ pub fn l2_normalize(x: &mut [f32]) {
     }
 }
 
-// Dispatching entry points: the same scalar code compiled for AVX-512 or
-// AVX2 (LLVM vectorises it wider; no FMA contraction, so the values are the
-// same bits as the baseline build), chosen with the GEMM kernels' ISA.
+/// Runs `$f` of the row operations of the ISA [`isa::f32`] selects:
+/// `arch::x86_64::{avx512, avx2}::ops` or `arch::generic::ops`, which all
+/// define the same functions. The one ISA dispatch of this file: a new ISA is
+/// its module and one arm here.
+macro_rules! dispatch {
+    ($f:ident($($arg:expr),*)) => {
+        match isa::f32() {
+            // SAFETY: `isa::f32()` reports AVX-512 only when the CPU has
+            // AVX-512F, AVX2 and FMA, the features of that module.
+            #[cfg(target_arch = "x86_64")]
+            Some(Isa::Avx512) => unsafe { x86_64::avx512::ops::$f($($arg),*) },
+            // SAFETY: `isa::f32()` reports AVX2 only when the CPU has AVX2 and
+            // FMA, the features of that module.
+            #[cfg(target_arch = "x86_64")]
+            Some(Isa::Avx2) => unsafe { x86_64::avx2::ops::$f($($arg),*) },
+            _ => generic::$f($($arg),*),
+        }
+    };
+}
+
 /// `dst[i] += src[i]`.
 #[inline]
 pub fn add_assign(dst: &mut [f32], src: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(dst: &mut [f32], src: &[f32]) {
-            add_assign_impl(dst, src)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(dst: &mut [f32], src: &[f32]) {
-            add_assign_impl(dst, src)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(dst, src) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(dst, src) },
-            None => {}
-        }
-    }
-    add_assign_impl(dst, src)
+    dispatch!(add_assign(dst, src))
 }
 
 /// `x[i] *= s`.
 #[inline]
 pub fn scale(x: &mut [f32], s: f32) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32], s: f32) {
-            scale_impl(x, s)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32], s: f32) {
-            scale_impl(x, s)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x, s) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x, s) },
-            None => {}
-        }
-    }
-    scale_impl(x, s)
+    dispatch!(scale(x, s))
 }
 
 /// LayerNorm of one row in place: `(x - mean) / sqrt(var + eps) * gamma + beta`
 /// with the biased variance, as torch computes it.
 #[inline]
 pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-            layer_norm_impl(x, gamma, beta, eps)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-            layer_norm_impl(x, gamma, beta, eps)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x, gamma, beta, eps) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x, gamma, beta, eps) },
-            None => {}
-        }
-    }
-    layer_norm_impl(x, gamma, beta, eps)
+    dispatch!(layer_norm(x, gamma, beta, eps))
 }
 
 /// `x += bias`, then LayerNorm in place (one row).
 #[inline]
 pub fn bias_layer_norm(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
-            bias_layer_norm_impl(x, bias, gamma, beta, eps)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn narrow(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
-            bias_layer_norm_impl(x, bias, gamma, beta, eps)
-        }
-        match sgemm::isa() {
-            // SAFETY: `isa()` reports AVX-512F only when the CPU has it.
-            Some(Isa::Avx512) => return unsafe { wide(x, bias, gamma, beta, eps) },
-            // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-            Some(Isa::Avx2) => return unsafe { narrow(x, bias, gamma, beta, eps) },
-            None => {}
-        }
-    }
-    bias_layer_norm_impl(x, bias, gamma, beta, eps)
+    dispatch!(bias_layer_norm(x, bias, gamma, beta, eps))
 }
 
 /// `x = gelu(x + bias)` element-wise (over `min(x.len(), bias.len())`
@@ -405,656 +283,21 @@ pub fn bias_layer_norm(x: &mut [f32], bias: &[f32], gamma: &[f32], beta: &[f32],
 /// with the same bits in the vector body and the tail.
 #[inline]
 pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    match sgemm::isa() {
-        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
-        Some(Isa::Avx512) => return unsafe { avx512::bias_gelu(x, bias) },
-        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-        Some(Isa::Avx2) => return unsafe { avx2::bias_gelu(x, bias) },
-        None => {}
-    }
-    bias_gelu_impl(x, bias)
+    dispatch!(bias_gelu(x, bias))
 }
 
 /// `x = gelu_tanh(x + bias)` element-wise (over `min(x.len(), bias.len())`
 /// elements), element by element like [`bias_gelu`].
 #[inline]
 pub fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    match sgemm::isa() {
-        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
-        Some(Isa::Avx512) => return unsafe { avx512::bias_gelu_tanh(x, bias) },
-        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-        Some(Isa::Avx2) => return unsafe { avx2::bias_gelu_tanh(x, bias) },
-        None => {}
-    }
-    bias_gelu_tanh_impl(x, bias)
+    dispatch!(bias_gelu_tanh(x, bias))
 }
 
 /// Softmax of one row in place (max-subtracted). The result depends only on
 /// the row's values (not on its length beyond them or its address).
 #[inline]
 pub fn softmax(x: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    match sgemm::isa() {
-        // SAFETY: `isa()` reports AVX-512F only when the CPU has it (and AVX2, FMA).
-        Some(Isa::Avx512) => return unsafe { avx512::softmax(x) },
-        // SAFETY: `isa()` reports AVX2 only when the CPU has AVX2 and FMA.
-        Some(Isa::Avx2) => return unsafe { avx2::softmax(x) },
-        None => {}
-    }
-    softmax_impl(x)
-}
-
-// Explicit SIMD forms of GELU, tanh GELU and softmax. The kernels are written
-// once, in `simd_kernels!`, over a 16-lane vector `V` and a small set of
-// helpers (`add`, `fma`, `load_part`, ...) that each ISA module defines: one
-// `__m512` for AVX-512, a pair of `__m256` for AVX2. Both therefore run the
-// same IEEE operations (including the FMAs) lane by lane and reduce sums in
-// the same order, so they give the same bits.
-
-/// The vector kernels, expanded inside an ISA module that defines `V`, `M`
-/// (a lane mask) and the helpers; `$feat` is that module's target features.
-#[cfg(target_arch = "x86_64")]
-macro_rules! simd_kernels {
-    ($feat:literal) => {
-        /// Stores lanes `0..k` of `v`, through a stack copy: a masked store
-        /// would make later loads that overlap its 64 bytes wait until it
-        /// retires (which serialises consecutive short rows).
-        ///
-        /// # Safety
-        /// `k <= 16` and `p..p+k` is writable.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        unsafe fn store_part(p: *mut f32, k: usize, v: V) {
-            let mut buf = [0.0f32; 16];
-            // SAFETY: `buf` holds 16 floats; `p..p+k` is writable (contract).
-            unsafe {
-                store(buf.as_mut_ptr(), v);
-                std::ptr::copy_nonoverlapping(buf.as_ptr(), p, k);
-            }
-        }
-
-        /// `exp` of every lane for arguments up to 88.3 (as the scalar
-        /// [`super::exp`], with FMAs): 0 below `EXP_MIN` (those lanes are
-        /// masked, so no clamp is needed), NaN stays NaN.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn exp_low(x: V) -> V {
-            let under = lt(x, splat(EXP_MIN));
-            let k = fma(x, splat(LOG2E), splat(ROUND));
-            let n = sub(k, splat(ROUND));
-            let r = fnma(n, splat(EXP_C1), x);
-            let r = fnma(n, splat(EXP_C2), r);
-            let mut p = splat(EXP_P[0]);
-            for &c in &EXP_P[1..] {
-                p = fma(p, r, splat(c));
-            }
-            let y = add(fma(p, mul(r, r), r), splat(1.0));
-            select(under, splat(0.0), mul(y, pow2_of_rounded(k)))
-        }
-
-        /// `exp` of every lane: [`exp_low`] of the argument clamped to
-        /// `EXP_MAX` (`min` returns its second operand, so NaN stays NaN).
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn exp(x: V) -> V {
-            exp_low(min(splat(EXP_MAX), x))
-        }
-
-        /// [`super::gelu`] of every lane, with FMAs.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn gelu(v: V) -> V {
-            let x = max(splat(-f32::MAX), v);
-            let a = abs(x);
-            let h = div(splat(0.5), fma(a, splat(ERFC_HALF_Z), splat(1.0)));
-            let mut p = splat(ERFC_H[0]);
-            for &c in &ERFC_H[1..] {
-                p = fma(p, h, splat(c));
-            }
-            // The argument is at most 0 (`erfc(z) <= t`).
-            let q = mul(h, exp_low(fma(mul(splat(-0.5), a), a, p)));
-            let phi = select(lt(x, splat(0.0)), q, sub(splat(1.0), q));
-            mul(x, phi)
-        }
-
-        /// [`super::gelu_tanh`] of every lane, with FMAs.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn gelu_tanh(v: V) -> V {
-            let x = max(splat(-f32::MAX), v);
-            let w = fma(mul(x, x), splat(TANH_C), splat(1.0));
-            let e = exp(mul(mul(x, w), splat(TANH_M2K)));
-            div(x, add(splat(1.0), e))
-        }
-
-        /// `x = act(x + bias)` over `n = min(x.len(), bias.len())` elements,
-        /// 16 at a time. A partial last group is handled by one more full
-        /// vector over the last 16 elements, computed before anything is
-        /// stored and stored last (its overlap with the body gets the same
-        /// bits again); below 16 elements, masked loads and stores. (Masked
-        /// stores in a loop stall the loads that follow them.)
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn bias_act<const TANH: bool>(x: &mut [f32], bias: &[f32]) {
-            let n = x.len().min(bias.len());
-            let xp = x.as_mut_ptr();
-            let bp = bias.as_ptr();
-            let act = |v: V| if TANH { gelu_tanh(v) } else { gelu(v) };
-            if n < 16 {
-                if n > 0 {
-                    // SAFETY: elements 0..n < 16 of both slices exist.
-                    unsafe {
-                        let v = add(load_part(xp, n, 0.0), load_part(bp, n, 0.0));
-                        store_part(xp, n, act(v));
-                    }
-                }
-                return;
-            }
-            let last = n - 16;
-            let tail = (n % 16 != 0).then(|| {
-                // SAFETY: elements last..n of both slices exist (n >= 16).
-                unsafe { act(add(load(xp.add(last)), load(bp.add(last)))) }
-            });
-            let mut i = 0;
-            while i + 32 <= n {
-                // SAFETY: elements i..i+32 <= n of both slices exist.
-                unsafe {
-                    let v0 = add(load(xp.add(i)), load(bp.add(i)));
-                    let v1 = add(load(xp.add(i + 16)), load(bp.add(i + 16)));
-                    let (y0, y1) = (act(v0), act(v1));
-                    store(xp.add(i), y0);
-                    store(xp.add(i + 16), y1);
-                }
-                i += 32;
-            }
-            if i + 16 <= n {
-                // SAFETY: elements i..i+16 <= n of both slices exist.
-                unsafe {
-                    let v = add(load(xp.add(i)), load(bp.add(i)));
-                    store(xp.add(i), act(v));
-                }
-            }
-            if let Some(t) = tail {
-                // SAFETY: elements last..n of `x` exist.
-                unsafe { store(xp.add(last), t) };
-            }
-        }
-
-        /// `x = gelu(x + bias)` element-wise.
-        #[target_feature(enable = $feat)]
-        pub(super) fn bias_gelu(x: &mut [f32], bias: &[f32]) {
-            bias_act::<false>(x, bias)
-        }
-
-        /// `x = gelu_tanh(x + bias)` element-wise.
-        #[target_feature(enable = $feat)]
-        pub(super) fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
-            bias_act::<true>(x, bias)
-        }
-
-        /// Softmax of one row in place: max, then `exp(x - max)` stored and
-        /// summed in 16 lanes (reduced in a fixed tree), then scaled by the
-        /// reciprocal of the sum. Rows of 16 or more: elements `i < 16·⌊n/16⌋`
-        /// go to lane `i mod 16`, the rest to the lanes of one more vector
-        /// over the last 16 elements (kept in registers, its lanes that
-        /// repeat body elements left out of the sum). Shorter rows: one
-        /// masked vector.
-        #[target_feature(enable = $feat)]
-        pub(super) fn softmax(x: &mut [f32]) {
-            let n = x.len();
-            let p = x.as_mut_ptr();
-            if n < 16 {
-                if n > 0 {
-                    // SAFETY: elements 0..n < 16 exist. The fill lanes give
-                    // exp(-inf) = 0 and leave the sum unchanged.
-                    unsafe {
-                        let v = load_part(p, n, f32::NEG_INFINITY);
-                        let e = exp_low(sub(v, splat(hmax(v))));
-                        store_part(p, n, mul(e, splat(1.0 / hsum(e))));
-                    }
-                }
-                return;
-            }
-            let tail = n % 16;
-            let body = n - tail;
-            // SAFETY: elements n-16..n exist (n >= 16).
-            let last = unsafe { load(p.add(n - 16)) };
-            let mut m = last;
-            for i in (0..body).step_by(16) {
-                // SAFETY: elements i..i+16 <= n exist.
-                m = max(m, unsafe { load(p.add(i)) });
-            }
-            let m = splat(hmax(m));
-            let mut s = splat(0.0);
-            for i in (0..body).step_by(16) {
-                // SAFETY: elements i..i+16 <= n exist.
-                unsafe {
-                    let e = exp_low(sub(load(p.add(i)), m));
-                    store(p.add(i), e);
-                    s = add(s, e);
-                }
-            }
-            let e_last = exp_low(sub(last, m));
-            if tail > 0 {
-                s = add(s, select(last_lanes(tail), e_last, splat(0.0)));
-            }
-            let inv = splat(1.0 / hsum(s));
-            for i in (0..body).step_by(16) {
-                // SAFETY: elements i..i+16 <= n exist.
-                unsafe { store(p.add(i), mul(load(p.add(i)), inv)) };
-            }
-            if tail > 0 {
-                // SAFETY: elements n-16..n exist.
-                unsafe { store(p.add(n - 16), mul(e_last, inv)) };
-            }
-        }
-
-        /// `x = exp(x)` element-wise (tests).
-        #[cfg(test)]
-        #[target_feature(enable = $feat)]
-        pub(super) fn exp_slice(x: &mut [f32]) {
-            for c in x.chunks_mut(16) {
-                // SAFETY: the chunk has c.len() <= 16 elements.
-                unsafe {
-                    if c.len() == 16 {
-                        store(c.as_mut_ptr(), exp(load(c.as_ptr())));
-                    } else {
-                        let v = exp(load_part(c.as_ptr(), c.len(), 0.0));
-                        store_part(c.as_mut_ptr(), c.len(), v);
-                    }
-                }
-            }
-        }
-    };
-}
-
-/// AVX-512F: `V` is one `__m512`.
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::consts::*;
-    use std::arch::x86_64::*;
-
-    #[derive(Clone, Copy)]
-    struct V(__m512);
-    type M = __mmask16;
-
-    /// Mask of the first `k < 16` lanes.
-    #[inline(always)]
-    fn first(k: usize) -> M {
-        ((1u32 << k) - 1) as M
-    }
-
-    /// Mask of the last `k` lanes, `0 < k < 16`.
-    #[inline(always)]
-    fn last_lanes(k: usize) -> M {
-        !first(16 - k)
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn splat(v: f32) -> V {
-        V(_mm512_set1_ps(v))
-    }
-
-    /// # Safety
-    /// `p..p+16` is readable.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    unsafe fn load(p: *const f32) -> V {
-        // SAFETY: forwarded contract.
-        V(unsafe { _mm512_loadu_ps(p) })
-    }
-
-    /// Lanes `0..k` from `p`, the others `fill`.
-    ///
-    /// # Safety
-    /// `k < 16` and `p..p+k` is readable.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    unsafe fn load_part(p: *const f32, k: usize, fill: f32) -> V {
-        // SAFETY: the masked load reads only lanes 0..k (forwarded contract).
-        V(unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first(k), p) })
-    }
-
-    /// # Safety
-    /// `p..p+16` is writable.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    unsafe fn store(p: *mut f32, v: V) {
-        // SAFETY: forwarded contract.
-        unsafe { _mm512_storeu_ps(p, v.0) }
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn add(a: V, b: V) -> V {
-        V(_mm512_add_ps(a.0, b.0))
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn sub(a: V, b: V) -> V {
-        V(_mm512_sub_ps(a.0, b.0))
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn mul(a: V, b: V) -> V {
-        V(_mm512_mul_ps(a.0, b.0))
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn div(a: V, b: V) -> V {
-        V(_mm512_div_ps(a.0, b.0))
-    }
-
-    /// `a·b + c`, rounded once.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn fma(a: V, b: V, c: V) -> V {
-        V(_mm512_fmadd_ps(a.0, b.0, c.0))
-    }
-
-    /// `c - a·b`, rounded once.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn fnma(a: V, b: V, c: V) -> V {
-        V(_mm512_fnmadd_ps(a.0, b.0, c.0))
-    }
-
-    /// `a > b ? a : b` (so `b` when either is NaN).
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn max(a: V, b: V) -> V {
-        V(_mm512_max_ps(a.0, b.0))
-    }
-
-    /// `a < b ? a : b` (so `b` when either is NaN).
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn min(a: V, b: V) -> V {
-        V(_mm512_min_ps(a.0, b.0))
-    }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn abs(a: V) -> V {
-        V(_mm512_abs_ps(a.0))
-    }
-
-    /// `a < b` (false with NaN).
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn lt(a: V, b: V) -> M {
-        _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a.0, b.0)
-    }
-
-    /// `m ? t : f` per lane.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn select(m: M, t: V, f: V) -> V {
-        V(_mm512_mask_blend_ps(m, f.0, t.0))
-    }
-
-    /// `2^n` from `k = n + ROUND` (integral `n` in `[-126, 127]`): the low
-    /// bits of `k` hold `n`, shifting them into the exponent field drops the
-    /// rest.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn pow2_of_rounded(k: V) -> V {
-        let e = _mm512_slli_epi32::<23>(_mm512_castps_si512(k.0));
-        V(_mm512_castsi512_ps(_mm512_add_epi32(
-            e,
-            _mm512_set1_epi32(127 << 23),
-        )))
-    }
-
-    /// The two 8-lane halves (lanes 0..8 and 8..16).
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn halves(v: V) -> (__m256, __m256) {
-        let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v.0));
-        (_mm512_castps512_ps256(v.0), _mm256_castpd_ps(hi))
-    }
-
-    /// Sum of the lanes: `l + (l + 8)`, then the AVX2 tree.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn hsum(v: V) -> f32 {
-        let (lo, hi) = halves(v);
-        super::avx2::hsum8(_mm256_add_ps(lo, hi))
-    }
-
-    /// Maximum of the lanes.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    fn hmax(v: V) -> f32 {
-        let (lo, hi) = halves(v);
-        super::avx2::hmax8(_mm256_max_ps(lo, hi))
-    }
-
-    simd_kernels!("avx512f,avx2,fma");
-}
-
-/// AVX2 + FMA: `V` is a pair of `__m256` (lanes 0..8 and 8..16).
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::consts::*;
-    use std::arch::x86_64::*;
-
-    #[derive(Clone, Copy)]
-    struct V(__m256, __m256);
-    type M = (__m256, __m256);
-
-    /// Lane masks (all ones or zero) of the first `k < 16` lanes.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn first(k: usize) -> (__m256i, __m256i) {
-        let k = _mm256_set1_epi32(k as i32);
-        let lo = _mm256_cmpgt_epi32(k, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        let hi = _mm256_cmpgt_epi32(k, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
-        (lo, hi)
-    }
-
-    /// Mask of the last `k` lanes, `0 < k < 16`.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn last_lanes(k: usize) -> M {
-        let (lo, hi) = first(16 - k);
-        let ones = _mm256_set1_epi32(-1);
-        (
-            _mm256_castsi256_ps(_mm256_xor_si256(lo, ones)),
-            _mm256_castsi256_ps(_mm256_xor_si256(hi, ones)),
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn splat(v: f32) -> V {
-        V(_mm256_set1_ps(v), _mm256_set1_ps(v))
-    }
-
-    /// # Safety
-    /// `p..p+16` is readable.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn load(p: *const f32) -> V {
-        // SAFETY: forwarded contract.
-        unsafe { V(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
-    }
-
-    /// Lanes `0..k` from `p`, the others `fill`.
-    ///
-    /// # Safety
-    /// `k < 16` and `p..p+k` is readable.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn load_part(p: *const f32, k: usize, fill: f32) -> V {
-        let (mlo, mhi) = first(k);
-        let f = _mm256_set1_ps(fill);
-        // SAFETY: the masked loads read only lanes 0..k (forwarded contract);
-        // the upper half is touched only when k > 8.
-        unsafe {
-            let lo = _mm256_maskload_ps(p, mlo);
-            let hi = if k > 8 {
-                _mm256_maskload_ps(p.add(8), mhi)
-            } else {
-                f
-            };
-            V(
-                _mm256_blendv_ps(f, lo, _mm256_castsi256_ps(mlo)),
-                _mm256_blendv_ps(f, hi, _mm256_castsi256_ps(mhi)),
-            )
-        }
-    }
-
-    /// # Safety
-    /// `p..p+16` is writable.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn store(p: *mut f32, v: V) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            _mm256_storeu_ps(p, v.0);
-            _mm256_storeu_ps(p.add(8), v.1);
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn add(a: V, b: V) -> V {
-        V(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn sub(a: V, b: V) -> V {
-        V(_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn mul(a: V, b: V) -> V {
-        V(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn div(a: V, b: V) -> V {
-        V(_mm256_div_ps(a.0, b.0), _mm256_div_ps(a.1, b.1))
-    }
-
-    /// `a·b + c`, rounded once.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn fma(a: V, b: V, c: V) -> V {
-        V(
-            _mm256_fmadd_ps(a.0, b.0, c.0),
-            _mm256_fmadd_ps(a.1, b.1, c.1),
-        )
-    }
-
-    /// `c - a·b`, rounded once.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn fnma(a: V, b: V, c: V) -> V {
-        V(
-            _mm256_fnmadd_ps(a.0, b.0, c.0),
-            _mm256_fnmadd_ps(a.1, b.1, c.1),
-        )
-    }
-
-    /// `a > b ? a : b` (so `b` when either is NaN).
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn max(a: V, b: V) -> V {
-        V(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1))
-    }
-
-    /// `a < b ? a : b` (so `b` when either is NaN).
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn min(a: V, b: V) -> V {
-        V(_mm256_min_ps(a.0, b.0), _mm256_min_ps(a.1, b.1))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn abs(a: V) -> V {
-        let s = _mm256_set1_ps(-0.0);
-        V(_mm256_andnot_ps(s, a.0), _mm256_andnot_ps(s, a.1))
-    }
-
-    /// `a < b` (false with NaN).
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn lt(a: V, b: V) -> M {
-        (
-            _mm256_cmp_ps::<_CMP_LT_OQ>(a.0, b.0),
-            _mm256_cmp_ps::<_CMP_LT_OQ>(a.1, b.1),
-        )
-    }
-
-    /// `m ? t : f` per lane.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn select(m: M, t: V, f: V) -> V {
-        V(
-            _mm256_blendv_ps(f.0, t.0, m.0),
-            _mm256_blendv_ps(f.1, t.1, m.1),
-        )
-    }
-
-    /// `2^n` from `k = n + ROUND` (integral `n` in `[-126, 127]`): the low
-    /// bits of `k` hold `n`, shifting them into the exponent field drops the
-    /// rest.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn pow2_of_rounded(k: V) -> V {
-        let b = _mm256_set1_epi32(127 << 23);
-        let e = |k: __m256| {
-            let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(k));
-            _mm256_castsi256_ps(_mm256_add_epi32(e, b))
-        };
-        V(e(k.0), e(k.1))
-    }
-
-    /// Sum of 8 lanes: `l + (l + 4)`, then `l + (l + 2)`, then `l + (l + 1)`.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    pub(super) fn hsum8(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
-    }
-
-    /// Maximum of 8 lanes.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    pub(super) fn hmax8(v: __m256) -> f32 {
-        let s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps::<1>(s, s)))
-    }
-
-    /// Sum of the lanes: `l + (l + 8)`, then [`hsum8`].
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn hsum(v: V) -> f32 {
-        hsum8(_mm256_add_ps(v.0, v.1))
-    }
-
-    /// Maximum of the lanes.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn hmax(v: V) -> f32 {
-        hmax8(_mm256_max_ps(v.0, v.1))
-    }
-
-    simd_kernels!("avx2,fma");
+    dispatch!(softmax(x))
 }
 
 #[cfg(test)]
@@ -1188,9 +431,9 @@ mod tests {
     fn paths() -> Vec<(&'static str, Ew, Ew, Row, Row)> {
         let mut v: Vec<(&'static str, Ew, Ew, Row, Row)> = vec![(
             "portable",
-            bias_gelu_impl,
-            bias_gelu_tanh_impl,
-            softmax_impl,
+            generic::bias_gelu,
+            generic::bias_gelu_tanh,
+            generic::softmax,
             |x| x.iter_mut().for_each(|v| *v = exp(*v)),
         )];
         #[cfg(target_arch = "x86_64")]
@@ -1200,13 +443,13 @@ mod tests {
                     "avx2",
                     // SAFETY: the CPU has AVX2 and FMA (checked above); the same
                     // holds for the three closures below.
-                    |x, b| unsafe { avx2::bias_gelu(x, b) },
+                    |x, b| unsafe { x86_64::avx2::ops::bias_gelu(x, b) },
                     // SAFETY: as above.
-                    |x, b| unsafe { avx2::bias_gelu_tanh(x, b) },
+                    |x, b| unsafe { x86_64::avx2::ops::bias_gelu_tanh(x, b) },
                     // SAFETY: as above.
-                    |x| unsafe { avx2::softmax(x) },
+                    |x| unsafe { x86_64::avx2::ops::softmax(x) },
                     // SAFETY: as above.
-                    |x| unsafe { avx2::exp_slice(x) },
+                    |x| unsafe { x86_64::avx2::ops::exp_slice(x) },
                 ));
             }
             if Isa::Avx512.supported() {
@@ -1214,13 +457,13 @@ mod tests {
                     "avx512",
                     // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked above);
                     // the same holds for the three closures below.
-                    |x, b| unsafe { avx512::bias_gelu(x, b) },
+                    |x, b| unsafe { x86_64::avx512::ops::bias_gelu(x, b) },
                     // SAFETY: as above.
-                    |x, b| unsafe { avx512::bias_gelu_tanh(x, b) },
+                    |x, b| unsafe { x86_64::avx512::ops::bias_gelu_tanh(x, b) },
                     // SAFETY: as above.
-                    |x| unsafe { avx512::softmax(x) },
+                    |x| unsafe { x86_64::avx512::ops::softmax(x) },
                     // SAFETY: as above.
-                    |x| unsafe { avx512::exp_slice(x) },
+                    |x| unsafe { x86_64::avx512::ops::exp_slice(x) },
                 ));
             }
         }
@@ -1525,7 +768,7 @@ mod tests {
 }
 
 /// Speed of the element-wise and row kernels in ns per element, for the path
-/// [`sgemm::isa`] selects (run again with `EMBD_SIMD=avx2` or `EMBD_SIMD=none`
+/// [`isa::f32`] selects (run again with `EMBD_SIMD=avx2` or `EMBD_SIMD=none`
 /// for the other paths):
 /// `cargo test --release --lib ops::speed -- --ignored --nocapture`
 #[cfg(test)]
@@ -1586,7 +829,7 @@ mod speed {
     #[test]
     #[ignore]
     fn speed() {
-        eprintln!("ISA {:?}", sgemm::isa());
+        eprintln!("ISA {:?}", isa::f32());
         let bias = data(1536, 0.5);
         for n in [12usize, 25, 32, 128, 1536] {
             let g = ns_per_element(n, 6.0, |r| bias_gelu(r, &bias));

@@ -45,6 +45,9 @@
 
 use rayon::prelude::*;
 
+use super::arch::generic;
+#[cfg(target_arch = "x86_64")]
+use super::arch::x86_64;
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -150,7 +153,7 @@ pub fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, i32) {
 /// Scale, its reciprocal and zero point for a row whose range (0 included)
 /// is `[lo, hi]`.
 #[inline]
-fn row_params(lo: f32, hi: f32) -> (f32, f32, i32) {
+pub(crate) fn row_params(lo: f32, hi: f32) -> (f32, f32, i32) {
     let scale = (hi - lo) / 254.0;
     // A zero (or non-finite) range: every value maps to the zero point.
     let scale = if scale > 0.0 && scale.is_finite() {
@@ -268,7 +271,7 @@ fn quantize_row_into(
     if matches!(isa, Isa::Avx512Vnni) {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512F/BW;
         // `mul` has at least x.len() factors (checked by the caller).
-        return unsafe { x86::quantize_row_avx512(x, mul, dst, off) };
+        return unsafe { x86_64::avx512::qgemm::quantize_row(x, mul, dst, off) };
     }
     let _ = isa;
     quantize_row_scalar(x, mul, dst, off)
@@ -276,7 +279,12 @@ fn quantize_row_into(
 
 /// The portable form of [`quantize_row_into`] (also the oracle of the vector
 /// forms).
-fn quantize_row_scalar(x: &[f32], mul: Option<&[f32]>, dst: &mut [u8], off: i32) -> (f32, i32) {
+pub(crate) fn quantize_row_scalar(
+    x: &[f32],
+    mul: Option<&[f32]>,
+    dst: &mut [u8],
+    off: i32,
+) -> (f32, i32) {
     let val = |c: usize| match mul {
         Some(f) => x[c] * f[c],
         None => x[c],
@@ -492,20 +500,23 @@ pub fn product(
 /// bytes) times one packed panel `b` over `kq` groups of 4, dequantized into
 /// C (row stride `ldc`) with the rows' scales and corrections and the
 /// panel's column scales and sums.
-struct Tile {
-    kq: usize,
-    a: *const u8,
-    lda: usize,
-    b: *const u8,
-    next: *const u8,
-    sa: *const f32,
-    zc: *const i32,
-    sw: *const f32,
-    wsum: *const i32,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
+pub(crate) struct Tile {
+    pub(crate) kq: usize,
+    pub(crate) a: *const u8,
+    pub(crate) lda: usize,
+    pub(crate) b: *const u8,
+    pub(crate) next: *const u8,
+    pub(crate) sa: *const f32,
+    pub(crate) zc: *const i32,
+    pub(crate) sw: *const f32,
+    pub(crate) wsum: *const i32,
+    pub(crate) c: *mut f32,
+    pub(crate) ldc: usize,
+    pub(crate) load: bool,
 }
+
+/// One vector ISA's kernel for a tile of a fixed number of rows.
+pub(crate) type TileFn = unsafe fn(&Tile);
 
 /// `C[0..m][j_lo..j_hi] (+)= ...` for one task's columns.
 ///
@@ -605,339 +616,21 @@ unsafe fn run_tile(isa: Isa, h: usize, t: &Tile) {
         // SAFETY: forwarded contract.
         unsafe {
             match isa {
-                Isa::Avx512Vnni => return x86::KERNELS_VNNI512[h - 1](t),
-                Isa::AvxVnni => return x86::KERNELS_VNNI256[h - 1](t),
-                Isa::Avx2 => return x86::KERNELS_AVX2[h - 1](t),
+                Isa::Avx512Vnni => return x86_64::avx512vnni::KERNELS[h - 1](t),
+                Isa::AvxVnni => return x86_64::avxvnni::KERNELS[h - 1](t),
+                Isa::Avx2 => return x86_64::avx2::qgemm::KERNELS[h - 1](t),
                 Isa::Scalar => {}
             }
         }
     }
     // SAFETY: forwarded contract.
-    unsafe { tile_scalar(isa.nr(), h, t) }
-}
-
-/// The portable tile: the oracle's arithmetic over an `h x nr` tile (A holds
-/// `qa` as s8, `zc = za`).
-///
-/// # Safety
-/// See [`gemm_cols`].
-unsafe fn tile_scalar(nr: usize, h: usize, t: &Tile) {
-    for r in 0..h {
-        for jj in 0..nr {
-            let mut acc = 0i32;
-            for q in 0..t.kq {
-                for e in 0..4 {
-                    // SAFETY: row r < h of A has kq·4 bytes; the panel has kq
-                    // groups of nr·4 bytes.
-                    let (av, bv) = unsafe {
-                        (
-                            *t.a.add(r * t.lda + 4 * q + e) as i8,
-                            *t.b.add(q * nr * 4 + jj * 4 + e) as i8,
-                        )
-                    };
-                    acc += i32::from(av) * i32::from(bv);
-                }
-            }
-            // SAFETY: the row and column arrays hold h and nr entries; C has
-            // h rows of nr floats.
-            unsafe {
-                let v = dequant(
-                    acc,
-                    *t.zc.add(r),
-                    *t.wsum.add(jj),
-                    *t.sa.add(r),
-                    *t.sw.add(jj),
-                );
-                let cp = t.c.add(r * t.ldc + jj);
-                *cp = if t.load { *cp + v } else { v };
-            }
-        }
-    }
+    unsafe { generic::qgemm::tile(isa.nr(), h, t) }
 }
 
 /// `(acc - zc · wsum) as f32 · (sa · sw)`: the epilogue every kernel computes.
 #[inline(always)]
-fn dequant(acc: i32, zc: i32, wsum: i32, sa: f32, sw: f32) -> f32 {
+pub(crate) fn dequant(acc: i32, zc: i32, wsum: i32, sa: f32, sw: f32) -> f32 {
     ((acc - zc * wsum) as f32) * (sa * sw)
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::Tile;
-    use std::arch::x86_64::*;
-
-    pub(super) type KernelFn = unsafe fn(&Tile);
-
-    /// Quantizes one row with AVX-512 (the same values as
-    /// `quantize_row_scalar`: min/max are exact, the scale and rounding are
-    /// the same IEEE operations lane by lane).
-    ///
-    /// # Safety
-    /// AVX-512F and BW are available; `dst` has `x.len().next_multiple_of(4)`
-    /// bytes.
-    #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
-    pub(super) unsafe fn quantize_row_avx512(
-        x: &[f32],
-        mul: Option<&[f32]>,
-        dst: &mut [u8],
-        off: i32,
-    ) -> (f32, i32) {
-        let n = x.len();
-        let ones = [1.0f32; 16];
-        // Column factors: `mul`, or 1 (a multiply by 1 is exact).
-        let (fp, fstep) = match mul {
-            Some(f) => (f.as_ptr(), 16),
-            None => (ones.as_ptr(), 0),
-        };
-        let load = |i: usize| {
-            // SAFETY: i + 16 <= n: x and the factors have 16 values there.
-            unsafe {
-                _mm512_mul_ps(
-                    _mm512_loadu_ps(x.as_ptr().add(i)),
-                    _mm512_loadu_ps(fp.add(i / 16 * fstep)),
-                )
-            }
-        };
-        let load_tail = |i: usize, mask: u16| {
-            // SAFETY: only the lanes of `mask` (inside x and the factors) are read.
-            unsafe {
-                let f = if fstep == 0 {
-                    _mm512_set1_ps(1.0)
-                } else {
-                    _mm512_maskz_loadu_ps(mask, fp.add(i))
-                };
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)), f)
-            }
-        };
-        let mut vlo = _mm512_setzero_ps();
-        let mut vhi = _mm512_setzero_ps();
-        let mut i = 0;
-        while i + 16 <= n {
-            let v = load(i);
-            vlo = _mm512_min_ps(v, vlo);
-            vhi = _mm512_max_ps(v, vhi);
-            i += 16;
-        }
-        if i < n {
-            let mask = (1u16 << (n - i)) - 1;
-            let v = load_tail(i, mask);
-            vlo = _mm512_min_ps(v, vlo);
-            vhi = _mm512_max_ps(v, vhi);
-        }
-        // min/max with 0 included: the masked-out lanes load 0. `vminps`
-        // returns its second operand (the running minimum) when the first is
-        // NaN, so a NaN never enters the range (as with the scalar fold's
-        // `f32::min`).
-        let lo = _mm512_reduce_min_ps(vlo);
-        let hi = _mm512_reduce_max_ps(vhi);
-        let (scale, inv, zp) = super::row_params(lo, hi);
-        let vinv = _mm512_set1_ps(inv);
-        let vzp = _mm512_set1_epi32(zp + off);
-        let (vmin, vmax) = (_mm512_set1_epi32(off - 127), _mm512_set1_epi32(off + 127));
-        let big = _mm512_set1_ps(1e9);
-        let mut i = 0;
-        // SAFETY: as above for x; stores write 16 bytes at i + 16 <= n, or a
-        // masked tail inside dst (dst.len() >= n).
-        unsafe {
-            let one = |v: __m512| {
-                let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                    _mm512_mul_ps(v, vinv),
-                );
-                // NaN -> 0 like the scalar `as i32`, then the same clamp.
-                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
-                let r = _mm512_mask_mov_ps(r, nan, _mm512_setzero_ps());
-                let r = _mm512_min_ps(
-                    _mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), big)),
-                    big,
-                );
-                let qv = _mm512_add_epi32(_mm512_cvtps_epi32(r), vzp);
-                _mm512_min_epi32(_mm512_max_epi32(qv, vmin), vmax)
-            };
-            while i + 16 <= n {
-                let qv = one(load(i));
-                _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(qv));
-                i += 16;
-            }
-            if i < n {
-                let mask = (1u16 << (n - i)) - 1;
-                let qv = one(load_tail(i, mask));
-                _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().add(i).cast(), mask, qv);
-            }
-        }
-        dst[n..].fill((zp + off) as u8);
-        (scale, zp)
-    }
-
-    macro_rules! tiles {
-        ($name:ident, $kernel:ident, $($r:literal),*) => {
-            pub(super) const $name: [KernelFn; [$($r),*].len()] = [$($kernel::<$r>),*];
-        };
-    }
-    tiles!(
-        KERNELS_VNNI512,
-        tile_vnni512,
-        1,
-        2,
-        3,
-        4,
-        5,
-        6,
-        7,
-        8,
-        9,
-        10,
-        11,
-        12
-    );
-    tiles!(KERNELS_VNNI256, tile_vnni256, 1, 2, 3, 4, 5, 6);
-    tiles!(KERNELS_AVX2, tile_avx2, 1, 2, 3, 4);
-
-    /// The `R x 32` tile with AVX-512 VNNI.
-    ///
-    /// # Safety
-    /// AVX-512F/BW/VNNI are available; the tile's pointers are valid for R
-    /// rows (see `gemm_cols`).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
-    unsafe fn tile_vnni512<const R: usize>(t: &Tile) {
-        // SAFETY: all accesses stay inside A's R rows, the panel, the column
-        // arrays (32 entries) and C's R x 32 tile (contract).
-        unsafe {
-            let mut acc = [[_mm512_setzero_si512(); 2]; R];
-            let mut b = t.b;
-            let mut next = t.next;
-            for q in 0..t.kq {
-                _mm_prefetch::<_MM_HINT_T0>(next.cast());
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64).cast());
-                next = next.wrapping_add(128);
-                let b0 = _mm512_loadu_si512(b.cast());
-                let b1 = _mm512_loadu_si512(b.add(64).cast());
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_epi32(
-                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
-                    );
-                    row[0] = _mm512_dpbusd_epi32(row[0], ai, b0);
-                    row[1] = _mm512_dpbusd_epi32(row[1], ai, b1);
-                }
-                b = b.add(128);
-            }
-            let sw = [_mm512_loadu_ps(t.sw), _mm512_loadu_ps(t.sw.add(16))];
-            let ws = [
-                _mm512_loadu_si512(t.wsum.cast()),
-                _mm512_loadu_si512(t.wsum.add(16).cast()),
-            ];
-            for (i, row) in acc.iter().enumerate() {
-                let zc = _mm512_set1_epi32(*t.zc.add(i));
-                let sa = _mm512_set1_ps(*t.sa.add(i));
-                for h in 0..2 {
-                    let tv = _mm512_sub_epi32(row[h], _mm512_mullo_epi32(zc, ws[h]));
-                    let v = _mm512_mul_ps(_mm512_cvtepi32_ps(tv), _mm512_mul_ps(sa, sw[h]));
-                    let cp = t.c.add(i * t.ldc + 16 * h);
-                    let v = if t.load {
-                        _mm512_add_ps(_mm512_loadu_ps(cp), v)
-                    } else {
-                        v
-                    };
-                    _mm512_storeu_ps(cp, v);
-                }
-            }
-        }
-    }
-
-    /// The `R x 16` tile with AVX-VNNI (256-bit).
-    ///
-    /// # Safety
-    /// AVX2 and AVX-VNNI are available; pointers as for `tile_vnni512` with
-    /// 16 columns.
-    #[target_feature(enable = "avxvnni,avx2,fma")]
-    unsafe fn tile_vnni256<const R: usize>(t: &Tile) {
-        // SAFETY: as for `tile_vnni512`, with 16 columns.
-        unsafe {
-            let mut acc = [[_mm256_setzero_si256(); 2]; R];
-            let mut b = t.b;
-            let mut next = t.next;
-            for q in 0..t.kq {
-                _mm_prefetch::<_MM_HINT_T0>(next.cast());
-                next = next.wrapping_add(64);
-                let b0 = _mm256_loadu_si256(b.cast());
-                let b1 = _mm256_loadu_si256(b.add(32).cast());
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_set1_epi32(
-                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
-                    );
-                    row[0] = _mm256_dpbusd_avx_epi32(row[0], ai, b0);
-                    row[1] = _mm256_dpbusd_avx_epi32(row[1], ai, b1);
-                }
-                b = b.add(64);
-            }
-            store8(t, &acc);
-        }
-    }
-
-    /// The `R x 16` tile with AVX2: `|w| · (a · sign(w))` pairs never
-    /// saturate (see the module docs).
-    ///
-    /// # Safety
-    /// AVX2 is available; pointers as for `tile_vnni256`.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tile_avx2<const R: usize>(t: &Tile) {
-        // SAFETY: as for `tile_vnni256`.
-        unsafe {
-            let ones = _mm256_set1_epi16(1);
-            let mut acc = [[_mm256_setzero_si256(); 2]; R];
-            let mut b = t.b;
-            let mut next = t.next;
-            for q in 0..t.kq {
-                _mm_prefetch::<_MM_HINT_T0>(next.cast());
-                next = next.wrapping_add(64);
-                let b0 = _mm256_loadu_si256(b.cast());
-                let b1 = _mm256_loadu_si256(b.add(32).cast());
-                let (u0, u1) = (_mm256_abs_epi8(b0), _mm256_abs_epi8(b1));
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_set1_epi32(
-                        t.a.add(i * t.lda + 4 * q).cast::<i32>().read_unaligned(),
-                    );
-                    let p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(ai, b0));
-                    let p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(ai, b1));
-                    row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(p0, ones));
-                    row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(p1, ones));
-                }
-                b = b.add(64);
-            }
-            store8(t, &acc);
-        }
-    }
-
-    /// The dequantizing store of an `R x 16` tile of int32 sums.
-    ///
-    /// # Safety
-    /// AVX2; pointers as for `tile_vnni256`.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn store8<const R: usize>(t: &Tile, acc: &[[__m256i; 2]; R]) {
-        // SAFETY: the column arrays hold 16 entries, C has R rows of 16.
-        unsafe {
-            let sw = [_mm256_loadu_ps(t.sw), _mm256_loadu_ps(t.sw.add(8))];
-            let ws = [
-                _mm256_loadu_si256(t.wsum.cast()),
-                _mm256_loadu_si256(t.wsum.add(8).cast()),
-            ];
-            for (i, row) in acc.iter().enumerate() {
-                let zc = _mm256_set1_epi32(*t.zc.add(i));
-                let sa = _mm256_set1_ps(*t.sa.add(i));
-                for h in 0..2 {
-                    let tv = _mm256_sub_epi32(row[h], _mm256_mullo_epi32(zc, ws[h]));
-                    let v = _mm256_mul_ps(_mm256_cvtepi32_ps(tv), _mm256_mul_ps(sa, sw[h]));
-                    let cp = t.c.add(i * t.ldc + 8 * h);
-                    let v = if t.load {
-                        _mm256_add_ps(_mm256_loadu_ps(cp), v)
-                    } else {
-                        v
-                    };
-                    _mm256_storeu_ps(cp, v);
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

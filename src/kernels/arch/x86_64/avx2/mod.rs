@@ -1,0 +1,5 @@
+//! AVX2 + FMA.
+
+pub(crate) mod ops;
+pub(crate) mod qgemm;
+pub(crate) mod sgemm;

@@ -1,0 +1,5 @@
+//! AVX-512F (with AVX2 and FMA).
+
+pub(crate) mod ops;
+pub(crate) mod qgemm;
+pub(crate) mod sgemm;

@@ -1,0 +1,30 @@
+//! x86-64 kernels, one module per ISA. Each function here has the target
+//! features of its ISA enabled, so it may only run once
+//! [`isa`](crate::kernels::isa) has reported that ISA (that is the safety
+//! contract of every `unsafe` call into these modules).
+//!
+//! | module | ISA | f32 GEMM | row ops | int8 GEMM |
+//! |---|---|---|---|---|
+//! | [`avx2`] | AVX2 + FMA | 6 x 16 tile, B packing transposes | yes | 4 x 16 tile (`vpmaddubsw`), 16-column store |
+//! | [`avx512`] | AVX-512F/BW | 12 x 32 tile | yes | row quantization |
+//! | [`avx512vnni`] | AVX-512 VNNI | | | 12 x 32 tile |
+//! | [`avxvnni`] | AVX-VNNI | | | 6 x 16 tile |
+//!
+//! `ops.rs` holds the row operations' vector code, written once as a macro
+//! that `avx2::ops` and `avx512::ops` expand over their own vector type.
+
+#[macro_use]
+mod ops;
+
+/// `pub(crate) const $name: [$ty; N]`: `$kernel::<R>` for the tile heights
+/// `R` listed (index = rows - 1).
+macro_rules! tiles {
+    ($name:ident: $ty:ty = $kernel:ident, $($r:literal),*) => {
+        pub(crate) const $name: [$ty; [$($r),*].len()] = [$($kernel::<$r>),*];
+    };
+}
+
+pub(crate) mod avx2;
+pub(crate) mod avx512;
+pub(crate) mod avx512vnni;
+pub(crate) mod avxvnni;

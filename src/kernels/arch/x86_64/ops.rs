@@ -1,0 +1,265 @@
+//! The row operations' explicit vector code for x86-64, written once.
+//!
+//! `simd_kernels!` holds GELU, tanh GELU, softmax and `exp` over a 16-lane
+//! vector `V` and a small set of helpers (`add`, `fma`, `load_part`, ...)
+//! that each ISA module defines: one `__m512` in [`avx512::ops`], a pair of
+//! `__m256` in [`avx2::ops`]. Both therefore run the same IEEE operations
+//! (including the FMAs) lane by lane and reduce sums in the same order, so
+//! they give the same bits. The macro also compiles the portable row loops of
+//! [`generic::ops`] (add, scale, LayerNorm) with the module's target features:
+//! LLVM vectorises them wider, and since Rust never contracts `a * b + c` into
+//! an FMA, they give the same bits as the portable build.
+//!
+//! [`avx512::ops`]: super::avx512::ops
+//! [`avx2::ops`]: super::avx2::ops
+//! [`generic::ops`]: crate::kernels::arch::generic::ops
+
+/// The vector kernels, expanded inside an ISA module that defines `V`, `M`
+/// (a lane mask) and the helpers; `$feat` is that module's target features.
+macro_rules! simd_kernels {
+    ($feat:literal) => {
+        /// Stores lanes `0..k` of `v`, through a stack copy: a masked store
+        /// would make later loads that overlap its 64 bytes wait until it
+        /// retires (which serialises consecutive short rows).
+        ///
+        /// # Safety
+        /// `k <= 16` and `p..p+k` is writable.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        unsafe fn store_part(p: *mut f32, k: usize, v: V) {
+            let mut buf = [0.0f32; 16];
+            // SAFETY: `buf` holds 16 floats; `p..p+k` is writable (contract).
+            unsafe {
+                store(buf.as_mut_ptr(), v);
+                std::ptr::copy_nonoverlapping(buf.as_ptr(), p, k);
+            }
+        }
+
+        /// `exp` of every lane for arguments up to 88.3 (as the scalar
+        /// [`ops::exp`](crate::kernels::ops::exp), with FMAs): 0 below `EXP_MIN` (those lanes are
+        /// masked, so no clamp is needed), NaN stays NaN.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn exp_low(x: V) -> V {
+            let under = lt(x, splat(EXP_MIN));
+            let k = fma(x, splat(LOG2E), splat(ROUND));
+            let n = sub(k, splat(ROUND));
+            let r = fnma(n, splat(EXP_C1), x);
+            let r = fnma(n, splat(EXP_C2), r);
+            let mut p = splat(EXP_P[0]);
+            for &c in &EXP_P[1..] {
+                p = fma(p, r, splat(c));
+            }
+            let y = add(fma(p, mul(r, r), r), splat(1.0));
+            select(under, splat(0.0), mul(y, pow2_of_rounded(k)))
+        }
+
+        /// `exp` of every lane: [`exp_low`] of the argument clamped to
+        /// `EXP_MAX` (`min` returns its second operand, so NaN stays NaN).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn exp(x: V) -> V {
+            exp_low(min(splat(EXP_MAX), x))
+        }
+
+        /// [`ops::gelu`](crate::kernels::ops::gelu) of every lane, with FMAs.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gelu(v: V) -> V {
+            let x = max(splat(-f32::MAX), v);
+            let a = abs(x);
+            let h = div(splat(0.5), fma(a, splat(ERFC_HALF_Z), splat(1.0)));
+            let mut p = splat(ERFC_H[0]);
+            for &c in &ERFC_H[1..] {
+                p = fma(p, h, splat(c));
+            }
+            // The argument is at most 0 (`erfc(z) <= t`).
+            let q = mul(h, exp_low(fma(mul(splat(-0.5), a), a, p)));
+            let phi = select(lt(x, splat(0.0)), q, sub(splat(1.0), q));
+            mul(x, phi)
+        }
+
+        /// [`ops::gelu_tanh`](crate::kernels::ops::gelu_tanh) of every lane, with FMAs.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gelu_tanh(v: V) -> V {
+            let x = max(splat(-f32::MAX), v);
+            let w = fma(mul(x, x), splat(TANH_C), splat(1.0));
+            let e = exp(mul(mul(x, w), splat(TANH_M2K)));
+            div(x, add(splat(1.0), e))
+        }
+
+        /// `x = act(x + bias)` over `n = min(x.len(), bias.len())` elements,
+        /// 16 at a time. A partial last group is handled by one more full
+        /// vector over the last 16 elements, computed before anything is
+        /// stored and stored last (its overlap with the body gets the same
+        /// bits again); below 16 elements, masked loads and stores. (Masked
+        /// stores in a loop stall the loads that follow them.)
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn bias_act<const TANH: bool>(x: &mut [f32], bias: &[f32]) {
+            let n = x.len().min(bias.len());
+            let xp = x.as_mut_ptr();
+            let bp = bias.as_ptr();
+            let act = |v: V| if TANH { gelu_tanh(v) } else { gelu(v) };
+            if n < 16 {
+                if n > 0 {
+                    // SAFETY: elements 0..n < 16 of both slices exist.
+                    unsafe {
+                        let v = add(load_part(xp, n, 0.0), load_part(bp, n, 0.0));
+                        store_part(xp, n, act(v));
+                    }
+                }
+                return;
+            }
+            let last = n - 16;
+            let tail = (n % 16 != 0).then(|| {
+                // SAFETY: elements last..n of both slices exist (n >= 16).
+                unsafe { act(add(load(xp.add(last)), load(bp.add(last)))) }
+            });
+            let mut i = 0;
+            while i + 32 <= n {
+                // SAFETY: elements i..i+32 <= n of both slices exist.
+                unsafe {
+                    let v0 = add(load(xp.add(i)), load(bp.add(i)));
+                    let v1 = add(load(xp.add(i + 16)), load(bp.add(i + 16)));
+                    let (y0, y1) = (act(v0), act(v1));
+                    store(xp.add(i), y0);
+                    store(xp.add(i + 16), y1);
+                }
+                i += 32;
+            }
+            if i + 16 <= n {
+                // SAFETY: elements i..i+16 <= n of both slices exist.
+                unsafe {
+                    let v = add(load(xp.add(i)), load(bp.add(i)));
+                    store(xp.add(i), act(v));
+                }
+            }
+            if let Some(t) = tail {
+                // SAFETY: elements last..n of `x` exist.
+                unsafe { store(xp.add(last), t) };
+            }
+        }
+
+        /// `x = gelu(x + bias)` element-wise.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+            bias_act::<false>(x, bias)
+        }
+
+        /// `x = gelu_tanh(x + bias)` element-wise.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
+            bias_act::<true>(x, bias)
+        }
+
+        /// Softmax of one row in place: max, then `exp(x - max)` stored and
+        /// summed in 16 lanes (reduced in a fixed tree), then scaled by the
+        /// reciprocal of the sum. Rows of 16 or more: elements `i < 16·⌊n/16⌋`
+        /// go to lane `i mod 16`, the rest to the lanes of one more vector
+        /// over the last 16 elements (kept in registers, its lanes that
+        /// repeat body elements left out of the sum). Shorter rows: one
+        /// masked vector.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn softmax(x: &mut [f32]) {
+            let n = x.len();
+            let p = x.as_mut_ptr();
+            if n < 16 {
+                if n > 0 {
+                    // SAFETY: elements 0..n < 16 exist. The fill lanes give
+                    // exp(-inf) = 0 and leave the sum unchanged.
+                    unsafe {
+                        let v = load_part(p, n, f32::NEG_INFINITY);
+                        let e = exp_low(sub(v, splat(hmax(v))));
+                        store_part(p, n, mul(e, splat(1.0 / hsum(e))));
+                    }
+                }
+                return;
+            }
+            let tail = n % 16;
+            let body = n - tail;
+            // SAFETY: elements n-16..n exist (n >= 16).
+            let last = unsafe { load(p.add(n - 16)) };
+            let mut m = last;
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                m = max(m, unsafe { load(p.add(i)) });
+            }
+            let m = splat(hmax(m));
+            let mut s = splat(0.0);
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                unsafe {
+                    let e = exp_low(sub(load(p.add(i)), m));
+                    store(p.add(i), e);
+                    s = add(s, e);
+                }
+            }
+            let e_last = exp_low(sub(last, m));
+            if tail > 0 {
+                s = add(s, select(last_lanes(tail), e_last, splat(0.0)));
+            }
+            let inv = splat(1.0 / hsum(s));
+            for i in (0..body).step_by(16) {
+                // SAFETY: elements i..i+16 <= n exist.
+                unsafe { store(p.add(i), mul(load(p.add(i)), inv)) };
+            }
+            if tail > 0 {
+                // SAFETY: elements n-16..n exist.
+                unsafe { store(p.add(n - 16), mul(e_last, inv)) };
+            }
+        }
+
+        /// `x = exp(x)` element-wise (tests).
+        #[cfg(test)]
+        #[target_feature(enable = $feat)]
+        pub(crate) fn exp_slice(x: &mut [f32]) {
+            for c in x.chunks_mut(16) {
+                // SAFETY: the chunk has c.len() <= 16 elements.
+                unsafe {
+                    if c.len() == 16 {
+                        store(c.as_mut_ptr(), exp(load(c.as_ptr())));
+                    } else {
+                        let v = exp(load_part(c.as_ptr(), c.len(), 0.0));
+                        store_part(c.as_mut_ptr(), c.len(), v);
+                    }
+                }
+            }
+        }
+
+        /// [`generic::ops::add_assign`](crate::kernels::arch::generic::ops::add_assign)
+        /// compiled for this ISA.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
+            crate::kernels::arch::generic::ops::add_assign(dst, src)
+        }
+
+        /// [`generic::ops::scale`](crate::kernels::arch::generic::ops::scale)
+        /// compiled for this ISA.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn scale(x: &mut [f32], s: f32) {
+            crate::kernels::arch::generic::ops::scale(x, s)
+        }
+
+        /// [`generic::ops::layer_norm`](crate::kernels::arch::generic::ops::layer_norm)
+        /// compiled for this ISA.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            crate::kernels::arch::generic::ops::layer_norm(x, gamma, beta, eps)
+        }
+
+        /// [`generic::ops::bias_layer_norm`](crate::kernels::arch::generic::ops::bias_layer_norm)
+        /// compiled for this ISA.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn bias_layer_norm(
+            x: &mut [f32],
+            bias: &[f32],
+            gamma: &[f32],
+            beta: &[f32],
+            eps: f32,
+        ) {
+            crate::kernels::arch::generic::ops::bias_layer_norm(x, bias, gamma, beta, eps)
+        }
+    };
+}
