@@ -132,10 +132,12 @@
 //! most [`SCRATCH_KEEP_BYTES`]; larger ones are freed after the call.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use rayon::prelude::*;
 
+use super::arch::generic;
+#[cfg(target_arch = "x86_64")]
+use super::arch::x86_64;
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -204,71 +206,31 @@ impl Isa {
 
     /// Whether this CPU runs the kernels.
     pub fn supported(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let avx2 =
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-            let f = avx2
-                && std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512bw");
-            match self {
-                Isa::Avx512Bf16 => {
-                    f && std::is_x86_feature_detected!("avx512bf16")
-                        && std::is_x86_feature_detected!("avx512vl")
-                }
-                Isa::Avx512 => f,
-                Isa::Avx2 => avx2,
-                Isa::Scalar => true,
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self == Isa::Scalar
-        }
+        super::isa::Family::features(self).available()
     }
 }
 
-/// The kernel family to pack for on this CPU (detected once). `EMBD_SIMD`
-/// caps it: `none` gives [`Isa::Scalar`], `avx2` or `avxvnni` [`Isa::Avx2`],
-/// `avx512` [`Isa::Avx512`] (AVX-512F/BW without the BF16 extension); anything
-/// else, or unset, the fastest: when the CPU has AVX512_BF16, a few hundred
+/// The kernel family to pack for on this CPU (detected once, by
+/// `isa::bf16`). `EMBD_SIMD` caps it: `none` gives
+/// [`Isa::Scalar`], `avx2` or `avxvnni` [`Isa::Avx2`], `avx512`
+/// [`Isa::Avx512`] (AVX-512F/BW without the BF16 extension); anything else, or
+/// unset, the fastest: when the CPU has AVX512_BF16, a few hundred
 /// microseconds of both 512-bit kernels decide between `vdpbf16ps` and its
 /// FMA emulation (see the module docs: the answer differs between AMD and
 /// Intel). The choice never changes results.
 #[inline]
 pub fn isa() -> Isa {
-    match ISA_STATE.load(Ordering::Relaxed) {
-        1 => Isa::Avx512Bf16,
-        2 => Isa::Avx512,
-        3 => Isa::Avx2,
-        4 => Isa::Scalar,
-        _ => detect_isa(),
-    }
+    super::isa::bf16(select_isa)
 }
 
-/// [`isa`]'s state: 0 = not detected yet, else 1 + index in [`Isa::ALL`].
-static ISA_STATE: AtomicU8 = AtomicU8::new(0);
-
+/// [`isa`]'s choice, made once: the best family the CPU and `EMBD_SIMD`
+/// allow, then the faster of the two 512-bit ones.
 #[cold]
-fn detect_isa() -> Isa {
-    let cap = std::env::var("EMBD_SIMD").unwrap_or_default();
-    let ceiling = match cap.as_str() {
-        "none" => Isa::Scalar,
-        "avx2" | "avxvnni" => Isa::Avx2,
-        "avx512" => Isa::Avx512,
-        _ => Isa::Avx512Bf16,
-    };
-    let start = Isa::ALL.iter().position(|&i| i == ceiling).unwrap_or(0);
-    let mut found = Isa::ALL[start..]
-        .iter()
-        .copied()
-        .find(|i| i.supported())
-        .unwrap_or(Isa::Scalar);
-    if found == Isa::Avx512Bf16 && Isa::Avx512.supported() && !dpbf16_is_faster() {
-        found = Isa::Avx512;
+fn select_isa() -> Option<Isa> {
+    let found = super::isa::best::<Isa>();
+    if found == Some(Isa::Avx512Bf16) && Isa::Avx512.supported() && !dpbf16_is_faster() {
+        return Some(Isa::Avx512);
     }
-    let code = 1 + Isa::ALL.iter().position(|&i| i == found).unwrap_or(3) as u8;
-    ISA_STATE.store(code, Ordering::Relaxed);
     found
 }
 
@@ -340,7 +302,7 @@ const OPERAND_MIN_EXP: i16 = 87;
 
 /// The f32 bits of [`OPERAND_MIN`]: operands whose magnitude bits are below
 /// this are flushed.
-const OPERAND_FLUSH_BITS: u32 = (OPERAND_MIN_EXP as u32) << 23;
+pub(crate) const OPERAND_FLUSH_BITS: u32 = (OPERAND_MIN_EXP as u32) << 23;
 
 /// `x` rounded to bf16 as an operand of a product (A, once per product, and
 /// B, at packing): a zero of the sign of `x` when `|x| <` [`OPERAND_MIN`]
@@ -408,7 +370,7 @@ const TINY_BOUND: f64 = f64::from_bits(896 << 52 | 0xFF_FFFF << 28);
 /// One step of the chain: `ftz(fma(a, b, daz(c)))` with `a`, `b` bf16 values
 /// already read with DAZ (see the module docs).
 #[inline(always)]
-fn step(c: f32, a: f32, b: f32) -> f32 {
+pub(crate) fn step(c: f32, a: f32, b: f32) -> f32 {
     let c = daz(c);
     let p = a * b;
     // The product of two bf16 is exact unless it overflows or underflows;
@@ -478,7 +440,7 @@ fn exp_key(h: u16) -> i16 {
 /// into `dst`; returns the smallest [`exp_key`] of the row (zeros, flushed
 /// or not, do not count).
 #[inline(always)]
-fn round_row(src: &[f32], dst: &mut [u32]) -> i16 {
+pub(crate) fn round_row(src: &[f32], dst: &mut [u32]) -> i16 {
     let mut emin = 255u32;
     for (d, &x) in dst.iter_mut().zip(src) {
         let r = round_bits::<OPERAND_FLUSH_BITS>(x.to_bits());
@@ -487,26 +449,6 @@ fn round_row(src: &[f32], dst: &mut [u32]) -> i16 {
         *d = r;
     }
     emin as i16
-}
-
-/// [`round_row`] compiled for AVX-512 (vectorised).
-///
-/// # Safety
-/// AVX-512F and AVX-512BW are available.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
-unsafe fn round_row_avx512(src: &[f32], dst: &mut [u32]) -> i16 {
-    round_row(src, dst)
-}
-
-/// [`round_row`] compiled for AVX2 (vectorised).
-///
-/// # Safety
-/// AVX2 is available.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn round_row_avx2(src: &[f32], dst: &mut [u32]) -> i16 {
-    round_row(src, dst)
 }
 
 /// Bound on the biased exponents of a tile's operands (smallest of A's row
@@ -817,7 +759,7 @@ fn prepare_a(
             // SAFETY: the ISA is supported (checked by `product`): AVX512_BF16,
             // AVX512VL and AVX-512F are available; dst holds k.div_ceil(2)
             // words.
-            unsafe { round_pairs_avx512bf16(src, dst) };
+            unsafe { x86_64::avx512bf16::round_pairs(src, dst) };
             continue;
         }
         if isa.a_pairs() {
@@ -826,10 +768,10 @@ fn prepare_a(
         rexp[i] = match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the ISA is supported (checked by `product`).
-            Isa::Avx512 => unsafe { round_row_avx512(src, dst) },
+            Isa::Avx512 => unsafe { x86_64::avx512::bgemm::round_row(src, dst) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { round_row_avx2(src, dst) },
+            Isa::Avx2 => unsafe { x86_64::avx2::bgemm::round_row(src, dst) },
             _ => round_row(src, dst),
         };
         if k % 2 == 1 {
@@ -838,342 +780,22 @@ fn prepare_a(
     }
 }
 
-/// One row of A rounded to bf16 pairs as [`round_bf16_operand`] does:
-/// magnitudes below [`OPERAND_MIN`] flushed ([`flush_small_avx512`]), then
-/// `vcvtneps2bf16` (the rounding of [`round_bf16`]), halves swapped so that
-/// element `2q` is the high half.
-///
-/// # Safety
-/// AVX512_BF16, AVX512VL and AVX-512F are available; `dst` holds at least
-/// `src.len().div_ceil(2)` words.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bf16,avx512vl")]
-unsafe fn round_pairs_avx512bf16(src: &[f32], dst: &mut [u32]) {
-    use std::arch::x86_64::*;
-    let k = src.len();
-    debug_assert!(dst.len() >= k.div_ceil(2));
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut p = 0;
-    while p < k {
-        let rem = (k - p).min(16);
-        let lanes = ((1u32 << rem) - 1) as u16;
-        let words = ((1u32 << rem.div_ceil(2)) - 1) as u8;
-        // SAFETY: the masked load reads only the `rem` floats src[p..p+rem]
-        // and zeroes the rest; the masked store writes only the
-        // rem.div_ceil(2) words d[p/2..], inside dst (contract).
-        unsafe {
-            let x = flush_small_avx512(_mm512_maskz_loadu_ps(lanes, s.add(p)));
-            let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(x));
-            let w = _mm256_ror_epi32::<16>(h);
-            _mm256_mask_storeu_epi32(d.add(p / 2).cast(), words, w);
-        }
-        p += 16;
-    }
-}
-
-/// The lanes of `x` of magnitude below [`OPERAND_MIN`] replaced by a zero of
-/// their sign (NaN and the rest unchanged): the flush of
-/// [`round_bf16_operand`], before `vcvtneps2bf16`.
-///
-/// # Safety
-/// AVX-512F is available.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn flush_small_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    let xi = _mm512_castps_si512(x);
-    let abs = _mm512_and_si512(xi, _mm512_set1_epi32(0x7FFF_FFFF));
-    let small = _mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(OPERAND_FLUSH_BITS as i32));
-    let sign = _mm512_set1_epi32(0x8000_0000u32 as i32);
-    _mm512_castsi512_ps(_mm512_mask_and_epi32(xi, small, xi, sign))
-}
-
 /// One register-tile kernel: `C[0..R][0..nr] = (load ? C : 0) + A · Bpanel`
 /// over `kp` pairs. Arguments: `kp`, A (`R` rows at stride `lda` words, bf16
 /// pairs or floats as the ISA reads them), `lda`, the B panel (`kp` rows of
 /// `nr` words), C, `ldc`, `load`, and where the next B panel lies
 /// (prefetched; never dereferenced, may be anywhere).
-type Kernel = unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
-
-/// The `R x 32` tile with `vdpbf16ps`.
-///
-/// # Safety
-/// AVX512_BF16 and AVX-512F are available; A has R rows of `kp` words at
-/// stride `lda`, `b` holds `kp * 32` words and C has R rows of 32 writable
-/// floats at stride `ldc`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bf16")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel_bf16<const R: usize>(
-    kp: usize,
-    a: *const u32,
-    lda: usize,
-    b: *const u32,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    next: *const u32,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    // SAFETY: all accesses stay inside the panels and the C tile (contract);
-    // the transmutes reinterpret 64-byte integer vectors as bf16 vectors (no
-    // invalid bit patterns).
-    unsafe {
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_ps(c.add(i * ldc));
-                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
-            }
-        }
-        let mut b = b;
-        let mut next = next;
-        for q in 0..kp {
-            // The next panel's rows (two 64-byte lines per row of this one).
-            _mm_prefetch::<_MM_HINT_T0>(next.cast());
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
-            next = next.wrapping_add(32);
-            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.cast()));
-            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(16).cast()));
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai: __m512bh =
-                    std::mem::transmute(_mm512_set1_epi32(*a.add(i * lda + q) as i32));
-                row[0] = _mm512_dpbf16_ps(row[0], ai, b0);
-                row[1] = _mm512_dpbf16_ps(row[1], ai, b1);
-            }
-            b = b.add(32);
-        }
-        for (i, row) in acc.iter().enumerate() {
-            _mm512_storeu_ps(c.add(i * ldc), row[0]);
-            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
-        }
-    }
-}
-
-/// The `R x 32` tile emulated with AVX-512 FMA (exact when the tile's
-/// exponent bound holds, see the module docs).
-///
-/// # Safety
-/// AVX-512F and AVX-512BW are available; A has R rows of `2 * kp` floats (as words) at
-/// stride `lda`, `b` holds `kp * 32` words and C has R rows of 32 writable
-/// floats at stride `ldc`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel_f512<const R: usize>(
-    kp: usize,
-    a: *const u32,
-    lda: usize,
-    b: *const u32,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    next: *const u32,
-) {
-    use std::arch::x86_64::*;
-    let a = a.cast::<f32>();
-    // The high 16-bit halves (a mask register, not a vector one: the 12 x 32
-    // tile needs 24 accumulators, 4 B vectors and a broadcast).
-    const HI: u32 = 0xAAAA_AAAA;
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    // SAFETY: all accesses stay inside the panels and the C tile (contract).
-    unsafe {
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_ps(c.add(i * ldc));
-                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
-            }
-        }
-        let mut b = b;
-        let mut next = next;
-        for q in 0..kp {
-            _mm_prefetch::<_MM_HINT_T0>(next.cast());
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
-            next = next.wrapping_add(32);
-            let w0 = _mm512_loadu_si512(b.cast());
-            let w1 = _mm512_loadu_si512(b.add(16).cast());
-            let h0 = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(HI, w0));
-            let h1 = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(HI, w1));
-            let l0 = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w0));
-            let l1 = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w1));
-            for (i, row) in acc.iter_mut().enumerate() {
-                // Element 2q first, then 2q + 1.
-                let a0 = _mm512_set1_ps(*a.add(i * lda + 2 * q));
-                let a1 = _mm512_set1_ps(*a.add(i * lda + 2 * q + 1));
-                row[0] = _mm512_fmadd_ps(a0, h0, row[0]);
-                row[1] = _mm512_fmadd_ps(a0, h1, row[1]);
-                row[0] = _mm512_fmadd_ps(a1, l0, row[0]);
-                row[1] = _mm512_fmadd_ps(a1, l1, row[1]);
-            }
-            b = b.add(32);
-        }
-        for (i, row) in acc.iter().enumerate() {
-            _mm512_storeu_ps(c.add(i * ldc), row[0]);
-            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
-        }
-    }
-}
-
-/// The `R x 16` tile emulated with AVX2 + FMA (same arithmetic as
-/// [`kernel_f512`]).
-///
-/// # Safety
-/// AVX2 and FMA are available; A has R rows of `2 * kp` floats (as words) at
-/// stride `lda`, `b` holds `kp * 16` words and C has R rows of 16 writable
-/// floats at stride `ldc`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel_f256<const R: usize>(
-    kp: usize,
-    a: *const u32,
-    lda: usize,
-    b: *const u32,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    next: *const u32,
-) {
-    use std::arch::x86_64::*;
-    let a = a.cast::<f32>();
-    let hi_mask = _mm256_set1_epi32(0xFFFF_0000u32 as i32);
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    // SAFETY: all accesses stay inside the panels and the C tile (contract).
-    unsafe {
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                row[0] = _mm256_loadu_ps(c.add(i * ldc));
-                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
-            }
-        }
-        let mut b = b;
-        let mut next = next;
-        for q in 0..kp {
-            _mm_prefetch::<_MM_HINT_T0>(next.cast());
-            next = next.wrapping_add(16);
-            let w0 = _mm256_loadu_si256(b.cast());
-            let w1 = _mm256_loadu_si256(b.add(8).cast());
-            let h0 = _mm256_castsi256_ps(_mm256_and_si256(w0, hi_mask));
-            let h1 = _mm256_castsi256_ps(_mm256_and_si256(w1, hi_mask));
-            let l0 = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w0));
-            let l1 = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w1));
-            for (i, row) in acc.iter_mut().enumerate() {
-                // Element 2q first, then 2q + 1.
-                let a0 = _mm256_broadcast_ss(&*a.add(i * lda + 2 * q));
-                let a1 = _mm256_broadcast_ss(&*a.add(i * lda + 2 * q + 1));
-                row[0] = _mm256_fmadd_ps(a0, h0, row[0]);
-                row[1] = _mm256_fmadd_ps(a0, h1, row[1]);
-                row[0] = _mm256_fmadd_ps(a1, l0, row[0]);
-                row[1] = _mm256_fmadd_ps(a1, l1, row[1]);
-            }
-            b = b.add(16);
-        }
-        for (i, row) in acc.iter().enumerate() {
-            _mm256_storeu_ps(c.add(i * ldc), row[0]);
-            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
-        }
-    }
-}
-
-/// The exact scalar tile: `C[0..h][0..w] = (load ? C : 0)` followed by the
-/// oracle's steps over `kp` pairs, A as rounded floats (row stride `lda`
-/// words), the B panel `kp` rows of `nr` words.
-///
-/// # Safety
-/// A has h rows of `2 * kp` floats (as words) at stride `lda`, `b` holds
-/// `kp * nr` words, `w <= nr`, and C has h rows of w writable floats at
-/// stride `ldc`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_exact(
-    kp: usize,
-    a: *const u32,
-    lda: usize,
-    b: *const u32,
-    nr: usize,
-    c: *mut f32,
-    ldc: usize,
-    h: usize,
-    w: usize,
-    load: bool,
-) {
-    for r in 0..h {
-        for jj in 0..w {
-            // SAFETY: row r < h, column jj < w of C (contract).
-            let cij = unsafe { c.add(r * ldc + jj) };
-            // SAFETY: as above.
-            let mut v = if load { unsafe { *cij } } else { 0.0 };
-            for q in 0..kp {
-                // SAFETY: word q·nr + jj < kp·nr of the panel; floats 2q, 2q+1
-                // < 2·kp of row r of A (contract).
-                let (bw, a0, a1) = unsafe {
-                    (
-                        *b.add(q * nr + jj),
-                        *a.add(r * lda + 2 * q),
-                        *a.add(r * lda + 2 * q + 1),
-                    )
-                };
-                v = step(v, f32::from_bits(a0), f32::from_bits(bw & 0xFFFF_0000));
-                v = step(v, f32::from_bits(a1), f32::from_bits(bw << 16));
-            }
-            // SAFETY: as above.
-            unsafe { *cij = v };
-        }
-    }
-}
-
-/// The `vdpbf16ps` tiles of 1..=12 rows (index = rows - 1).
-#[cfg(target_arch = "x86_64")]
-const KERNELS_BF16: [Kernel; 12] = [
-    kernel_bf16::<1>,
-    kernel_bf16::<2>,
-    kernel_bf16::<3>,
-    kernel_bf16::<4>,
-    kernel_bf16::<5>,
-    kernel_bf16::<6>,
-    kernel_bf16::<7>,
-    kernel_bf16::<8>,
-    kernel_bf16::<9>,
-    kernel_bf16::<10>,
-    kernel_bf16::<11>,
-    kernel_bf16::<12>,
-];
-
-/// The AVX-512F tiles of 1..=12 rows.
-#[cfg(target_arch = "x86_64")]
-const KERNELS_F512: [Kernel; 12] = [
-    kernel_f512::<1>,
-    kernel_f512::<2>,
-    kernel_f512::<3>,
-    kernel_f512::<4>,
-    kernel_f512::<5>,
-    kernel_f512::<6>,
-    kernel_f512::<7>,
-    kernel_f512::<8>,
-    kernel_f512::<9>,
-    kernel_f512::<10>,
-    kernel_f512::<11>,
-    kernel_f512::<12>,
-];
-
-/// The AVX2 tiles of 1..=5 rows.
-#[cfg(target_arch = "x86_64")]
-const KERNELS_F256: [Kernel; 5] = [
-    kernel_f256::<1>,
-    kernel_f256::<2>,
-    kernel_f256::<3>,
-    kernel_f256::<4>,
-    kernel_f256::<5>,
-];
+pub(crate) type Kernel =
+    unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
 
 /// The kernels of `isa` (empty for the scalar family).
 fn kernels(isa: Isa) -> &'static [Kernel] {
     #[cfg(target_arch = "x86_64")]
     {
         match isa {
-            Isa::Avx512Bf16 => &KERNELS_BF16,
-            Isa::Avx512 => &KERNELS_F512,
-            Isa::Avx2 => &KERNELS_F256,
+            Isa::Avx512Bf16 => &x86_64::avx512bf16::KERNELS,
+            Isa::Avx512 => &x86_64::avx512::bgemm::KERNELS,
+            Isa::Avx2 => &x86_64::avx2::bgemm::KERNELS,
             Isa::Scalar => &[],
         }
     }
@@ -1274,7 +896,9 @@ unsafe fn gemm_cols(
                         // of pairs q0..q0+kc; the panel holds kc·nr words; C
                         // rows row0..row0+h have columns j0..j0+w in this
                         // task's range.
-                        unsafe { tile_exact(kc, ap, lda, bp, nr, cp, ldc, h, w, load) };
+                        unsafe {
+                            generic::bgemm::tile_exact(kc, ap, lda, bp, nr, cp, ldc, h, w, load)
+                        };
                     } else if w == nr {
                         // SAFETY: as above, with w = nr columns; the ISA is
                         // supported and not scalar (fast is false for it).
@@ -1617,7 +1241,7 @@ mod tests {
         let mut w = vec![0u32; xs.len().div_ceil(2)];
         // SAFETY: AVX512_BF16 (with AVX512VL) checked above; w holds
         // xs.len().div_ceil(2) words.
-        unsafe { round_pairs_avx512bf16(&xs, &mut w) };
+        unsafe { x86_64::avx512bf16::round_pairs(&xs, &mut w) };
         for (p, &x) in xs.iter().enumerate() {
             let got = if p % 2 == 0 {
                 w[p / 2] >> 16
@@ -1668,7 +1292,7 @@ mod tests {
                 let mut out = [0.0f32; 16];
                 // SAFETY: 16-element arrays; AVX-512F (contract).
                 unsafe {
-                    let y = flush_small_avx512(_mm512_loadu_ps(x.as_ptr()));
+                    let y = x86_64::avx512::bgemm::flush_small(_mm512_loadu_ps(x.as_ptr()));
                     _mm512_storeu_ps(out.as_mut_ptr(), y);
                 }
                 out

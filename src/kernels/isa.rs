@@ -4,9 +4,9 @@
 //! The features are detected once ([`Features::available`]); `EMBD_SIMD` is
 //! read once ([`cap`]). Each kernel family (the f32 GEMM and row operations,
 //! the int8 GEMM, the bf16 GEMM) lists its variants best first with what each
-//! needs from the CPU and the lowest cap that still allows it ([`Family`]);
+//! needs from the CPU and the lowest cap that still allows it (`Family`);
 //! the family's choice is the first variant both allow, made once and cached
-//! in an atomic, so the fast path of [`f32`] and [`int8`] is one
+//! in an atomic, so the fast path of [`fp32`], [`int8`] and `bf16` is one
 //! relaxed load.
 //!
 //! | variant | CPU features | allowed by `EMBD_SIMD` |
@@ -18,16 +18,22 @@
 //! | int8 [`qgemm::Isa::AvxVnni`] | AVX2, AVX-VNNI | unset, `avx512`, `avxvnni` |
 //! | int8 [`qgemm::Isa::Avx2`] | AVX2 | all but `none` |
 //! | int8 [`qgemm::Isa::Scalar`] | | all |
+//! | bf16 [`bgemm::Isa::Avx512Bf16`] | AVX2, FMA, AVX-512F/BW/VL/BF16 | unset |
+//! | bf16 [`bgemm::Isa::Avx512`] | AVX2, FMA, AVX-512F/BW | unset, `avx512` |
+//! | bf16 [`bgemm::Isa::Avx2`] | AVX2, FMA | all but `none` |
+//! | bf16 [`bgemm::Isa::Scalar`] | | all |
 //!
 //! "Unset" means any value other than `none`, `avx2`, `avxvnni` and `avx512`.
+//! The bf16 family also times its two AVX-512 variants once and keeps the
+//! faster (see [`bgemm::isa`]).
 //!
 //! Adding an ISA: a feature bit here if it needs a new one, the variant and
-//! its row in its family's [`Family`] impl below, its kernels under
-//! [`arch`](super::arch), and its line in the family's dispatch.
+//! its row in its family's `Family` impl below, its kernels under
+//! `kernels/arch/`, and its line in the family's dispatch.
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 
-use super::{qgemm, sgemm};
+use super::{bgemm, qgemm, sgemm};
 
 /// A set of CPU features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,11 +206,12 @@ impl Choice {
 
 static F32: Choice = Choice::new();
 static INT8: Choice = Choice::new();
+static BF16: Choice = Choice::new();
 
 /// The f32 kernels' ISA: the [`sgemm`] tiles and the vector code of
 /// [`ops`](super::ops) (`None`: `matrixmultiply` and portable code).
 #[inline]
-pub fn f32() -> Option<sgemm::Isa> {
+pub fn fp32() -> Option<sgemm::Isa> {
     F32.get(best)
 }
 
@@ -212,6 +219,13 @@ pub fn f32() -> Option<sgemm::Isa> {
 #[inline]
 pub fn int8() -> qgemm::Isa {
     INT8.get(best).unwrap_or(qgemm::Isa::Scalar)
+}
+
+/// The bf16 kernels' ISA ([`bgemm`]): `select` is the family's own choice
+/// (see [`bgemm::isa`]), run once.
+#[inline]
+pub(crate) fn bf16(select: fn() -> Option<bgemm::Isa>) -> bgemm::Isa {
+    BF16.get(select).unwrap_or(bgemm::Isa::Scalar)
 }
 
 impl Family for sgemm::Isa {
@@ -258,6 +272,30 @@ impl Family for qgemm::Isa {
     }
 }
 
+impl Family for bgemm::Isa {
+    const ALL: &'static [Self] = &bgemm::Isa::ALL;
+
+    fn features(self) -> Features {
+        let avx2 = Features::AVX2.and(Features::FMA);
+        let avx512 = avx2.and(Features::AVX512F).and(Features::AVX512BW);
+        match self {
+            bgemm::Isa::Avx512Bf16 => avx512.and(Features::AVX512BF16).and(Features::AVX512VL),
+            bgemm::Isa::Avx512 => avx512,
+            bgemm::Isa::Avx2 => avx2,
+            bgemm::Isa::Scalar => Features::NONE,
+        }
+    }
+
+    fn min_cap(self) -> Cap {
+        match self {
+            bgemm::Isa::Avx512Bf16 => Cap::Unlimited,
+            bgemm::Isa::Avx512 => Cap::Avx512,
+            bgemm::Isa::Avx2 => Cap::Avx2,
+            bgemm::Isa::Scalar => Cap::None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +314,8 @@ mod tests {
             "avx512bw" => std::is_x86_feature_detected!("avx512bw"),
             "avx512vnni" => std::is_x86_feature_detected!("avx512vnni"),
             "avxvnni" => std::is_x86_feature_detected!("avxvnni"),
+            "avx512vl" => std::is_x86_feature_detected!("avx512vl"),
+            "avx512bf16" => std::is_x86_feature_detected!("avx512bf16"),
             _ => unreachable!(),
         };
         #[cfg(not(target_arch = "x86_64"))]
@@ -290,7 +330,7 @@ mod tests {
         } else {
             None
         };
-        assert_eq!(f32(), f32_want, "EMBD_SIMD={env:?}");
+        assert_eq!(fp32(), f32_want, "EMBD_SIMD={env:?}");
         let int8_want = if env == "none" || !has("avx2") {
             qgemm::Isa::Scalar
         } else if !matches!(env.as_str(), "avx2" | "avxvnni" | "avx512")
@@ -305,6 +345,34 @@ mod tests {
             qgemm::Isa::Avx2
         };
         assert_eq!(int8(), int8_want, "EMBD_SIMD={env:?}");
-        eprintln!("EMBD_SIMD={env:?}: f32 {:?}, int8 {:?}", f32(), int8());
+        let avx512 = avx2 && has("avx512f") && has("avx512bw");
+        let bf16_ceiling = match env.as_str() {
+            "none" => bgemm::Isa::Scalar,
+            "avx2" | "avxvnni" => bgemm::Isa::Avx2,
+            "avx512" => bgemm::Isa::Avx512,
+            _ => bgemm::Isa::Avx512Bf16,
+        };
+        let bf16_best = bgemm::Isa::ALL
+            .into_iter()
+            .skip_while(|&i| i != bf16_ceiling)
+            .find(|&i| match i {
+                bgemm::Isa::Avx512Bf16 => avx512 && has("avx512bf16") && has("avx512vl"),
+                bgemm::Isa::Avx512 => avx512,
+                bgemm::Isa::Avx2 => avx2,
+                bgemm::Isa::Scalar => true,
+            })
+            .unwrap();
+        // The timing may trade vdpbf16ps for its emulation, nothing else.
+        let bf16_got = bgemm::isa();
+        assert!(
+            bf16_got == bf16_best
+                || (bf16_best == bgemm::Isa::Avx512Bf16 && bf16_got == bgemm::Isa::Avx512),
+            "EMBD_SIMD={env:?}: bf16 {bf16_got:?}, best {bf16_best:?}"
+        );
+        eprintln!(
+            "EMBD_SIMD={env:?}: f32 {:?}, int8 {:?}, bf16 {bf16_got:?}",
+            fp32(),
+            int8()
+        );
     }
 }

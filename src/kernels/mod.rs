@@ -11,26 +11,29 @@
 //!                        each family's variants and what they need; the choice
 //!   sgemm.rs             f32 GEMM: blocking, B packing, threading, epilogues
 //!   qgemm.rs             int8 GEMM: quantization, packing, threading
-//!   bgemm.rs             bf16 GEMM
+//!   bgemm.rs             bf16 GEMM: operand rounding, packing, exactness bounds, threading
 //!   ops.rs               row operations: scalar definitions + entry points (dispatch!)
 //!   gemm.rs              the callers' front: Linear-style products, matrixmultiply fallback
 //!   packbuf.rs, reference.rs (the oracles)
 //!   arch/
-//!     generic/           portable code: row loops, int8 tile
+//!     generic/           portable code: row loops, int8 tile, exact bf16 tile
 //!     x86_64/
 //!       ops.rs           the row operations' vector code, written once (a macro)
-//!       avx2/            AVX2 + FMA: f32 6x16 tile and packing, row ops, int8 4x16 tile
-//!       avx512/          AVX-512F/BW: f32 12x32 tile, row ops, int8 row quantization
+//!       avx2/            AVX2 + FMA: {sgemm, ops, qgemm, bgemm}.rs
+//!       avx512/          AVX-512F/BW: {sgemm, ops, qgemm, bgemm}.rs
+//!       avx512bf16.rs    bf16 vdpbf16ps tile, A rounded to pairs
 //!       avx512vnni.rs    int8 12x32 tile
 //!       avxvnni.rs       int8 6x16 tile
 //! ```
 //!
 //! Each family has one enum of its variants (`sgemm::Isa`, `qgemm::Isa`,
 //! `bgemm::Isa`), chosen once by [`isa`], and one dispatch from its front into
-//! `arch/` (the kernel table in `sgemm::gemm_cols` and `qgemm::run_tile`, the
-//! `dispatch!` macro of [`ops`]). Adding an ISA touches its module under
-//! `arch/`, its row in [`isa`] (and a feature bit if it needs a new one), and
-//! one line of the family's dispatch.
+//! `arch/`: the kernel tables in `sgemm::gemm_cols`, `qgemm::run_tile` and
+//! `bgemm::kernels`, the `dispatch!` macro of [`ops`] (the int8 and bf16
+//! fronts also pick their ISA's row quantization or rounding of A, where it
+//! has one). Adding an ISA touches its module under `arch/`, its variant and
+//! row in [`isa`] (and a feature bit if it needs a new one), and one line of
+//! the family's dispatch.
 //!
 //! Every optimised kernel has a plain oracle in [`reference`](mod@reference) (or
 //! the front's scalar definition) and unit tests that compare the two on

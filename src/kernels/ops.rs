@@ -2,8 +2,8 @@
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
 //! This file holds the scalar definitions (`exp`, `erf`, `gelu`, the
-//! fixed-order sums) and the entry points, each one [`dispatch!`] to the row
-//! operations of the ISA that [`isa::f32`] selects (the one of the f32 GEMM):
+//! fixed-order sums) and the entry points, each one `dispatch!` to the row
+//! operations of the ISA that [`isa::fp32`] selects (the one of the f32 GEMM):
 //! `arch::x86_64::{avx512, avx2}::ops` or the portable `arch::generic::ops`.
 //! GELU, tanh GELU and softmax have explicit SIMD forms (AVX-512F, and AVX2 +
 //! FMA), written once over a 16-lane vector so that both run the same
@@ -233,18 +233,18 @@ pub fn l2_normalize(x: &mut [f32]) {
     }
 }
 
-/// Runs `$f` of the row operations of the ISA [`isa::f32`] selects:
+/// Runs `$f` of the row operations of the ISA [`isa::fp32`] selects:
 /// `arch::x86_64::{avx512, avx2}::ops` or `arch::generic::ops`, which all
 /// define the same functions. The one ISA dispatch of this file: a new ISA is
 /// its module and one arm here.
 macro_rules! dispatch {
     ($f:ident($($arg:expr),*)) => {
-        match isa::f32() {
-            // SAFETY: `isa::f32()` reports AVX-512 only when the CPU has
+        match isa::fp32() {
+            // SAFETY: `isa::fp32()` reports AVX-512 only when the CPU has
             // AVX-512F, AVX2 and FMA, the features of that module.
             #[cfg(target_arch = "x86_64")]
             Some(Isa::Avx512) => unsafe { x86_64::avx512::ops::$f($($arg),*) },
-            // SAFETY: `isa::f32()` reports AVX2 only when the CPU has AVX2 and
+            // SAFETY: `isa::fp32()` reports AVX2 only when the CPU has AVX2 and
             // FMA, the features of that module.
             #[cfg(target_arch = "x86_64")]
             Some(Isa::Avx2) => unsafe { x86_64::avx2::ops::$f($($arg),*) },
@@ -768,7 +768,7 @@ mod tests {
 }
 
 /// Speed of the element-wise and row kernels in ns per element, for the path
-/// [`isa::f32`] selects (run again with `EMBD_SIMD=avx2` or `EMBD_SIMD=none`
+/// [`isa::fp32`] selects (run again with `EMBD_SIMD=avx2` or `EMBD_SIMD=none`
 /// for the other paths):
 /// `cargo test --release --lib ops::speed -- --ignored --nocapture`
 #[cfg(test)]
@@ -829,7 +829,7 @@ mod speed {
     #[test]
     #[ignore]
     fn speed() {
-        eprintln!("ISA {:?}", isa::f32());
+        eprintln!("ISA {:?}", isa::fp32());
         let bias = data(1536, 0.5);
         for n in [12usize, 25, 32, 128, 1536] {
             let g = ns_per_element(n, 6.0, |r| bias_gelu(r, &bias));

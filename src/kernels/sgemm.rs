@@ -87,12 +87,12 @@ impl Isa {
 }
 
 /// The best kernel family of this CPU (detected once, by
-/// [`isa::f32`](super::isa::f32)), or `None` (then the callers use the
+/// [`isa::fp32`](super::isa::fp32)), or `None` (then the callers use the
 /// portable `matrixmultiply` path). `EMBD_SIMD=avx2` or `EMBD_SIMD=none` in
 /// the environment caps the choice (for testing).
 #[inline]
 pub fn isa() -> Option<Isa> {
-    super::isa::f32()
+    super::isa::fp32()
 }
 
 /// The definition of one element of the product (see the module docs): a

@@ -2,5 +2,6 @@
 //! `EMBD_SIMD=none`), and loops the vector modules compile again with their
 //! target features.
 
+pub(crate) mod bgemm;
 pub(crate) mod ops;
 pub(crate) mod qgemm;

@@ -3,12 +3,13 @@
 //! [`isa`](crate::kernels::isa) has reported that ISA (that is the safety
 //! contract of every `unsafe` call into these modules).
 //!
-//! | module | ISA | f32 GEMM | row ops | int8 GEMM |
-//! |---|---|---|---|---|
-//! | [`avx2`] | AVX2 + FMA | 6 x 16 tile, B packing transposes | yes | 4 x 16 tile (`vpmaddubsw`), 16-column store |
-//! | [`avx512`] | AVX-512F/BW | 12 x 32 tile | yes | row quantization |
-//! | [`avx512vnni`] | AVX-512 VNNI | | | 12 x 32 tile |
-//! | [`avxvnni`] | AVX-VNNI | | | 6 x 16 tile |
+//! | module | ISA | f32 GEMM | row ops | int8 GEMM | bf16 GEMM |
+//! |---|---|---|---|---|---|
+//! | [`avx2`] | AVX2 + FMA | 6 x 16 tile, B packing transposes | yes | 4 x 16 tile (`vpmaddubsw`), 16-column store | 5 x 16 emulation, A rounding |
+//! | [`avx512`] | AVX-512F/BW | 12 x 32 tile | yes | row quantization | 12 x 32 emulation, A rounding, operand flush |
+//! | [`avx512vnni`] | AVX-512 VNNI | | | 12 x 32 tile | |
+//! | [`avxvnni`] | AVX-VNNI | | | 6 x 16 tile | |
+//! | [`avx512bf16`] | AVX512_BF16 | | | | 12 x 32 `vdpbf16ps` tile, A rounding to pairs |
 //!
 //! `ops.rs` holds the row operations' vector code, written once as a macro
 //! that `avx2::ops` and `avx512::ops` expand over their own vector type.
@@ -26,5 +27,6 @@ macro_rules! tiles {
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+pub(crate) mod avx512bf16;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;

@@ -67,7 +67,7 @@ pub(crate) unsafe fn pack_transposed_8(
 /// stride `ldc`.
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn kernel_rx16<const R: usize>(
+unsafe fn kernel_rx16<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,

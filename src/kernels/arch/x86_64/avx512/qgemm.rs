@@ -4,8 +4,9 @@
 use std::arch::x86_64::*;
 
 /// Quantizes one row with AVX-512 (the same values as
-/// [`quantize_row_scalar`](crate::kernels::qgemm::quantize_row_scalar): min/max are exact, the scale and rounding are
-/// the same IEEE operations lane by lane).
+/// [`quantize_row_scalar`](crate::kernels::qgemm::quantize_row_scalar):
+/// min/max are exact, the scale and rounding are the same IEEE operations
+/// lane by lane).
 ///
 /// # Safety
 /// AVX-512F and BW are available; `dst` has `x.len().next_multiple_of(4)`

@@ -4,7 +4,7 @@ use crate::kernels::sgemm::Kernel;
 use std::arch::x86_64::*;
 
 /// The `R x 32` register tile (R <= 12) with AVX-512F (same arithmetic as
-/// [`avx2::sgemm::kernel_rx16`](super::super::avx2::sgemm::kernel_rx16)).
+/// `avx2::sgemm::kernel_rx16`).
 ///
 /// # Safety
 /// AVX-512F is available; A has R rows of `kc` floats at stride `lda`, `b`
@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 /// stride `ldc`.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn kernel_rx32<const R: usize>(
+unsafe fn kernel_rx32<const R: usize>(
     kc: usize,
     a: *const f32,
     lda: usize,
