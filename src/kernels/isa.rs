@@ -180,18 +180,25 @@ impl Choice {
         Choice(AtomicU8::new(0))
     }
 
+    /// The cached choice, or `select`'s (stored). Constant indices, so that
+    /// once inlined each arm is a constant: the fast path is a load and a
+    /// compare (the row operations dispatch on every call).
     #[inline(always)]
     fn get<F: Family>(&self, select: fn() -> Option<F>) -> Option<F> {
         match self.0.load(Relaxed) {
-            0 => self.init(select),
             1 => None,
-            c => Some(F::ALL[usize::from(c) - 2]),
+            2 => F::ALL.first().copied(),
+            3 => F::ALL.get(1).copied(),
+            4 => F::ALL.get(2).copied(),
+            5 => F::ALL.get(3).copied(),
+            _ => self.init(select),
         }
     }
 
     #[cold]
     #[inline(never)]
     fn init<F: Family>(&self, select: fn() -> Option<F>) -> Option<F> {
+        const { assert!(F::ALL.len() <= 4, "Choice::get decodes four variants") };
         let found = select();
         let code = found.map_or(1, |f| {
             2 + F::ALL
