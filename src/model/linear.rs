@@ -89,19 +89,7 @@ impl Linear {
                 Repr::Int8(packed, w.smooth)
             }
             Precision::Bf16 => {
-                let params: Vec<Param> = names
-                    .iter()
-                    .map(|name| load_param(file, name, &[seg_n, k], int8_file))
-                    .collect::<Result<_>>()?;
-                let w: Vec<f32> = if let [p] = &params[..] {
-                    p.as_slice().to_vec()
-                } else {
-                    params
-                        .iter()
-                        .flat_map(|p| p.as_slice().iter().copied())
-                        .collect()
-                };
-                params.iter().for_each(Param::release_pages);
+                let w = stacked_f32(file, names, seg_n, k, int8_file)?;
                 Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k))
             }
             Precision::F32 => Repr::F32 {
@@ -272,15 +260,7 @@ pub fn int8_weights(
         }
         return Ok(w);
     }
-    let params: Vec<Param> = names
-        .iter()
-        .map(|name| load_param(file, name, &[seg_n, k], int8_file))
-        .collect::<Result<_>>()?;
-    let mut w: Vec<f32> = Vec::with_capacity(n * k);
-    params
-        .iter()
-        .for_each(|p| w.extend_from_slice(p.as_slice()));
-    params.iter().for_each(Param::release_pages);
+    let mut w = stacked_f32(file, names, seg_n, k, int8_file)?;
     let smooth = act_absmax.map(|amax| {
         let a = smoothing_factors(&w, n, k, amax);
         for row in w.chunks_exact_mut(k.max(1)) {
@@ -292,6 +272,25 @@ pub fn int8_weights(
     });
     let (q, scales) = qgemm::quantize_weights(&w, n, k);
     Ok(Int8Weights { q, scales, smooth })
+}
+
+/// The weights `names` (each `[seg_n x k]`) as one owned `[n x k]` f32
+/// matrix, stacked along the output dimension (int8 tensors dequantized);
+/// mapped file pages read here are released from resident memory.
+fn stacked_f32(
+    file: &Arc<ModelFile>,
+    names: &[String],
+    seg_n: usize,
+    k: usize,
+    int8_file: bool,
+) -> Result<Vec<f32>> {
+    let mut w = Vec::with_capacity(names.len() * seg_n * k);
+    for name in names {
+        let p = load_param(file, name, &[seg_n, k], int8_file)?;
+        w.extend_from_slice(p.as_slice());
+        p.release_pages();
+    }
+    Ok(w)
 }
 
 /// SmoothQuant's migration strength α (0 = none, 1 = all of the activations'
