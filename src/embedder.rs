@@ -926,7 +926,7 @@ pub(crate) fn cut_rows(full: &[f32], full_dim: usize, out: &mut [f32], k: usize,
     for (src, dst) in full.chunks_exact(full_dim).zip(out.chunks_exact_mut(k)) {
         dst.copy_from_slice(&src[..k]);
         if normalize {
-            crate::kernels::ops::l2_normalize(dst);
+            crate::vector::l2_normalize(dst);
         }
     }
 }
@@ -1022,7 +1022,7 @@ fn combine_windows(
             *d = (a / total) as f32;
         }
         if normalize {
-            crate::kernels::ops::l2_normalize(dst);
+            crate::vector::l2_normalize(dst);
         }
     }
 }
@@ -1129,22 +1129,6 @@ pub(crate) fn check_batch<S: AsRef<str>>(texts: &[S], out_len: usize, dim: usize
         }
     }
     Ok(need)
-}
-
-/// Cosine similarity of two vectors of equal length (0 when either is zero).
-pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for i in 0..n {
-        let (x, y) = (f64::from(a[i]), f64::from(b[i]));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        return 0.0;
-    }
-    (dot / (na.sqrt() * nb.sqrt())) as f32
 }
 
 #[cfg(test)]

@@ -21,8 +21,9 @@ pub mod model;
 pub mod options;
 pub mod quantize;
 pub mod tokenizer;
+pub mod vector;
 
-pub use embedder::{cosine_similarity, Embedder, ModelInfo, TextInfo, MAX_BATCH, MAX_TEXT_BYTES};
+pub use embedder::{Embedder, ModelInfo, TextInfo, MAX_BATCH, MAX_TEXT_BYTES};
 pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
@@ -30,3 +31,5 @@ pub use model::config::{Activation, ModelConfig, Pooling};
 pub use options::{Options, Precision};
 pub use quantize::{OutputPrecision, OutputRanges};
 pub use tokenizer::vocab::{SpecialIds, Vocab};
+/// Cosine similarity of two embeddings (0 when either is zero): [`vector::cosine`].
+pub use vector::cosine as cosine_similarity;

@@ -348,18 +348,6 @@ fn tok_handle(t: *mut c_void) -> CResult<Arc<CompatHandle>> {
     })
 }
 
-fn l2_normalize(v: &mut [f32]) {
-    let n: f64 = v
-        .iter()
-        .map(|&x| f64::from(x) * f64::from(x))
-        .sum::<f64>()
-        .sqrt();
-    let n = n.max(1e-12);
-    for x in v {
-        *x = (f64::from(*x) / n) as f32;
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Version and errors
 // ---------------------------------------------------------------------------
@@ -602,7 +590,7 @@ pub unsafe extern "C" fn embedder_embed_ex(
             .embed_into(&[t], out)
             .map_err(|e| CFail(embed_code(e.kind()), format!("Inference failed: {e}")))?;
         if normalize != 0 {
-            l2_normalize(out);
+            crate::vector::l2_normalize(out);
         }
         Ok(())
     })
@@ -701,7 +689,9 @@ pub unsafe extern "C" fn embedder_embed_batch_ex(
             .embed_into(&strs, out)
             .map_err(|e| CFail(embed_code(e.kind()), format!("Inference failed: {e}")))?;
         if normalize != 0 {
-            out.chunks_mut(dim.max(1)).for_each(l2_normalize);
+            out.chunks_mut(dim.max(1)).for_each(|v| {
+                crate::vector::l2_normalize(v);
+            });
         }
         Ok(())
     })
@@ -916,7 +906,8 @@ pub unsafe extern "C" fn embedder_cosine_similarity(a: *const f32, b: *const f32
     })
 }
 
-/// cpp_embedder: L2-normalizes in place (unchanged when the norm is ~0).
+/// cpp_embedder: L2-normalizes in place ([`crate::vector::l2_normalize`]:
+/// a zero vector stays zero).
 ///
 /// # Safety
 /// `embedding` NULL or writable for `dim` floats.
@@ -928,13 +919,7 @@ pub unsafe extern "C" fn embedder_normalize(embedding: *mut f32, dim: u32) {
         }
         // SAFETY: writable for `dim` floats per the contract.
         let v = unsafe { std::slice::from_raw_parts_mut(embedding, dim as usize) };
-        let sq: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-        if sq > 1e-12 {
-            let inv = 1.0 / sq.sqrt();
-            for x in v {
-                *x = (f64::from(*x) * inv) as f32;
-            }
-        }
+        crate::vector::l2_normalize(v);
         Ok(())
     })
 }
@@ -947,12 +932,7 @@ pub unsafe extern "C" fn embedder_normalize(embedding: *mut f32, dim: u32) {
 pub unsafe extern "C" fn embedder_norm(embedding: *const f32, dim: u32) -> f32 {
     boundary(0.0, || {
         // SAFETY: forwarded contract.
-        Ok(unsafe { vec_or_none(embedding, dim) }.map_or(0.0, |v| {
-            v.iter()
-                .map(|&x| f64::from(x) * f64::from(x))
-                .sum::<f64>()
-                .sqrt() as f32
-        }))
+        Ok(unsafe { vec_or_none(embedding, dim) }.map_or(0.0, crate::vector::norm))
     })
 }
 
@@ -969,10 +949,7 @@ pub unsafe extern "C" fn embedder_dot_product(a: *const f32, b: *const f32, dim:
         }) else {
             return Ok(0.0);
         };
-        Ok(a.iter()
-            .zip(b)
-            .map(|(&x, &y)| f64::from(x) * f64::from(y))
-            .sum::<f64>() as f32)
+        Ok(crate::vector::dot(a, b))
     })
 }
 

@@ -1108,12 +1108,7 @@ impl Embeddings {
                 *a += b;
             }
         }
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if norm != 0.0 {
-            for x in &mut v {
-                *x /= norm;
-            }
-        }
+        let norm = crate::vector::l2_normalize(&mut v);
         Some((v, norm))
     }
 
@@ -1145,12 +1140,7 @@ impl Embeddings {
             *a *= inv;
         }
         if normalize {
-            let norm = acc.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm > 0.0 {
-                for a in &mut acc {
-                    *a /= norm;
-                }
-            }
+            crate::vector::l2_normalize(&mut acc);
         }
         Some(acc)
     }
@@ -1452,8 +1442,7 @@ mod tests {
         );
         assert_eq!(e.lookup("cat"), e.row(0));
         let v = e.lookup("unknownword").unwrap();
-        let n: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        assert!((n - 1.0).abs() < 1e-5);
+        assert!((crate::vector::norm(&v) - 1.0).abs() < 1e-5);
         let simple = small(Subwords::None, &["cat"], false);
         assert!(simple.lookup("dog").is_none());
         let t = simple.embed_text("cat  dog cat", false).unwrap();

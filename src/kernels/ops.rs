@@ -230,15 +230,6 @@ pub fn gelu_tanh(v: f32) -> f32 {
     x / (1.0 + e)
 }
 
-/// L2-normalises in place like torch `F.normalize`: `x / max(‖x‖, 1e-12)`.
-pub fn l2_normalize(x: &mut [f32]) {
-    let n: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-    let norm = (n.sqrt() as f32).max(1e-12);
-    for v in x {
-        *v /= norm;
-    }
-}
-
 /// Runs `$f` of the row operations of the ISA [`isa::fp32`] selects:
 /// `arch::x86_64::{avx512, avx2}::ops` or `arch::generic::ops`, which all
 /// define the same functions. The one ISA dispatch of this file: a new ISA is
@@ -483,15 +474,7 @@ mod tests {
             let s = sum(&x);
             let e: f64 = x.iter().map(|&v| f64::from(v)).sum();
             assert!((f64::from(s) - e).abs() < 1e-4);
-
-            let mut y = x.clone();
-            l2_normalize(&mut y);
-            let nn: f64 = y.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-            assert!((nn - 1.0).abs() < 1e-6);
         }
-        let mut z = vec![0.0f32; 5];
-        l2_normalize(&mut z);
-        assert!(z.iter().all(|&v| v == 0.0));
         let mut s = vec![1.0f32, -2.0];
         scale(&mut s, 0.5);
         assert_eq!(s, vec![0.5, -1.0]);

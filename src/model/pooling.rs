@@ -1,7 +1,6 @@
 //! Sentence pooling of token vectors: mean, `[CLS]`, max; then optional L2
 //! normalisation.
 
-use crate::kernels::ops;
 use crate::model::config::Pooling;
 
 /// Pools the `[rows x width]` hidden states of one sequence (every token has
@@ -44,7 +43,7 @@ pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool, out
         }
     }
     if normalize {
-        ops::l2_normalize(out);
+        crate::vector::l2_normalize(out);
     }
 }
 

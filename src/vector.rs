@@ -1,0 +1,93 @@
+//! Vector maths on embeddings: dot product, L2 norm, L2 normalisation and
+//! cosine similarity, with one rule for zero and tiny vectors.
+//!
+//! The one home of these operations: the engine's pooling, the C API
+//! (`embd_similarity`), the cpp_embedder compatibility layer and the static
+//! (finalfusion) embeddings all call these, so every surface gives the same
+//! bits for the same vectors.
+//!
+//! Sums run in f64, which makes the results independent of summation order to
+//! within f32 rounding. The zero rule is torch's `F.normalize`: a vector is
+//! divided by `max(‖x‖, NORM_EPS)`, so a zero vector stays zero, and a cosine
+//! with a zero vector is 0.
+
+/// The smallest norm [`l2_normalize`] divides by (torch `F.normalize`'s `eps`).
+pub const NORM_EPS: f32 = 1e-12;
+
+/// Sum of squares, accumulated in f64.
+fn sum_sq(x: &[f32]) -> f64 {
+    x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+}
+
+/// Dot product of the common prefix of `a` and `b`, accumulated in f64.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum::<f64>() as f32
+}
+
+/// The Euclidean (L2) norm.
+pub fn norm(x: &[f32]) -> f32 {
+    sum_sq(x).sqrt() as f32
+}
+
+/// L2-normalises in place like torch `F.normalize`: `x / max(‖x‖, 1e-12)`.
+/// Returns the norm before normalisation.
+pub fn l2_normalize(x: &mut [f32]) -> f32 {
+    let n = norm(x);
+    let d = n.max(NORM_EPS);
+    for v in x {
+        *v /= d;
+    }
+    n
+}
+
+/// Cosine similarity of the common prefix of `a` and `b`; 0 when either is
+/// the zero vector.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let (na, nb) = (sum_sq(a), sum_sq(b));
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    let d: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    (d / (na.sqrt() * nb.sqrt())) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_gives_unit_norm_and_keeps_zero() {
+        let mut x = vec![3.0f32, -4.0, 0.0];
+        assert_eq!(l2_normalize(&mut x), 5.0);
+        assert_eq!(x, vec![0.6, -0.8, 0.0]);
+        let mut z = vec![0.0f32; 5];
+        assert_eq!(l2_normalize(&mut z), 0.0);
+        assert!(z.iter().all(|&v| v == 0.0));
+        // Tiny but non-zero: divided by NORM_EPS, not by its own norm.
+        let mut t = vec![1e-20f32, 0.0];
+        l2_normalize(&mut t);
+        assert_eq!(t[0], 1e-20 / NORM_EPS);
+    }
+
+    #[test]
+    fn cosine_dot_and_norm() {
+        let a = [1.0f32, 0.0, 0.0];
+        let b = [1.0f32, 1.0, 0.0];
+        assert!((cosine(&a, &b) - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-7);
+        assert_eq!(cosine(&a, &[0.0; 3]), 0.0);
+        assert_eq!(cosine(&[0.0; 3], &[0.0; 3]), 0.0);
+        assert_eq!(dot(&a, &b), 1.0);
+        assert_eq!(norm(&[3.0, 4.0]), 5.0);
+        // Mismatched lengths: the common prefix.
+        assert_eq!(cosine(&[1.0, 2.0], &[1.0, 2.0, 9.0]), 1.0);
+    }
+}
