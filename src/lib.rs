@@ -10,6 +10,7 @@
 // The MSRV is 1.89 for the AVX-512 intrinsics of `kernels::sgemm`; the code
 // base keeps the `x % n == 0` style rather than `is_multiple_of` (1.87).
 
+pub mod atomic_write;
 pub mod capi;
 pub mod convert;
 pub mod embedder;

@@ -26,6 +26,7 @@
 //! float8 into owned f32.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -526,12 +527,18 @@ pub fn write_dir(model: &ModelFile, dir: &Path) -> Result<()> {
         "vocab": vocab,
         "tensors": entries,
     });
-    let blob_path = dir.join("weight.bin");
-    std::fs::write(&blob_path, w.finish()).map_err(|e| Error::io(blob_path.display(), e))?;
     let text = serde_json::to_string_pretty(&manifest)
         .map_err(|e| Error::new(ErrorKind::Internal, format!("manifest JSON: {e}")))?;
-    let mpath = dir.join("manifest.json");
-    std::fs::write(&mpath, text).map_err(|e| Error::io(mpath.display(), e))
+    // Each file atomically; the manifest last, so that a folder with a
+    // manifest has the blob it describes.
+    write_file_atomically(&dir.join("weight.bin"), &w.finish())?;
+    write_file_atomically(&dir.join("manifest.json"), text.as_bytes())
+}
+
+fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::atomic_write::atomic_write(path, |w| {
+        w.write_all(bytes).map_err(|e| Error::io(path.display(), e))
+    })
 }
 
 fn manifest_err(detail: impl Into<String>) -> Error {

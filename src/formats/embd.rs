@@ -1192,9 +1192,10 @@ pub fn write_to<W: Write>(
     Ok(s.written)
 }
 
-/// Writes `model` to `path` through a temporary file in the same directory that
-/// is renamed over `path` once complete and synced; on any failure the temporary
-/// file is removed and `path` is left untouched.
+/// Writes `model` to `path` atomically ([`crate::atomic_write::atomic_write`]):
+/// through a temporary file in the same directory that is renamed over `path`
+/// once complete and synced; on any failure the temporary file is removed and
+/// `path` is left untouched.
 ///
 /// # Errors
 /// As [`write_to`], plus [`ErrorKind::Io`] for file system failures.
@@ -1204,34 +1205,7 @@ pub fn write_file(
     opts: &WriteOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| Error::invalid_argument(format!("{}: not a file path", path.display())))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> Result<()> {
-        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
-        let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
-        write_to(model, &mut bw, opts, progress)?;
-        let f = bw
-            .into_inner()
-            .map_err(|e| Error::io(tmp.display(), e.into_error()))?;
-        f.sync_all().map_err(|e| Error::io(tmp.display(), e))?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path.display(), e))
-    })();
-    if result.is_err() {
-        // Best effort: the temporary file may not exist.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::atomic_write::atomic_write(path, |w| write_to(model, w, opts, progress).map(|_| ()))
 }
 
 /// Writes `model` into memory (tests, small models).

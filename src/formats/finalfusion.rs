@@ -1273,11 +1273,10 @@ impl Embeddings {
             .map_err(|e| Error::new(ErrorKind::Io, format!("writing finalfusion data: {e}")))
     }
 
-    /// Writes a `.fifu` file at `path`.
+    /// Writes a `.fifu` file at `path`, atomically
+    /// ([`crate::atomic_write::atomic_write`]).
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let mut f = std::fs::File::create(path).map_err(|e| Error::io(path.display(), e))?;
-        self.write(&mut f)
+        crate::atomic_write::atomic_write(path.as_ref(), |w| self.write(w))
     }
 }
 

@@ -514,10 +514,10 @@ pub fn write(model: &ModelFile, w: &mut impl Write) -> Result<()> {
         .map_err(|e| Error::new(ErrorKind::Io, format!("writing LWT data: {e}")))
 }
 
-/// Writes `model` as `.lwt` at `path`.
+/// Writes `model` as `.lwt` at `path`, atomically
+/// ([`crate::atomic_write::atomic_write`]).
 pub fn write_file(model: &ModelFile, path: &Path) -> Result<()> {
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path.display(), e))?;
-    write(model, &mut f)
+    crate::atomic_write::atomic_write(path, |w| write(model, w))
 }
 
 fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {

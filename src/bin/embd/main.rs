@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clap::{Parser, Subcommand, ValueEnum};
+use embedder::atomic_write::atomic_write as write_atomically;
 use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::embd::{write_file, WriteOptions};
 use embedder::formats::hf::HfOptions;
@@ -724,27 +725,6 @@ fn is_gpt2_dir(dir: &Path) -> bool {
                 .map(|t| t == "gpt2")
         })
         .unwrap_or(false)
-}
-
-/// Writes `path` through a temporary file in the same folder, renamed on success.
-fn write_atomically(
-    path: &Path,
-    f: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
-    let mut w = BufWriter::new(file);
-    let res = f(&mut w).and_then(|()| w.flush().map_err(|e| Error::io(tmp.display(), e)));
-    drop(w);
-    match res {
-        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::io(path.display(), e)),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
 }
 
 fn stdout_err(e: std::io::Error) -> Error {

@@ -1,0 +1,124 @@
+//! Writing a file so that readers see either the old file or the complete new
+//! one, never a torn write: the one helper every writer uses (the container
+//! writers in [`crate::formats`] and the `embd` CLI).
+//!
+//! The bytes go to a temporary file in the destination's directory (so the
+//! rename stays on one file system), which is flushed, synced to disk, and
+//! renamed over the destination; the directory is then synced where the
+//! system allows it, so the rename itself survives a crash. On any failure the
+//! temporary file is removed and the destination is left untouched.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Buffer size of the writer handed to the closure.
+const BUFFER: usize = 1 << 20;
+
+/// Writes `path` atomically: `write` fills a buffered writer over a temporary
+/// file `.<name>.tmp-<pid>` in the same directory, which replaces `path` only
+/// once `write` succeeded and the data is on disk.
+///
+/// # Errors
+/// The error of `write`, or [`crate::ErrorKind::Io`] for file system failures
+/// (creating, syncing or renaming the temporary file);
+/// [`crate::ErrorKind::InvalidArgument`] when `path` has no file name.
+pub fn atomic_write(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<()>,
+) -> Result<()> {
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid_argument(format!("{}: not a file path", path.display())))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| -> Result<()> {
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
+        let mut bw = BufWriter::with_capacity(BUFFER, f);
+        write(&mut bw)?;
+        bw.flush().map_err(|e| Error::io(tmp.display(), e))?;
+        let f = bw
+            .into_inner()
+            .map_err(|e| Error::io(tmp.display(), e.into_error()))?;
+        f.sync_all().map_err(|e| Error::io(tmp.display(), e))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path.display(), e))
+    })();
+    match result {
+        Ok(()) => {
+            sync_dir(&dir);
+            Ok(())
+        }
+        Err(e) => {
+            // Best effort: the temporary file may not exist.
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Syncs a directory so that a rename inside it is durable (Unix; best effort,
+/// a no-op elsewhere).
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("embd-atomic-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn writes_and_replaces() {
+        let d = scratch("ok");
+        let p = d.join("f.bin");
+        std::fs::write(&p, b"old").unwrap();
+        atomic_write(&p, |w| w.write_all(b"new").map_err(|e| Error::io("w", e))).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn failure_keeps_the_old_file_and_removes_the_temp() {
+        let d = scratch("err");
+        let p = d.join("f.bin");
+        std::fs::write(&p, b"old").unwrap();
+        let e = atomic_write(&p, |w| {
+            w.write_all(b"partial").unwrap();
+            Err(Error::invalid_argument("stop"))
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
