@@ -17,6 +17,7 @@ pub mod embedder;
 pub mod engine;
 pub mod error;
 pub mod formats;
+pub mod import;
 pub mod kernels;
 pub mod model;
 pub mod options;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::bytes::{self, Cursor};
-use super::hf::canonical_bert_name;
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
+use crate::import::hf::canonical_bert_name;
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// The file magic.

@@ -13,9 +13,11 @@ pub mod bytes;
 pub mod coreml_blob;
 pub mod embd;
 pub mod finalfusion;
-pub mod hf;
 pub mod legacy;
 pub mod lwt;
+
+/// Moved to [`crate::import::hf`]; kept here so that existing paths compile.
+pub use crate::import::hf;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -469,14 +471,15 @@ impl ModelFile {
         if coreml_blob::is_blob_dir(path) {
             return coreml_blob::read_dir(path, opts);
         }
-        if path.is_dir() && path.join("config.json").is_file() {
+        if hf::is_hf_dir(path) {
             return hf::read_dir(path, &hf::HfOptions::default());
         }
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
     }
 
-    /// Reads a HuggingFace / sentence-transformers BERT folder (see [`hf`]).
+    /// Reads a HuggingFace / sentence-transformers BERT folder (see
+    /// [`crate::import::hf`]).
     pub fn open_hf_dir(dir: impl AsRef<Path>, opts: &hf::HfOptions) -> Result<ModelFile> {
         hf::read_dir(dir.as_ref(), opts)
     }

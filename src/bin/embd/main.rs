@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use embedder::atomic_write::atomic_write as write_atomically;
 use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::embd::{write_file, WriteOptions};
-use embedder::formats::hf::HfOptions;
+use embedder::import::hf::{self, HfOptions};
 use embedder::options::ProgressFn;
 use embedder::{
     Embedder, Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges,
@@ -415,10 +415,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             amb_quant,
             output_ranges_corpus,
         } => {
-            let model = if is_gpt2_dir(&src) {
-                embedder::formats::lwt::import_gpt2_dir(&src)?
-            } else if src.is_dir() && src.join("config.json").is_file() {
-                ModelFile::open_hf_dir(
+            let model = if hf::detect(&src).is_some() {
+                hf::import_dir(
                     &src,
                     &HfOptions {
                         name,
@@ -710,21 +708,6 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// True for a HF folder whose config says GPT-2 (imported into LWT's layout).
-fn is_gpt2_dir(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else {
-        return false;
-    };
-    serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| {
-            v.get("model_type")
-                .and_then(|t| t.as_str())
-                .map(|t| t == "gpt2")
-        })
-        .unwrap_or(false)
 }
 
 fn stdout_err(e: std::io::Error) -> Error {

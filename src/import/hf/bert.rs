@@ -1,4 +1,4 @@
-//! HuggingFace / sentence-transformers model folders (the converter's input).
+//! HuggingFace / sentence-transformers BERT-family folders (the converter's input).
 //!
 //! Reads `config.json`, `model.safetensors` (memory-mapped, validated by the
 //! reference `safetensors` crate, tensors kept zero-copy), `vocab.txt` (or the
@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Backing, DType, FormatKind, ModelFile, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
+use crate::formats::{Backing, DType, FormatKind, ModelFile, TensorData, TensorEntry};
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// Options for reading a HF folder.
