@@ -10,6 +10,7 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -17,7 +18,7 @@ use crate::error::{Error, Result};
 const BUFFER: usize = 1 << 20;
 
 /// Writes `path` atomically: `write` fills a buffered writer over a temporary
-/// file `.<name>.tmp-<pid>` in the same directory, which replaces `path` only
+/// file `.<name>.tmp-<pid>-<n>` in the same directory, which replaces `path` only
 /// once `write` succeeded and the data is on disk.
 ///
 /// # Errors
@@ -35,10 +36,14 @@ pub fn atomic_write(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // Unique per process and call, so that two threads writing the same
+    // path do not share a temporary file.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{}",
         file_name.to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| -> Result<()> {
         let f = std::fs::File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
