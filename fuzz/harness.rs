@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use embedder::formats::{
-    amb, coreml_blob, embd, finalfusion, hf, legacy, lwt, Backing, ModelFile, ReadOptions,
-    TensorData, TensorEntry,
+    amb, coreml_blob, embd, finalfusion, legacy, lwt, Backing, Container, ModelFile, ReadHint,
+    ReadOptions, TensorData, TensorEntry, WriteSettings, Writer, CONTAINERS,
 };
+use embedder::import::hf;
 use embedder::tokenizer::{Tokenizer, TokenizerConfig};
 use embedder::{ModelConfig, SpecialIds, Vocab};
 
@@ -40,6 +41,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("model_file", fuzz_model_file),
     ("hf_dir", fuzz_hf_dir),
     ("embedder", fuzz_embedder),
+    ("container", fuzz_container),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -193,6 +195,54 @@ pub fn fuzz_embd(data: &[u8]) {
         for t in &m.tensors {
             let u = back.tensor(&t.name).expect("tensor survives a rewrite");
             assert_eq!(back.tensor_bytes(u), m.tensor_bytes(t), "{}", t.name);
+        }
+    }
+}
+
+/// The rows of [`CONTAINERS`] that read from bytes, in table order: the
+/// `container` target's first byte picks one (modulo their count).
+pub fn byte_containers() -> Vec<&'static Container> {
+    CONTAINERS.iter().filter(|c| c.read.is_some()).collect()
+}
+
+/// Every container of [`CONTAINERS`] that reads from bytes, through its table
+/// row: byte 0 picks the row (see [`byte_containers`]), the rest is the file.
+/// What a reader accepts must hold the [`check_model`] invariants, and what a
+/// file writer writes from it must read back with the same tensors. A new
+/// container is fuzzed here without a target of its own.
+pub fn fuzz_container(data: &[u8]) {
+    let rows = byte_containers();
+    let Some((&sel, file)) = data.split_first() else {
+        return;
+    };
+    let c = rows[usize::from(sel) % rows.len()];
+    let Some(read) = c.read else {
+        return;
+    };
+    for opts in OPTS {
+        let Ok(m) = read(backing(file), opts, &ReadHint::default()) else {
+            continue;
+        };
+        check_model(&m);
+        let Some(Writer::File(write)) = c.write else {
+            continue;
+        };
+        let mut out = Vec::new();
+        let mut settings = WriteSettings {
+            checksums: true,
+            quant: amb::Quant::None,
+            progress: &mut |_, _| {},
+        };
+        if write(&m, &mut out, &mut settings).is_ok() {
+            let back = read(backing(&out), ReadOptions::default(), &ReadHint::default())
+                .unwrap_or_else(|e| panic!("{}: re-read of a re-written file: {e}", c.name));
+            check_model(&back);
+            assert_eq!(
+                back.tensors.len(),
+                m.tensors.len(),
+                "{}: tensor count",
+                c.name
+            );
         }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use embedder::formats::{
     amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, Backing, DType, FormatKind, ModelFile,
-    ReadOptions, TensorEntry,
+    ReadOptions, TensorEntry, CONTAINERS,
 };
 use embedder::Vocab;
 
@@ -207,7 +207,12 @@ pub fn coreml_input(manifest: &[u8], blob: &[u8]) -> Vec<u8> {
 fn coreml_seeds() -> Vec<Vec<u8>> {
     let m = tiny_bert(4, 1, 8);
     let small = model(m.metadata.clone(), m.vocab.clone(), m.tensors[..5].to_vec());
-    let dir = std::env::temp_dir().join(format!("embd-seeds-coreml-{}", std::process::id()));
+    // One folder per thread: tests call `seeds()` concurrently.
+    let dir = std::env::temp_dir().join(format!(
+        "embd-seeds-coreml-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     coreml_blob::write_dir(&small, &dir).expect("coreml writer");
@@ -474,6 +479,23 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (i, b) in tokenizer_seeds().into_iter().enumerate() {
         out.push(("tokenizer", format!("text_{i}.txt"), b));
+    }
+    // The `container` target: every file seed of `model_file`, prefixed with
+    // the index of its row among the containers that read from bytes.
+    let rows: Vec<_> = CONTAINERS.iter().filter(|c| c.read.is_some()).collect();
+    let files: Vec<(String, Vec<u8>)> = out
+        .iter()
+        .filter(|(t, _, _)| *t == "model_file")
+        .map(|(_, n, b)| (n.clone(), b.clone()))
+        .collect();
+    for (n, b) in files {
+        let i = rows
+            .iter()
+            .position(|c| (c.sniff)(&b))
+            .expect("a seed file some container sniffs");
+        let mut v = vec![i as u8];
+        v.extend_from_slice(&b);
+        out.push(("container", n, v));
     }
     // Every seed must parse as its writer meant (else it seeds nothing useful).
     for (t, n, b) in &out {

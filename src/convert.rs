@@ -161,6 +161,7 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
         tensors,
     )?;
     out.details = src.details.clone();
+    out.report = src.report.clone();
     Ok(out)
 }
 
@@ -274,6 +275,7 @@ pub fn with_output_ranges(src: &ModelFile, texts: &[String], threads: usize) -> 
         tensors,
     )?;
     out.details = src.details.clone();
+    out.report = src.report.clone();
     Ok(out)
 }
 

@@ -13,7 +13,7 @@ use crate::embedder::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::finalfusion::Embeddings;
-use crate::formats::{FormatKind, ModelFile, ReadOptions};
+use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
 use crate::model::config::Pooling;
 use crate::options::Options;
 use crate::quantize::{OutputPrecision, OutputRanges};
@@ -189,6 +189,34 @@ impl StaticEmbedder {
     }
 }
 
+/// What [`Engine::verify`] found in a valid file; displayed as `embd verify`
+/// prints it (`embd, 102 tensors, model '...' (bert, 6 layers, dim 384),
+/// checksums verified`).
+#[derive(Debug, Clone)]
+pub struct Verification {
+    /// The container.
+    pub format: FormatKind,
+    /// Number of tensors.
+    pub tensors: usize,
+    /// The model, described (architecture, layers, dimension).
+    pub model: String,
+    /// The checksum status.
+    pub checksums: ChecksumStatus,
+}
+
+impl std::fmt::Display for Verification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}, {} tensors, {}, checksums {}",
+            self.format.name(),
+            self.tensors,
+            self.model,
+            self.checksums.describe()
+        )
+    }
+}
+
 /// Any model this library runs.
 #[derive(Debug)]
 pub enum Engine {
@@ -206,13 +234,63 @@ impl Engine {
     /// only convert (GPT-2).
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Engine> {
         let path = path.as_ref();
-        let file = ModelFile::open(
+        let file = ModelFile::open_hinted(
             path,
             ReadOptions {
                 verify_checksums: opts.verify_checksums,
             },
+            &crate::embedder::READ_HINT,
         )?;
         Engine::from_model_file(file, opts).map_err(|e| e.context(path.display()))
+    }
+
+    /// Checks a model file completely, as `embd verify` does: the container
+    /// (every checksum it stores) and the model its `architecture` asks for
+    /// (static word embeddings, GPT-2 tensor shapes, or a BERT-family encoder
+    /// built as [`Embedder::from_model_file`] builds it).
+    ///
+    /// # Errors
+    /// The first problem found: I/O, format, checksum, model or unsupported.
+    pub fn verify(path: impl AsRef<Path>) -> Result<Verification> {
+        let m = ModelFile::open(path, ReadOptions::default())?;
+        let (format, tensors, checksums) = (m.format, m.tensors.len(), m.report.checksums);
+        let arch = m
+            .metadata
+            .get("architecture")
+            .cloned()
+            .unwrap_or_else(|| "bert".into());
+        let model = match arch.as_str() {
+            "static" => {
+                let e = Embeddings::from_model_file(m)?;
+                format!(
+                    "static word embeddings ({} rows, dim {})",
+                    e.rows(),
+                    e.dims()
+                )
+            }
+            "gpt2" => {
+                let cfg = crate::formats::lwt::Gpt2Config::from_metadata(&m.metadata)?;
+                cfg.check_tensors(&m)?;
+                format!("gpt2 ({} layers, n_embd {})", cfg.n_layer, cfg.n_embd)
+            }
+            _ => {
+                let e = Embedder::from_model_file(m, &Options::new())?;
+                let info = e.info();
+                format!(
+                    "model '{}' ({}, {} layers, dim {})",
+                    info.name,
+                    e.config().architecture,
+                    info.num_layers,
+                    info.dim
+                )
+            }
+        };
+        Ok(Verification {
+            format,
+            tensors,
+            model,
+            checksums,
+        })
     }
 
     /// Builds the engine a parsed model file asks for.

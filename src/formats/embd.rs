@@ -51,7 +51,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::bytes::{self, Cursor};
-use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
+use super::{
+    Backing, ChecksumStatus, DType, FormatKind, ModelFile, ReadHint, ReadOptions, ReadReport,
+    TensorData, TensorEntry,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
@@ -247,6 +250,7 @@ struct Parsed {
     vocab: Option<Vocab>,
     tensors: Vec<TensorEntry>,
     details: Vec<(String, String)>,
+    checksums: ChecksumStatus,
 }
 
 /// Reads an EMBD file from `backing`.
@@ -259,7 +263,16 @@ struct Parsed {
 ///   (checked when the file has CHECKSUM_ENABLED and `opts.verify_checksums`).
 /// * [`ErrorKind::Format`]: any other malformed field, named with its offset.
 pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
-    let parsed = parse(&backing, opts)?;
+    read_hinted(backing, opts, &ReadHint::default())
+}
+
+/// [`read`], checking the data of the tensors `hint.read_first` names last
+/// in the one pass over the data CRC, so that they are in cache after it.
+///
+/// # Errors
+/// As [`read`].
+pub fn read_hinted(backing: Arc<Backing>, opts: ReadOptions, hint: &ReadHint) -> Result<ModelFile> {
+    let parsed = parse(&backing, opts, hint)?;
     let mut mf = ModelFile::new(
         FormatKind::Embd,
         backing,
@@ -268,10 +281,13 @@ pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
         parsed.tensors,
     )?;
     mf.details = parsed.details;
+    mf.report = ReadReport {
+        checksums: parsed.checksums,
+    };
     Ok(mf)
 }
 
-fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
+fn parse(backing: &Backing, opts: ReadOptions, hint: &ReadHint) -> Result<Parsed> {
     let b = backing.bytes();
     let h = parse_header(b)?;
     let len = b.len() as u64;
@@ -404,9 +420,9 @@ fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
 
     // Footer CRCs, last, so structural defects are reported as such.
     let checksum_status = if !checksummed {
-        "absent (flag clear)"
+        ChecksumStatus::Absent
     } else if !opts.verify_checksums {
-        "not verified (disabled by option)"
+        ChecksumStatus::NotVerified
     } else {
         let ds_start = usize_of(data.start, "tensor data")?;
         let ds = bytes::slice(
@@ -421,11 +437,13 @@ fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
             let at = c.as_ptr() as usize - b.as_ptr() as usize;
             backing.populate(at..at + c.len());
         };
-        // The encoder's weights are checked last, first layer last, so that
-        // a first embedding right after opening finds them in cache.
+        // The tensors the caller reads first are checked last (from the
+        // first such tensor to the end of the data, backwards), so that they
+        // are in cache right after opening.
+        let read_first = hint.read_first.unwrap_or(|_| false);
         let last = tensors
             .iter()
-            .filter(|t| t.name.starts_with("encoder."))
+            .filter(|t| read_first(&t.name))
             .filter_map(|t| match t.data {
                 TensorData::Mapped { start, .. } => start.checked_sub(ds_start),
                 TensorData::Owned { .. } => None,
@@ -460,7 +478,7 @@ fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
                 computed,
             ));
         }
-        "verified"
+        ChecksumStatus::Verified
     };
 
     let mut details: Vec<(String, String)> = Vec::new();
@@ -487,13 +505,14 @@ fn parse(backing: &Backing, opts: ReadOptions) -> Result<Parsed> {
     );
     d("data_checksum", format!("{data_checksum:#010x}"));
     d("file_checksum", format!("{file_checksum:#010x}"));
-    d("checksums", checksum_status.to_string());
+    d("checksums", checksum_status.describe().to_string());
 
     Ok(Parsed {
         metadata,
         vocab,
         tensors,
         details,
+        checksums: checksum_status,
     })
 }
 

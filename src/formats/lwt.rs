@@ -115,6 +115,29 @@ impl Gpt2Config {
         v
     }
 
+    /// Checks that `m` holds every tensor of [`Gpt2Config::expected`] with its
+    /// shape.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Model`] naming the first missing or misshapen tensor.
+    pub fn check_tensors(&self, m: &ModelFile) -> Result<()> {
+        for (name, shape) in self.expected() {
+            let t = m.tensor(&name).ok_or_else(|| {
+                Error::new(ErrorKind::Model, format!("gpt2 tensor '{name}' is missing"))
+            })?;
+            if t.shape != shape {
+                return Err(Error::new(
+                    ErrorKind::Model,
+                    format!(
+                        "gpt2 tensor '{name}' has shape {:?}, expected {shape:?}",
+                        t.shape
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn from_json(c: &Value, what: &str) -> Result<Gpt2Config> {
         let get = |k: &str| -> Option<usize> {
             c.get(k)

@@ -6,6 +6,7 @@
 //! live in the memory-mapped file (zero-copy) or, where a format needs a
 //! transformation (a transposed legacy matrix), in owned memory.
 //!
+//! [`CONTAINERS`] lists every container (detection, reader, writer);
 //! [`ModelFile::open`] detects the container by its magic and dispatches.
 
 pub mod amb;
@@ -21,6 +22,7 @@ pub use crate::import::hf;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -144,6 +146,242 @@ impl FormatKind {
             FormatKind::Lwt => "lwt",
         }
     }
+}
+
+/// A container reader over bytes (the whole file): see [`Container::read`].
+pub type ReadFn = fn(Arc<Backing>, ReadOptions, &ReadHint) -> Result<ModelFile>;
+
+/// A container stored as a folder: how to recognise one and read it.
+#[derive(Debug, Clone, Copy)]
+pub struct FolderReader {
+    /// True when `path` is a folder of this container.
+    pub detect: fn(&Path) -> bool,
+    /// Reads the folder.
+    pub read: fn(&Path, ReadOptions) -> Result<ModelFile>,
+}
+
+/// How a container is written.
+#[derive(Debug, Clone, Copy)]
+pub enum Writer {
+    /// One file, streamed into a writer ([`Container::write_path`] makes it
+    /// atomic).
+    File(fn(&ModelFile, &mut dyn Write, &mut WriteSettings<'_>) -> Result<()>),
+    /// A folder of files at the path.
+    Folder(fn(&ModelFile, &Path, &mut WriteSettings<'_>) -> Result<()>),
+}
+
+/// What a writer may be asked for; each container uses the settings it has.
+pub struct WriteSettings<'a> {
+    /// Store checksums where the container can (default true).
+    pub checksums: bool,
+    /// Block quantization of the encoder's Linear weights (AMB only).
+    pub quant: amb::Quant,
+    /// Progress callback `(bytes done, bytes total)` (EMBD only).
+    pub progress: &'a mut dyn FnMut(u64, u64),
+}
+
+impl fmt::Debug for WriteSettings<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteSettings")
+            .field("checksums", &self.checksums)
+            .field("quant", &self.quant)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One row of [`CONTAINERS`]: everything the library, the CLI (`--to`) and the
+/// fuzz harness need to know about a container.
+#[derive(Debug, Clone, Copy)]
+pub struct Container {
+    /// The kind its reader reports.
+    pub kind: FormatKind,
+    /// The name `embd convert --to` takes.
+    pub name: &'static str,
+    /// One line for `embd convert --help`.
+    pub help: &'static str,
+    /// Usual file extensions (informational; detection is by content).
+    pub extensions: &'static [&'static str],
+    /// True when the first bytes of a file are this container's (never for
+    /// folder containers).
+    pub sniff: fn(&[u8]) -> bool,
+    /// The reader over the whole file, if the container is a file.
+    pub read: Option<ReadFn>,
+    /// The reader of a folder container.
+    pub folder: Option<FolderReader>,
+    /// The writer, if the library writes this container.
+    pub write: Option<Writer>,
+}
+
+impl Container {
+    /// The row whose `--to` name is `name`.
+    pub fn by_name(name: &str) -> Option<&'static Container> {
+        CONTAINERS.iter().find(|c| c.name == name)
+    }
+
+    /// The row of a kind.
+    pub fn by_kind(kind: FormatKind) -> Option<&'static Container> {
+        CONTAINERS.iter().find(|c| c.kind == kind)
+    }
+
+    /// Writes `model` at `path`: a file container atomically
+    /// ([`crate::atomic_write::atomic_write`]), a folder container into the
+    /// folder (created if missing).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] when the container has no writer; else the
+    /// writer's errors.
+    pub fn write_path(
+        &self,
+        model: &ModelFile,
+        path: &Path,
+        settings: &mut WriteSettings<'_>,
+    ) -> Result<()> {
+        match self.write {
+            Some(Writer::File(write)) => {
+                crate::atomic_write::atomic_write(path, |w| write(model, w, settings))
+            }
+            Some(Writer::Folder(write)) => write(model, path, settings),
+            None => Err(Error::unsupported(format!(
+                "the library does not write {} files",
+                self.kind.name()
+            ))),
+        }
+    }
+}
+
+fn no_sniff(_: &[u8]) -> bool {
+    false
+}
+
+/// Every container: detection (file magic or folder), reader and writer. A new
+/// container is its module plus one row here (and a [`FormatKind`]); opening,
+/// `embd convert --to` and the fuzz harness's `container` target read this
+/// table. Magics are disjoint, so the order is only that of `--help`.
+pub const CONTAINERS: &[Container] = &[
+    Container {
+        kind: FormatKind::Embd,
+        name: "embd",
+        help: "EMBD `.weights` as specified",
+        extensions: &["weights"],
+        sniff: |b| b.starts_with(b"EMBD") && !legacy::looks_legacy(b),
+        read: Some(|b, o, h| embd::read_hinted(b, o, h)),
+        folder: None,
+        write: Some(Writer::File(|m, mut w, s| {
+            let opts = embd::WriteOptions {
+                checksums: s.checksums,
+            };
+            embd::write_to(m, &mut w, &opts, s.progress).map(|_| ())
+        })),
+    },
+    Container {
+        kind: FormatKind::EmbdLegacy,
+        name: "legacy",
+        help: "The layout the original cpp_embedder converter writes",
+        extensions: &["weights"],
+        sniff: legacy::looks_legacy,
+        read: Some(|b, o, _| legacy::read(b, o)),
+        folder: None,
+        write: Some(Writer::File(|m, mut w, _| legacy::write_legacy(m, &mut w))),
+    },
+    Container {
+        kind: FormatKind::CoremlBlob,
+        name: "coreml-blob",
+        help: "A Core ML weight blob folder (`weight.bin` + `manifest.json`); OUTPUT is a folder",
+        extensions: &[],
+        sniff: no_sniff,
+        read: None,
+        folder: Some(FolderReader {
+            detect: coreml_blob::is_blob_dir,
+            read: coreml_blob::read_dir,
+        }),
+        write: Some(Writer::Folder(|m, p, _| coreml_blob::write_dir(m, p))),
+    },
+    Container {
+        kind: FormatKind::Amb,
+        name: "amb",
+        help: "AMB (`.amb`, \"AMBEE\")",
+        extensions: &["amb"],
+        sniff: |b| b.starts_with(amb::MAGIC),
+        read: Some(|b, o, _| amb::read(b, o)),
+        folder: None,
+        write: Some(Writer::File(|m, mut w, s| {
+            let opts = amb::WriteOptions {
+                quant: s.quant,
+                checksum: s.checksums,
+            };
+            amb::write(m, &mut w, &opts)
+        })),
+    },
+    Container {
+        kind: FormatKind::Lwt,
+        name: "lwt",
+        help: "LWT (`.lwt`, \"LWATCHV1\")",
+        extensions: &["lwt"],
+        sniff: |b| b.starts_with(lwt::MAGIC),
+        read: Some(|b, o, _| lwt::read(b, o)),
+        folder: None,
+        write: Some(Writer::File(|m, mut w, _| lwt::write(m, &mut w))),
+    },
+    Container {
+        kind: FormatKind::Finalfusion,
+        name: "fifu",
+        help: "finalfusion (`.fifu`); only for static word-embedding models",
+        extensions: &["fifu"],
+        sniff: |b| b.starts_with(finalfusion::MAGIC),
+        read: Some(|b, o, _| finalfusion::read(b, o)),
+        folder: None,
+        write: Some(Writer::File(|m, mut w, _| {
+            finalfusion::write_model(m, &mut w)
+        })),
+    },
+];
+
+/// How a reader dealt with the checksums a file stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ChecksumStatus {
+    /// Every stored checksum was verified.
+    Verified,
+    /// The file stores checksums; verifying them was turned off
+    /// ([`ReadOptions::verify_checksums`]).
+    NotVerified,
+    /// The file stores none (EMBD: CHECKSUM_ENABLED clear).
+    Absent,
+    /// The reader reports no status (containers without checksums, or whose
+    /// readers verify them without reporting here).
+    #[default]
+    Unreported,
+}
+
+impl ChecksumStatus {
+    /// The phrase `embd inspect` and `embd verify` print.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ChecksumStatus::Verified => "verified",
+            ChecksumStatus::NotVerified => "not verified (disabled by option)",
+            ChecksumStatus::Absent => "absent (flag clear)",
+            ChecksumStatus::Unreported => "verified where the format stores them",
+        }
+    }
+}
+
+/// What a reader found besides the model, typed (the free-form
+/// [`ModelFile::details`] are for display only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadReport {
+    /// The checksum status.
+    pub checksums: ChecksumStatus,
+}
+
+/// A caller's hint to a reader about what it reads right after opening; it
+/// changes only the order of work, never the result.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadHint {
+    /// Tensors (by name) the caller reads first. A reader that checks the
+    /// tensor data in one pass checks these last, so that they are still in
+    /// cache when the caller starts (EMBD).
+    pub read_first: Option<fn(&str) -> bool>,
 }
 
 /// The bytes a [`ModelFile`] reads from: a read-only memory map or owned memory.
@@ -394,8 +632,11 @@ pub struct ModelFile {
     /// Tensors in file order.
     pub tensors: Vec<TensorEntry>,
     index: HashMap<String, usize>,
-    /// Free-form facts for `embd inspect` (header fields, flags, checksum status).
+    /// Free-form facts for `embd inspect` (header fields, flags, checksum
+    /// status), for display; code reads [`ModelFile::report`].
     pub details: Vec<(String, String)>,
+    /// What the reader found, typed (checksum status).
+    pub report: ReadReport,
 }
 
 impl fmt::Debug for ModelFile {
@@ -460,22 +701,34 @@ impl ModelFile {
             tensors,
             index,
             details: Vec::new(),
+            report: ReadReport::default(),
         })
     }
 
     /// Opens `path`, detecting the container from its first bytes; a directory is
-    /// read as a Core ML blob folder (with `manifest.json`) or a HF folder (with
-    /// `config.json`).
+    /// read as a folder container (a Core ML blob folder with `manifest.json`)
+    /// or a HF folder (with `config.json`).
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
+        Self::open_hinted(path, opts, &ReadHint::default())
+    }
+
+    /// [`ModelFile::open`] with a hint about what the caller reads first.
+    pub fn open_hinted(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        hint: &ReadHint,
+    ) -> Result<ModelFile> {
         let path = path.as_ref();
-        if coreml_blob::is_blob_dir(path) {
-            return coreml_blob::read_dir(path, opts);
+        for f in CONTAINERS.iter().filter_map(|c| c.folder) {
+            if (f.detect)(path) {
+                return (f.read)(path, opts);
+            }
         }
         if hf::is_hf_dir(path) {
             return hf::read_dir(path, &hf::HfOptions::default());
         }
         let backing = Arc::new(Backing::map(path)?);
-        Self::from_backing(backing, opts).map_err(|e| e.context(path.display()))
+        Self::from_backing_hinted(backing, opts, hint).map_err(|e| e.context(path.display()))
     }
 
     /// Reads a HuggingFace / sentence-transformers BERT folder (see
@@ -491,21 +744,20 @@ impl ModelFile {
 
     /// Parses a backing, detecting the container.
     pub fn from_backing(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
+        Self::from_backing_hinted(backing, opts, &ReadHint::default())
+    }
+
+    /// [`ModelFile::from_backing`] with a hint about what the caller reads first.
+    pub fn from_backing_hinted(
+        backing: Arc<Backing>,
+        opts: ReadOptions,
+        hint: &ReadHint,
+    ) -> Result<ModelFile> {
         let b = backing.bytes();
-        if b.starts_with(b"EMBD") {
-            if legacy::looks_legacy(b) {
-                return legacy::read(backing, opts);
+        for c in CONTAINERS {
+            if let (Some(read), true) = (c.read, (c.sniff)(b)) {
+                return read(backing, opts, hint);
             }
-            return embd::read(backing, opts);
-        }
-        if b.starts_with(finalfusion::MAGIC) {
-            return finalfusion::read(backing, opts);
-        }
-        if b.starts_with(amb::MAGIC) {
-            return amb::read(backing, opts);
-        }
-        if b.starts_with(lwt::MAGIC) {
-            return lwt::read(backing, opts);
         }
         let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
         Err(Error::new(

@@ -12,15 +12,16 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use embedder::atomic_write::atomic_write as write_atomically;
 use embedder::convert::{convert_dtype, TargetDType};
-use embedder::formats::embd::{write_file, WriteOptions};
+use embedder::formats::amb::{Quant, ScaleType};
+use embedder::formats::{Container, FormatKind, WriteSettings, CONTAINERS};
 use embedder::import::hf::{self, HfOptions};
 use embedder::options::ProgressFn;
 use embedder::{
-    Embedder, Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges,
-    Precision, ReadOptions, TextInfo,
+    Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges, Precision,
+    ReadOptions, TextInfo,
 };
 
 use io_util::{read_texts, write_npy, write_npy_bytes};
@@ -44,22 +45,6 @@ struct Cli {
 enum OutFormat {
     Jsonl,
     Npy,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Container {
-    /// EMBD `.weights` as specified.
-    Embd,
-    /// The layout the original cpp_embedder converter writes.
-    Legacy,
-    /// A Core ML weight blob folder (`weight.bin` + `manifest.json`); OUTPUT is a folder.
-    CoremlBlob,
-    /// AMB (`.amb`, "AMBEE").
-    Amb,
-    /// LWT (`.lwt`, "LWATCHV1").
-    Lwt,
-    /// finalfusion (`.fifu`); only for static word-embedding models.
-    Fifu,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -94,8 +79,8 @@ enum Cmd {
         #[arg(long)]
         no_checksums: bool,
         /// Output container.
-        #[arg(long = "to", value_enum, default_value = "embd")]
-        to: Container,
+        #[arg(long = "to", default_value = "embd", value_parser = container_parser())]
+        to: &'static Container,
         /// Block quantization of the Linear weights when writing AMB.
         #[arg(long, value_enum, default_value = "none")]
         amb_quant: AmbQuant,
@@ -348,6 +333,16 @@ fn read_ranges(path: &Path) -> Result<OutputRanges, Error> {
     OutputRanges::from_rows(&flat)
 }
 
+/// `--to`: the containers the library writes ([`CONTAINERS`]).
+fn container_parser() -> impl TypedValueParser<Value = &'static Container> {
+    let names = CONTAINERS
+        .iter()
+        .filter(|c| c.write.is_some())
+        .map(|c| PossibleValue::new(c.name).help(c.help));
+    PossibleValuesParser::new(names)
+        .map(|name| Container::by_name(&name).expect("a name from CONTAINERS"))
+}
+
 fn parse_dtype(s: &str) -> Result<TargetDType, String> {
     TargetDType::parse(s).ok_or_else(|| format!("unknown dtype '{s}' (f32, f16, bf16, int8)"))
 }
@@ -435,7 +430,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             let mut converted = convert_dtype(&model, dtype)?;
             if let Some(corpus) = &output_ranges_corpus {
-                if !matches!(to, Container::Embd) {
+                if to.kind != FormatKind::Embd {
                     return Err(Error::invalid_argument(
                         "--output-ranges-corpus is stored only in EMBD files (--to embd)",
                     ));
@@ -445,40 +440,23 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 eprintln!("output ranges: {} calibration texts", texts.len());
             }
             let mut bar = Progress::new("converting");
-            match to {
-                Container::Embd => {
-                    let opts = WriteOptions {
-                        checksums: !no_checksums,
-                    };
-                    write_file(&converted, &output, &opts, &mut |d, t| bar.update(d, t))?;
-                }
-                Container::Legacy => write_atomically(&output, |w| {
-                    embedder::formats::legacy::write_legacy(&converted, w)
-                })?,
-                Container::CoremlBlob => {
-                    embedder::formats::coreml_blob::write_dir(&converted, &output)?
-                }
-                Container::Amb => {
-                    use embedder::formats::amb::{Quant, ScaleType, WriteOptions as AmbOptions};
-                    let scale = ScaleType::F16;
-                    let quant = match amb_quant {
-                        AmbQuant::None => Quant::None,
-                        AmbQuant::Int4 => Quant::Int4Block { block: 32, scale },
-                        AmbQuant::Int5 => Quant::Int5Block { block: 32, scale },
-                    };
-                    let opts = AmbOptions {
-                        quant,
-                        checksum: !no_checksums,
-                    };
-                    write_atomically(&output, |w| {
-                        embedder::formats::amb::write(&converted, w, &opts)
-                    })?
-                }
-                Container::Lwt => embedder::formats::lwt::write_file(&converted, &output)?,
-                Container::Fifu => write_atomically(&output, |w| {
-                    embedder::formats::finalfusion::write_model(&converted, w)
-                })?,
-            }
+            let quant = match amb_quant {
+                AmbQuant::None => Quant::None,
+                AmbQuant::Int4 => Quant::Int4Block {
+                    block: 32,
+                    scale: ScaleType::F16,
+                },
+                AmbQuant::Int5 => Quant::Int5Block {
+                    block: 32,
+                    scale: ScaleType::F16,
+                },
+            };
+            let mut settings = WriteSettings {
+                checksums: !no_checksums,
+                quant,
+                progress: &mut |d, t| bar.update(d, t),
+            };
+            to.write_path(&converted, &output, &mut settings)?;
             bar.finish();
             eprintln!(
                 "wrote {} ({} tensors, {dtype})",
@@ -498,7 +476,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Verify { file } => match verify(&file) {
+        Cmd::Verify { file } => match Engine::verify(&file) {
             Ok(summary) => {
                 println!("ok: {}: {summary}", file.display());
                 Ok(ExitCode::SUCCESS)
@@ -752,65 +730,6 @@ fn write_embedding_json(w: &mut dyn Write, row: &[f32], info: &TextInfo) -> std:
         "], \"tokens\": {}, \"truncated\": {}}}",
         info.tokens, info.truncated
     )
-}
-
-/// Full validation: container (all CRCs) and, for BERT models, the engine's
-/// tensor presence/shape checks.
-fn verify(path: &Path) -> Result<String, Error> {
-    let m = ModelFile::open(path, ReadOptions::default())?;
-    let n = m.tensors.len();
-    let fmt = m.format.name();
-    let sums = m
-        .details
-        .iter()
-        .find(|(k, _)| k == "checksums")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "verified where the format stores them".into());
-    let arch = m
-        .metadata
-        .get("architecture")
-        .cloned()
-        .unwrap_or_else(|| "bert".into());
-    let model = match arch.as_str() {
-        "static" => {
-            let e = embedder::formats::finalfusion::Embeddings::from_model_file(m)?;
-            format!(
-                "static word embeddings ({} rows, dim {})",
-                e.rows(),
-                e.dims()
-            )
-        }
-        "gpt2" => {
-            let cfg = embedder::formats::lwt::Gpt2Config::from_metadata(&m.metadata)?;
-            for (name, shape) in cfg.expected() {
-                let t = m.tensor(&name).ok_or_else(|| {
-                    Error::new(ErrorKind::Model, format!("gpt2 tensor '{name}' is missing"))
-                })?;
-                if t.shape != shape {
-                    return Err(Error::new(
-                        ErrorKind::Model,
-                        format!(
-                            "gpt2 tensor '{name}' has shape {:?}, expected {shape:?}",
-                            t.shape
-                        ),
-                    ));
-                }
-            }
-            format!("gpt2 ({} layers, n_embd {})", cfg.n_layer, cfg.n_embd)
-        }
-        _ => {
-            let e = Embedder::from_model_file(m, &Options::new())?;
-            let info = e.info();
-            format!(
-                "model '{}' ({}, {} layers, dim {})",
-                info.name,
-                e.config().architecture,
-                info.num_layers,
-                info.dim
-            )
-        }
-    };
-    Ok(format!("{fmt}, {n} tensors, {model}, checksums {sums}"))
 }
 
 fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
