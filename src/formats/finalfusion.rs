@@ -10,9 +10,9 @@
 //!   7 FastTextSubwordVocab, 8 ExplicitSubwordVocab (9 floret is refused);
 //! - f32 arrays are preceded by `4 - (abs_pos % 4)` zero bytes (1..=4, never 0).
 //!
-//! [`Embeddings`] is the typed API (lookup equal to the real library's:
+//! [`Embeddings`] is the typed API; its lookups (equal to the real library's:
 //! a known word gives its stored row, an unknown word the L2-normalized sum of
-//! its subword rows). [`Embeddings::model_file`] / [`Embeddings::from_model_file`]
+//! its subword rows) are in [`crate::model::static_words`]. [`Embeddings::model_file`] / [`Embeddings::from_model_file`]
 //! map it onto the generic [`ModelFile`] tensor store (metadata `architecture` =
 //! `static`), so that inspect, verify and convert treat it like any container.
 //!
@@ -42,6 +42,9 @@ use std::sync::Arc;
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
+/// Moved to [`crate::model::static_words`]; kept here so that existing paths
+/// compile.
+pub use crate::model::static_words::{fasttext_hash, ff_hash, ngrams};
 
 /// The file magic.
 pub const MAGIC: &[u8; 4] = b"FiFu";
@@ -164,29 +167,30 @@ pub enum Storage {
 }
 
 /// Parsed finalfusion embeddings backed by a [`ModelFile`] (zero-copy for a
-/// memory-mapped NdArray).
+/// memory-mapped NdArray). The lookups (`lookup`, `embed_text`, ...) are the
+/// static-embedding runtime in [`crate::model::static_words`].
 #[derive(Debug)]
 pub struct Embeddings {
-    model: ModelFile,
-    words: Vec<String>,
-    index: HashMap<String, usize>,
-    subwords: Subwords,
-    explicit: HashMap<String, u64>,
-    rows: usize,
-    dims: usize,
-    quant: Option<QuantInfo>,
-    norms: Option<Vec<f32>>,
-    metadata: Option<String>,
+    pub(crate) model: ModelFile,
+    pub(crate) words: Vec<String>,
+    pub(crate) index: HashMap<String, usize>,
+    pub(crate) subwords: Subwords,
+    pub(crate) explicit: HashMap<String, u64>,
+    pub(crate) rows: usize,
+    pub(crate) dims: usize,
+    pub(crate) quant: Option<QuantInfo>,
+    pub(crate) norms: Option<Vec<f32>>,
+    pub(crate) metadata: Option<String>,
 }
 
 #[derive(Debug, Clone)]
-struct QuantInfo {
-    q: usize,
-    r: usize,
-    c: usize,
-    projection: Option<Vec<f32>>,
-    centroids: Vec<f32>,
-    norms: Option<Vec<f32>>,
+pub(crate) struct QuantInfo {
+    pub(crate) q: usize,
+    pub(crate) r: usize,
+    pub(crate) c: usize,
+    pub(crate) projection: Option<Vec<f32>>,
+    pub(crate) centroids: Vec<f32>,
+    pub(crate) norms: Option<Vec<f32>>,
 }
 
 /// Parts of a file, in the order they were found.
@@ -648,58 +652,6 @@ fn f32s(model: &ModelFile, name: &str) -> Result<Option<Vec<f32>>> {
     })
 }
 
-/// FNV-1a 64-bit over the finalfusion n-gram key: char count as u64 LE, then
-/// each char as u32 LE.
-pub fn ff_hash(ngram: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |b: &[u8]| {
-        for &x in b {
-            h ^= u64::from(x);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    feed(&(ngram.chars().count() as u64).to_le_bytes());
-    for ch in ngram.chars() {
-        feed(&(ch as u32).to_le_bytes());
-    }
-    h
-}
-
-/// fastText's FNV-1a 32-bit, with each byte sign-extended before the xor.
-pub fn fasttext_hash(ngram: &str) -> u32 {
-    let mut h: u32 = 2_166_136_261;
-    for b in ngram.bytes() {
-        h ^= (b as i8) as u32;
-        h = h.wrapping_mul(16_777_619);
-    }
-    h
-}
-
-/// The n-grams of `word` (already bracketed) in finalfusion order: start
-/// ascending, length descending from `min(max_n, rest)` to `min_n`.
-pub fn ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<&str> {
-    let offs: Vec<usize> = word
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(word.len()))
-        .collect();
-    let nchars = offs.len() - 1;
-    let mut out = Vec::new();
-    if min_n == 0 {
-        return out;
-    }
-    for i in 0..nchars {
-        let rest = nchars - i;
-        let top = max_n.min(rest);
-        let mut n = top;
-        while n >= min_n {
-            out.push(&word[offs[i]..offs[i + n]]);
-            n -= 1;
-        }
-    }
-    out
-}
-
 impl Embeddings {
     /// Reads a `.fifu` file (memory-mapped).
     pub fn open(path: impl AsRef<Path>) -> Result<Embeddings> {
@@ -999,152 +951,6 @@ impl Embeddings {
         self.index.get(word).copied()
     }
 
-    /// Storage row `i` (reconstructed for quantized storage), or `None` when out of range.
-    pub fn row(&self, i: usize) -> Option<Vec<f32>> {
-        if i >= self.rows {
-            return None;
-        }
-        match &self.quant {
-            None => {
-                let t = self.model.tensor("embeddings")?;
-                let b = self.model.tensor_bytes(t);
-                let row = b.get(i * self.dims * 4..(i + 1) * self.dims * 4)?;
-                Some(
-                    row.chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect(),
-                )
-            }
-            Some(q) => {
-                let codes_t = self.model.tensor("quantized.codes")?;
-                let codes = self.model.tensor_bytes(codes_t);
-                let sub = q.r / q.q;
-                let mut out = vec![0f32; q.r];
-                for s in 0..q.q {
-                    let code = usize::from(*codes.get(i * q.q + s)?);
-                    let base = (s * q.c + code) * sub;
-                    out[s * sub..(s + 1) * sub].copy_from_slice(q.centroids.get(base..base + sub)?);
-                }
-                if let Some(p) = &q.projection {
-                    let mut proj = vec![0f32; q.r];
-                    for (j, o) in proj.iter_mut().enumerate() {
-                        let prow = &p[j * q.r..(j + 1) * q.r];
-                        *o = prow.iter().zip(&out).map(|(a, b)| a * b).sum();
-                    }
-                    out = proj;
-                }
-                if let Some(n) = &q.norms {
-                    let n = *n.get(i)?;
-                    for v in &mut out {
-                        *v *= n;
-                    }
-                }
-                Some(out)
-            }
-        }
-    }
-
-    /// Subword storage rows of a (non-bracketed) word, duplicates kept, in
-    /// finalfusion order. Empty for a SimpleVocab.
-    pub fn subword_indices(&self, word: &str) -> Vec<usize> {
-        let nw = self.words.len();
-        let bracketed = format!("<{word}>");
-        let (min_n, max_n) = match &self.subwords {
-            Subwords::None => return Vec::new(),
-            Subwords::Bucket { min_n, max_n, .. }
-            | Subwords::FastText { min_n, max_n, .. }
-            | Subwords::Explicit { min_n, max_n, .. } => (*min_n as usize, *max_n as usize),
-        };
-        let mut out = Vec::new();
-        for g in ngrams(&bracketed, min_n, max_n) {
-            let idx = match &self.subwords {
-                Subwords::None => None,
-                Subwords::Bucket { exp, .. } => {
-                    let mask = if *exp >= 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << exp) - 1
-                    };
-                    Some(ff_hash(g) & mask)
-                }
-                Subwords::FastText { buckets, .. } => {
-                    Some(u64::from(fasttext_hash(g) % (*buckets).max(1)))
-                }
-                Subwords::Explicit { .. } => self.explicit.get(g).copied(),
-            };
-            if let Some(i) = idx {
-                out.push(nw + i as usize);
-            }
-        }
-        out
-    }
-
-    /// The embedding of `word`, as the real library returns it: the stored row
-    /// for a known word; for an unknown word the L2-normalized sum of its
-    /// subword rows; `None` when neither exists.
-    pub fn lookup(&self, word: &str) -> Option<Vec<f32>> {
-        self.lookup_with_norm(word).map(|(v, _)| v)
-    }
-
-    /// Like [`Embeddings::lookup`], plus the norm: NdNorms entry (or 1) for a known
-    /// word, the norm of the sum before normalizing for an unknown one.
-    pub fn lookup_with_norm(&self, word: &str) -> Option<(Vec<f32>, f32)> {
-        if let Some(&i) = self.index.get(word) {
-            let n = self
-                .norms
-                .as_ref()
-                .and_then(|n| n.get(i).copied())
-                .unwrap_or(1.0);
-            return Some((self.row(i)?, n));
-        }
-        let idxs = self.subword_indices(word);
-        if idxs.is_empty() {
-            return None;
-        }
-        let mut v = vec![0f32; self.dims];
-        for i in idxs {
-            let r = self.row(i)?;
-            for (a, b) in v.iter_mut().zip(&r) {
-                *a += b;
-            }
-        }
-        let norm = crate::vector::l2_normalize(&mut v);
-        Some((v, norm))
-    }
-
-    /// The static sentence embedding: `text` split on Unicode whitespace, each
-    /// token looked up with [`Embeddings::lookup`] (tokens without an embedding
-    /// are skipped), the mean of the found vectors, L2-normalized when
-    /// `normalize`. `None` when no token has an embedding.
-    pub fn embed_text(&self, text: &str, normalize: bool) -> Option<Vec<f32>> {
-        // With no rows the file bounds nothing about `dims` (an empty
-        // [0, 2^32-1] matrix is 0 bytes): no lookup can succeed, allocate nothing.
-        if self.rows == 0 {
-            return None;
-        }
-        let mut acc = vec![0f32; self.dims];
-        let mut n = 0usize;
-        for tok in text.split_whitespace() {
-            if let Some(v) = self.lookup(tok) {
-                for (a, b) in acc.iter_mut().zip(&v) {
-                    *a += b;
-                }
-                n += 1;
-            }
-        }
-        if n == 0 {
-            return None;
-        }
-        let inv = 1.0 / n as f32;
-        for a in &mut acc {
-            *a *= inv;
-        }
-        if normalize {
-            crate::vector::l2_normalize(&mut acc);
-        }
-        Some(acc)
-    }
-
     /// Serializes as a `.fifu` file: `[Metadata] Vocab Storage [NdNorms]`,
     /// byte-identical to what the real writers produce for the same content.
     pub fn write<W: Write>(&self, w: &mut W) -> Result<()> {
@@ -1318,10 +1124,12 @@ pub fn write_model(model: &ModelFile, w: &mut impl Write) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn small(subwords: Subwords, words: &[&str], quant: bool) -> Embeddings {
+    /// A small model of each kind (also used by the lookup tests in
+    /// [`crate::model::static_words`]).
+    pub(crate) fn small(subwords: Subwords, words: &[&str], quant: bool) -> Embeddings {
         let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
         let rows = words.len() + subwords.rows().unwrap() as usize;
         let dims = 4;
@@ -1342,38 +1150,6 @@ mod tests {
         let norms = Some((0..words.len()).map(|i| 2.0 + i as f32).collect());
         Embeddings::from_parts(Some("a = 1\n".to_string()), words, subwords, storage, norms)
             .unwrap()
-    }
-
-    #[test]
-    fn hash_test_vectors() {
-        assert_eq!(ff_hash("<ab>"), 0xad97_7fd4_b0c7_88d0);
-        assert_eq!(ff_hash("<ab"), 0x932d_d5e4_99e8_4c39);
-        assert_eq!(ff_hash("ab>"), 0xb0d9_f494_1d47_ba0b);
-        assert_eq!(ff_hash("<Da") & ((1 << 21) - 1), 2_026_735);
-        assert_eq!(fasttext_hash("<ab"), 0x489c_66e4);
-        assert_eq!(fasttext_hash("ël>"), 0x1139_aaf1);
-    }
-
-    #[test]
-    fn daniel_fasttext_indices() {
-        let mut idx: Vec<u32> = ngrams("<Daniël>", 3, 6)
-            .into_iter()
-            .map(|g| fasttext_hash(g) % 2_000_000)
-            .collect();
-        idx.sort_unstable();
-        assert_eq!(
-            idx,
-            [
-                69886, 84537, 338340, 441697, 448390, 468430, 504093, 573175, 749365, 804851,
-                811506, 991985, 1022467, 1105725, 1249224, 1418443, 1493412, 1880616
-            ]
-        );
-    }
-
-    #[test]
-    fn ngram_order() {
-        assert_eq!(ngrams("<ab>", 3, 6), ["<ab>", "<ab", "ab>"]);
-        assert!(ngrams("<>", 3, 6).is_empty());
     }
 
     #[test]
@@ -1426,25 +1202,5 @@ mod tests {
                 assert_eq!(m.metadata["architecture"], "static");
             }
         }
-    }
-
-    #[test]
-    fn lookups() {
-        let e = small(
-            Subwords::Bucket {
-                min_n: 3,
-                max_n: 6,
-                exp: 3,
-            },
-            &["cat", "dog"],
-            false,
-        );
-        assert_eq!(e.lookup("cat"), e.row(0));
-        let v = e.lookup("unknownword").unwrap();
-        assert!((crate::vector::norm(&v) - 1.0).abs() < 1e-5);
-        let simple = small(Subwords::None, &["cat"], false);
-        assert!(simple.lookup("dog").is_none());
-        let t = simple.embed_text("cat  dog cat", false).unwrap();
-        assert_eq!(Some(t), simple.row(0));
     }
 }

@@ -264,7 +264,7 @@ pub const CONTAINERS: &[Container] = &[
         help: "EMBD `.weights` as specified",
         extensions: &["weights"],
         sniff: |b| b.starts_with(b"EMBD") && !legacy::looks_legacy(b),
-        read: Some(|b, o, h| embd::read_hinted(b, o, h)),
+        read: Some(embd::read_hinted),
         folder: None,
         write: Some(Writer::File(|m, mut w, s| {
             let opts = embd::WriteOptions {

@@ -9,3 +9,4 @@ pub mod linear;
 pub mod param;
 pub mod pooling;
 pub mod report;
+pub mod static_words;
