@@ -86,44 +86,42 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
-    fn scratch(name: &str) -> PathBuf {
+    /// Writes "old" to a scratch file, then `write` atomically over it;
+    /// returns the result, the file's bytes after, and the folder's file count.
+    fn over_old(
+        name: &str,
+        write: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<()>,
+    ) -> (Result<()>, Vec<u8>, usize) {
         let d = std::env::temp_dir().join(format!("embd-atomic-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        d
+        let p = d.join("f.bin");
+        std::fs::write(&p, b"old").unwrap();
+        let r = atomic_write(&p, write);
+        let after = (
+            std::fs::read(&p).unwrap(),
+            std::fs::read_dir(&d).unwrap().count(),
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+        (r, after.0, after.1)
     }
 
     #[test]
     fn writes_and_replaces() {
-        let d = scratch("ok");
-        let p = d.join("f.bin");
-        std::fs::write(&p, b"old").unwrap();
-        atomic_write(&p, |w| w.write_all(b"new").map_err(|e| Error::io("w", e))).unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"new");
-        assert_eq!(
-            std::fs::read_dir(&d).unwrap().count(),
-            1,
-            "no temp file left"
-        );
-        std::fs::remove_dir_all(&d).unwrap();
+        let (r, bytes, files) =
+            over_old("ok", |w| w.write_all(b"new").map_err(|e| Error::io("w", e)));
+        r.unwrap();
+        assert_eq!(bytes, b"new");
+        assert_eq!(files, 1, "no temp file left");
     }
 
     #[test]
     fn failure_keeps_the_old_file_and_removes_the_temp() {
-        let d = scratch("err");
-        let p = d.join("f.bin");
-        std::fs::write(&p, b"old").unwrap();
-        let e = atomic_write(&p, |w| {
+        let (r, bytes, files) = over_old("err", |w| {
             w.write_all(b"partial").unwrap();
             Err(Error::invalid_argument("stop"))
-        })
-        .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-        assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        assert_eq!(
-            std::fs::read_dir(&d).unwrap().count(),
-            1,
-            "no temp file left"
-        );
-        std::fs::remove_dir_all(&d).unwrap();
+        });
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(bytes, b"old");
+        assert_eq!(files, 1, "no temp file left");
     }
 }

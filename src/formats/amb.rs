@@ -401,10 +401,7 @@ const CONFIG_MAP: &[(&str, &str)] = &[
 pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
     let b = backing.bytes();
     let mut c = Cursor::new(b, 0);
-    let magic = c.array::<5>("AMB magic")?;
-    if &magic != MAGIC {
-        return Err(Error::new(ErrorKind::UnknownFormat, "not an AMB file"));
-    }
+    c.magic(MAGIC, "AMB magic", "not an AMB file")?;
     let version = c.u8("AMB version")?;
     if version != 1 {
         return Err(Error::unsupported(format!(

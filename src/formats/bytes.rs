@@ -7,7 +7,7 @@
 //! # Panics
 //! Never, for any input.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A forward cursor over a byte slice with bounds-checked reads.
 #[derive(Debug, Clone)]
@@ -42,6 +42,16 @@ impl<'a> Cursor<'a> {
         let out = slice(self.data, self.pos, n, what)?;
         self.pos += n;
         Ok(out)
+    }
+
+    /// Takes a file magic: `magic.len()` bytes that must equal `magic`. Too
+    /// few bytes are a format error naming `what`; other bytes are
+    /// [`ErrorKind::UnknownFormat`] with the message `wrong`.
+    pub fn magic(&mut self, magic: &[u8], what: &str, wrong: &str) -> Result<()> {
+        if self.bytes(magic.len(), what)? != magic {
+            return Err(Error::new(ErrorKind::UnknownFormat, wrong));
+        }
+        Ok(())
     }
 
     /// Takes a fixed-size array.

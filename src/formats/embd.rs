@@ -56,7 +56,7 @@ use super::{
     TensorData, TensorEntry,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::tokenizer::vocab::{SpecialIds, Vocab};
+use crate::tokenizer::vocab::Vocab;
 
 /// Start magic, `"EMBD"`.
 pub const MAGIC: [u8; 4] = *b"EMBD";
@@ -481,31 +481,41 @@ fn parse(backing: &Backing, opts: ReadOptions, hint: &ReadHint) -> Result<Parsed
         ChecksumStatus::Verified
     };
 
-    let mut details: Vec<(String, String)> = Vec::new();
-    let mut d = |k: &str, v: String| details.push((k.to_string(), v));
-    d("format", "EMBD .weights".to_string());
-    d(
-        "version",
-        format!("{}.{}", h.version_major, h.version_minor),
-    );
-    d("flags", describe_flags(h.flags));
-    d("metadata_offset", h.metadata_offset.to_string());
-    d("metadata_size", h.metadata_size.to_string());
-    d("vocab_offset", h.vocab_offset.to_string());
-    d("vocab_size", h.vocab_size.to_string());
-    d("tensor_index_offset", h.tensor_index_offset.to_string());
-    d("tensor_index_count", h.tensor_index_count.to_string());
-    d("tensor_data_offset", h.tensor_data_offset.to_string());
-    d("tensor_data_size", h.tensor_data_size.to_string());
-    d("footer_offset", footer.to_string());
-    d("total_file_size", h.total_file_size.to_string());
-    d(
-        "header_checksum",
-        format!("{:#010x} (verified)", h.header_checksum),
-    );
-    d("data_checksum", format!("{data_checksum:#010x}"));
-    d("file_checksum", format!("{file_checksum:#010x}"));
-    d("checksums", checksum_status.describe().to_string());
+    // Header fields for `embd inspect`, in header order.
+    let offsets_and_sizes: [(&str, u64); 10] = [
+        ("metadata_offset", h.metadata_offset.into()),
+        ("metadata_size", h.metadata_size.into()),
+        ("vocab_offset", h.vocab_offset.into()),
+        ("vocab_size", h.vocab_size.into()),
+        ("tensor_index_offset", h.tensor_index_offset.into()),
+        ("tensor_index_count", h.tensor_index_count.into()),
+        ("tensor_data_offset", h.tensor_data_offset.into()),
+        ("tensor_data_size", h.tensor_data_size),
+        ("footer_offset", footer),
+        ("total_file_size", h.total_file_size),
+    ];
+    let mut details: Vec<(String, String)> = vec![
+        ("format".into(), "EMBD .weights".into()),
+        (
+            "version".into(),
+            format!("{}.{}", h.version_major, h.version_minor),
+        ),
+        ("flags".into(), describe_flags(h.flags)),
+    ];
+    for (k, v) in offsets_and_sizes {
+        details.push((k.to_string(), v.to_string()));
+    }
+    for (k, v) in [
+        (
+            "header_checksum",
+            format!("{:#010x} (verified)", h.header_checksum),
+        ),
+        ("data_checksum", format!("{data_checksum:#010x}")),
+        ("file_checksum", format!("{file_checksum:#010x}")),
+        ("checksums", checksum_status.describe().to_string()),
+    ] {
+        details.push((k.to_string(), v));
+    }
 
     Ok(Parsed {
         metadata,
@@ -650,13 +660,7 @@ fn parse_vocab(b: &[u8], r: Range) -> Result<Vocab> {
     let tokens_end_us = usize_of(tokens_end, "vocab token entries")?;
     let tokens_start_us = usize_of(tokens_start, "vocab token entries")?;
     let tsect = bytes::slice(sect, 0, tokens_end_us, "vocab token entries")?;
-    let specials = SpecialIds {
-        pad: ids[0],
-        unk: ids[1],
-        cls: ids[2],
-        sep: ids[3],
-        mask: ids[4],
-    };
+    let specials = super::special_ids(&ids);
     // Fast path: no allocation or message per token. Any defect (or a count
     // mismatch) is reported by the checked walk below, with the same errors.
     if let Some((text, offsets)) = vocab_tokens_fast(tsect, tokens_start_us, token_count) {

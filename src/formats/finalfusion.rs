@@ -262,13 +262,11 @@ fn expect_type(c: &mut Cursor<'_>, want: u32, what: &str) -> Result<()> {
 
 fn parse(b: &[u8]) -> Result<Parsed> {
     let mut c = Cursor::new(b, 0);
-    let magic = c.array::<4>("finalfusion magic")?;
-    if &magic != MAGIC {
-        return Err(Error::new(
-            ErrorKind::UnknownFormat,
-            "not a finalfusion file (magic is not FiFu)",
-        ));
-    }
+    c.magic(
+        MAGIC,
+        "finalfusion magic",
+        "not a finalfusion file (magic is not FiFu)",
+    )?;
     let at = c.pos();
     let version = c.u32("finalfusion version")?;
     if version != 0 {

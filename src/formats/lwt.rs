@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
-use crate::tokenizer::vocab::{SpecialIds, Vocab};
+use crate::tokenizer::vocab::Vocab;
 
 /// Moved to [`crate::import::hf::gpt2`]; kept here so that existing paths compile.
 pub use crate::import::hf::gpt2::import_gpt2_dir;
@@ -231,10 +231,7 @@ impl Gpt2Config {
 pub fn read(backing: Arc<Backing>, opts: ReadOptions) -> Result<ModelFile> {
     let b = backing.bytes();
     let mut c = Cursor::new(b, 0);
-    let magic = c.array::<8>("LWT magic")?;
-    if &magic != MAGIC {
-        return Err(Error::new(ErrorKind::UnknownFormat, "not an LWT file"));
-    }
+    c.magic(MAGIC, "LWT magic", "not an LWT file")?;
     let u32_prefix = b.get(12) == Some(&b'{');
     let json_len = if u32_prefix {
         u64::from(c.u32("JSON length")?)
@@ -436,25 +433,18 @@ fn read_vocab_extension(vocab: Option<&Value>, specials: Option<&Value>) -> Resu
                 .ok_or_else(|| Error::model(format!("LWT header 'vocab'[{i}] is not a string")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let ids: Vec<u32> = specials
+    let ids: [u32; 5] = specials
         .and_then(Value::as_array)
-        .filter(|a| a.len() == 5)
         .and_then(|a| {
             a.iter()
                 .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
                 .collect::<Option<Vec<u32>>>()
         })
+        .and_then(|v| v.try_into().ok())
         .ok_or_else(|| {
             Error::model("LWT header 'special_ids' must be 5 integers (pad, unk, cls, sep, mask)")
         })?;
-    let specials = SpecialIds {
-        pad: ids[0],
-        unk: ids[1],
-        cls: ids[2],
-        sep: ids[3],
-        mask: ids[4],
-    };
-    Vocab::new(tokens, specials).map(Some)
+    Vocab::new(tokens, super::special_ids(&ids)).map(Some)
 }
 
 /// Serializes `model` (all tensors f32; names ≤ 127 bytes, ≤ 8 dims) as `.lwt`.

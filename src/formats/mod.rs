@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::tokenizer::vocab::Vocab;
+use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// Element type of a tensor. Codes are those of the EMBD format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -845,6 +845,18 @@ impl ModelFile {
     pub fn tensor_to_f32(&self, t: &TensorEntry) -> Vec<f32> {
         let b = self.tensor_bytes(t);
         convert_to_f32(t.dtype, b)
+    }
+}
+
+/// Special token ids from five stored in the order pad, unk, cls, sep, mask
+/// ([`SpecialIds::as_array`]'s order).
+pub(crate) fn special_ids(ids: &[u32; 5]) -> SpecialIds {
+    SpecialIds {
+        pad: ids[0],
+        unk: ids[1],
+        cls: ids[2],
+        sep: ids[3],
+        mask: ids[4],
     }
 }
 
