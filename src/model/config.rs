@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::limits;
 use crate::model::arch::{self, AttentionBias, Family, Positions};
 
 /// How token vectors are pooled into one sentence vector.
@@ -260,11 +261,12 @@ impl ModelConfig {
             return Err(Error::model("metadata 'type_vocab_size' must be positive"));
         }
         if family.attention_bias == AttentionBias::RelativeBuckets
-            && (self.relative_buckets < 2 || self.relative_buckets > 1024)
+            && (self.relative_buckets < 2 || self.relative_buckets > limits::MAX_RELATIVE_BUCKETS)
         {
-            return Err(Error::model(
-                "metadata 'relative_attention_num_buckets' must be in 2..=1024",
-            ));
+            return Err(Error::model(format!(
+                "metadata 'relative_attention_num_buckets' must be in 2..={}",
+                limits::MAX_RELATIVE_BUCKETS
+            )));
         }
         if family.positions == Positions::AfterPadding && self.padding_idx >= self.max_position {
             return Err(Error::model(format!(
@@ -306,10 +308,10 @@ impl ModelConfig {
             )));
         }
         // Bounds that keep every size computation far from overflow.
-        if self.hidden_size > 1 << 16
-            || self.intermediate_size > 1 << 18
-            || self.num_layers > 1024
-            || self.max_position > 1 << 16
+        if self.hidden_size > limits::MAX_HIDDEN_SIZE
+            || self.intermediate_size > limits::MAX_INTERMEDIATE_SIZE
+            || self.num_layers > limits::MAX_LAYERS
+            || self.max_position > limits::MAX_POSITION
         {
             return Err(Error::model(
                 "model dimensions exceed the supported maximum",
