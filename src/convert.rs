@@ -174,7 +174,6 @@ fn smoothed_int8(
 ) -> Result<Option<std::collections::HashMap<String, Vec<TensorEntry>>>> {
     use crate::model::bert::{self, BertModel, LayerPrecision};
     use crate::model::config::ModelConfig;
-    use crate::tokenizer::Tokenizer;
     let (Ok(cfg), Some(vocab)) = (ModelConfig::from_metadata(&src.metadata), &src.vocab) else {
         return Ok(None);
     };
@@ -198,7 +197,7 @@ fn smoothed_int8(
         LayerPrecision::uniform(crate::Precision::F32),
         None,
     )?;
-    let tok = Tokenizer::for_model(vocab.clone(), &cfg);
+    let tok = cfg.tokenizer(vocab.clone());
     let texts = crate::model::calibrate::builtin_texts();
     let calib =
         crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;

@@ -9,6 +9,8 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::model::arch::{self, AttentionBias, Family, Positions};
+use crate::tokenizer::vocab::Vocab;
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
 /// How token vectors are pooled into one sentence vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +362,45 @@ impl ModelConfig {
     }
 }
 
+// The model builds its tokenizer (the dependency points from the model to the
+// tokenizer; the tokenizer knows no model configuration).
+impl ModelConfig {
+    /// The tokenizer options this model describes (lowercasing, accent
+    /// stripping resolved against it, CJK spacing; the rest as
+    /// [`TokenizerConfig::bert_uncased`]).
+    pub fn tokenizer_config(&self) -> TokenizerConfig {
+        TokenizerConfig {
+            lowercase: self.do_lower_case,
+            strip_accents: self.strip_accents_effective(),
+            handle_chinese_chars: self.tokenize_chinese_chars,
+            ..TokenizerConfig::bert_uncased()
+        }
+    }
+
+    /// The tokenizer this model describes over `vocab`: its options
+    /// ([`ModelConfig::tokenizer_config`]) and its normalized special tokens
+    /// (metadata `special_ids_normalized`).
+    pub fn tokenizer(&self, vocab: Vocab) -> Tokenizer {
+        Tokenizer::new(vocab, self.tokenizer_config())
+            .with_normalized_specials(&self.special_ids_normalized)
+    }
+}
+
+impl TokenizerConfig {
+    /// The options a model file describes: [`ModelConfig::tokenizer_config`].
+    pub fn from_model_config(c: &ModelConfig) -> Self {
+        c.tokenizer_config()
+    }
+}
+
+impl Tokenizer {
+    /// The tokenizer a model's configuration describes:
+    /// [`ModelConfig::tokenizer`].
+    pub fn for_model(vocab: Vocab, cfg: &ModelConfig) -> Tokenizer {
+        cfg.tokenizer(vocab)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -420,5 +461,24 @@ pub(crate) mod tests {
         let mut md = minilm_md();
         md.insert("pooling".into(), "sum".into());
         assert!(ModelConfig::from_metadata(&md).is_err());
+    }
+
+    #[test]
+    fn config_from_model_config_resolves_strip_accents() {
+        let c = TokenizerConfig::bert_uncased();
+        assert!(c.lowercase && c.strip_accents && c.clean_text && c.handle_chinese_chars);
+        assert_eq!(c.max_input_chars_per_word, 100);
+        assert_eq!(c.continuation_prefix, "##");
+        let mut md = crate::model::config::tests::minilm_md();
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        assert_eq!(TokenizerConfig::from_model_config(&mc), c);
+        md.insert("do_lower_case".into(), "false".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c2 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c2.lowercase && !c2.strip_accents);
+        md.insert("strip_accents".into(), "true".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c3 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c3.lowercase && c3.strip_accents);
     }
 }
