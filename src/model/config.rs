@@ -4,51 +4,14 @@
 //! parser serves them all. Nothing here is hard-coded to all-MiniLM-L6-v2.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::model::arch::{self, AttentionBias, Family, Positions};
+/// The pooling modes (defined with their names in [`crate::model::pooling`]).
+pub use crate::model::pooling::Pooling;
 use crate::tokenizer::vocab::Vocab;
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
-
-/// How token vectors are pooled into one sentence vector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pooling {
-    /// Mean over tokens with attention mask 1 (`[CLS]` and `[SEP]` included).
-    Mean,
-    /// The `[CLS]` token's vector.
-    Cls,
-    /// Element-wise max over tokens with attention mask 1.
-    Max,
-}
-
-impl Pooling {
-    /// The metadata spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pooling::Mean => "mean",
-            Pooling::Cls => "cls",
-            Pooling::Max => "max",
-        }
-    }
-
-    /// Parses the metadata spelling.
-    pub fn from_name(s: &str) -> Option<Pooling> {
-        match s {
-            "mean" => Some(Pooling::Mean),
-            "cls" => Some(Pooling::Cls),
-            "max" => Some(Pooling::Max),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Pooling {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The feed-forward activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +147,8 @@ impl ModelConfig {
             None => Pooling::Mean,
             Some(v) => Pooling::from_name(v).ok_or_else(|| {
                 Error::model(format!(
-                    "metadata 'pooling' = '{v}' is not mean, cls or max"
+                    "metadata 'pooling' = '{v}' is not {}",
+                    Pooling::expected()
                 ))
             })?,
         };
