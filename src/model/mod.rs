@@ -8,4 +8,5 @@ pub mod config;
 pub mod linear;
 pub mod param;
 pub mod pooling;
+pub mod reference;
 pub mod report;

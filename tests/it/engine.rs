@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use embedder::formats::hf::HfOptions;
 use embedder::formats::{Backing, TensorEntry};
-use embedder::kernels::{reference, sgemm};
+use embedder::kernels::sgemm;
+use embedder::model::reference;
 use embedder::{
     DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Precision,
     Vocab,
