@@ -333,26 +333,31 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
             ))),
         }
     };
-    let (vocab_rows, hidden) = find2("embeddings.word_embeddings.weight")?;
+    // cpp_embedder wrote BERT's (HF) tensor names.
+    let names = &crate::model::arch::bert::FAMILY.names;
+    let weight = |module: &str| format!("{module}.weight");
+    let (vocab_rows, hidden) = find2(&weight(names.word))?;
     if vocab_rows != vocab_len {
         return Err(Error::format(
             "legacy vocab_count",
             0,
             format!(
-                "{vocab_len} tokens but embeddings.word_embeddings.weight has {vocab_rows} rows"
+                "{vocab_len} tokens but {}.weight has {vocab_rows} rows",
+                names.word
             ),
         ));
     }
-    let (max_pos, _) = find2("embeddings.position_embeddings.weight")?;
+    let (max_pos, _) = find2(&weight(names.position))?;
     let layers: BTreeSet<&str> = tensors
         .iter()
         .filter_map(|t| {
-            let rest = t.name.strip_prefix("encoder.layer.")?;
+            let rest = t.name.strip_prefix(crate::model::arch::LAYER_PREFIX)?;
             let (n, _) = rest.split_once('.')?;
             (!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())).then_some(n)
         })
         .collect();
-    let (intermediate, _) = find2("encoder.layer.0.intermediate.dense.weight")?;
+    let (intermediate, _) =
+        find2(&crate::model::arch::bert::FAMILY.layer_tensor(0, names.ffn_up, "weight"))?;
     let heads = if hidden % GUESSED_HEAD_DIM == 0 {
         hidden / GUESSED_HEAD_DIM
     } else {
@@ -373,7 +378,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
     put("max_position_emb", max_pos.to_string());
     put("max_seq_length", CPP_MAX_SEQ.min(max_pos).to_string());
     put("created_at", "unknown".to_string());
-    if let Ok((types, _)) = find2("embeddings.token_type_embeddings.weight") {
+    if let Some(Ok((types, _))) = names.token_type.map(|t| find2(&weight(t))) {
         put("type_vocab_size", types.to_string());
     }
     Ok(md)
