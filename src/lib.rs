@@ -21,6 +21,8 @@ pub mod limits;
 pub mod model;
 pub mod options;
 pub mod quantize;
+#[doc(hidden)]
+pub mod testutil;
 pub mod tokenizer;
 pub mod vector;
 

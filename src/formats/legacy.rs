@@ -477,63 +477,19 @@ mod tests {
         (0..n).map(|i| seed + i as f32 * 0.25).collect()
     }
 
-    /// A BERT-shaped model in HF layout, `hidden` wide, `layers` deep.
+    /// A BERT-shaped model in HF layout, `hidden` wide, `layers` deep, no
+    /// metadata (the reader synthesizes it).
     pub(crate) fn bert_model(hidden: usize, inter: usize, layers: usize) -> ModelFile {
-        let toks = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "ü",
-        ];
-        let vocab = Vocab::from_tokens_bert(toks.iter().map(|s| s.to_string()).collect()).unwrap();
-        let mut t = Vec::new();
-        let mut add = |name: String, shape: Vec<usize>| {
-            let n = shape.iter().product();
-            let seed = t.len() as f32;
-            t.push(TensorEntry::owned_f32(name, shape, &vals(n, seed)));
+        let tiny = crate::testutil::TinyBert {
+            words: ["a", "##b", "ü"].iter().map(|s| s.to_string()).collect(),
+            ..crate::testutil::TinyBert::new(hidden, layers, inter, 16)
         };
-        add("embeddings.word_embeddings.weight".into(), vec![8, hidden]);
-        add(
-            "embeddings.position_embeddings.weight".into(),
-            vec![16, hidden],
-        );
-        add(
-            "embeddings.token_type_embeddings.weight".into(),
-            vec![2, hidden],
-        );
-        add("embeddings.LayerNorm.weight".into(), vec![hidden]);
-        add("embeddings.LayerNorm.bias".into(), vec![hidden]);
-        for l in 0..layers {
-            let p = format!("encoder.layer.{l}.");
-            for q in ["query", "key", "value"] {
-                add(
-                    format!("{p}attention.self.{q}.weight"),
-                    vec![hidden, hidden],
-                );
-                add(format!("{p}attention.self.{q}.bias"), vec![hidden]);
-            }
-            add(
-                format!("{p}attention.output.dense.weight"),
-                vec![hidden, hidden],
-            );
-            add(format!("{p}attention.output.dense.bias"), vec![hidden]);
-            add(
-                format!("{p}attention.output.LayerNorm.weight"),
-                vec![hidden],
-            );
-            add(format!("{p}attention.output.LayerNorm.bias"), vec![hidden]);
-            add(format!("{p}intermediate.dense.weight"), vec![inter, hidden]);
-            add(format!("{p}intermediate.dense.bias"), vec![inter]);
-            add(format!("{p}output.dense.weight"), vec![hidden, inter]);
-            add(format!("{p}output.dense.bias"), vec![hidden]);
-            add(format!("{p}output.LayerNorm.weight"), vec![hidden]);
-            add(format!("{p}output.LayerNorm.bias"), vec![hidden]);
-        }
-        ModelFile::new(
-            FormatKind::Embd,
-            Arc::new(Backing::from_bytes(&[])),
-            BTreeMap::new(),
-            Some(vocab),
-            t,
-        )
-        .unwrap()
+        let mut seed = 0;
+        let tensors = tiny.tensors(|_, shape| {
+            seed += 1;
+            vals(shape.iter().product(), (seed - 1) as f32)
+        });
+        crate::testutil::model_file(BTreeMap::new(), Some(tiny.vocab()), tensors)
     }
 
     fn legacy_bytes(m: &ModelFile) -> Vec<u8> {

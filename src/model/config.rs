@@ -1,7 +1,11 @@
 //! Model hyper-parameters read from a model file's metadata (EMBD keys).
 //!
 //! Every container maps its own header onto the same string keys, so this one
-//! parser serves them all. Nothing here is hard-coded to all-MiniLM-L6-v2.
+//! parser serves them all. One default depends on the model: a file named
+//! `*all-MiniLM-L6-v2` without `max_seq_length` gets 256 (its
+//! sentence-transformers setting); every other model gets its position table.
+//! The tokenizer's options are built here too ([`ModelConfig::tokenizer`]):
+//! the model knows the tokenizer, not the reverse.
 
 use std::collections::BTreeMap;
 
