@@ -6,14 +6,11 @@
 //! cargo test --test it fuzz_regressions::write_fuzz_seeds -- --ignored
 //! ```
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use embedder::formats::{
-    amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, Backing, DType, FormatKind, ModelFile,
-    ReadOptions, TensorEntry, CONTAINERS,
+    amb, coreml_blob, embd, finalfusion as ff, legacy, lwt, DType, ModelFile, ReadOptions,
+    TensorEntry, CONTAINERS,
 };
-use embedder::Vocab;
+use embedder::testutil::{model_file as model, TinyBert};
 
 /// A deterministic xorshift PRNG (no dependency).
 pub struct Rng(pub u64);
@@ -45,64 +42,14 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|_| r.f32()).collect()
 }
 
-/// A tiny BERT encoder (HF names, EMBD metadata, a 13-token vocabulary).
+/// A tiny BERT encoder (HF names, EMBD metadata, a 13-token vocabulary):
+/// [`TinyBert`] with 8 positions and [`values`].
 pub fn tiny_bert(hidden: usize, layers: usize, inter: usize) -> ModelFile {
-    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for w in ["hello", "world", "the", "cat", "##s", "a", "b", "über"] {
-        tokens.push(w.to_string());
-    }
-    let vocab = Vocab::from_tokens_bert(tokens).expect("valid vocab");
-    let v = vocab.len();
-    let pos = 8;
-    let md: BTreeMap<String, String> = [
-        ("model_name", "tiny-bert".to_string()),
-        ("model_version", "1.0.0".to_string()),
-        ("embedding_dim", hidden.to_string()),
-        ("vocab_size", v.to_string()),
-        ("num_layers", layers.to_string()),
-        ("num_attention_heads", "2".to_string()),
-        ("hidden_size", hidden.to_string()),
-        ("intermediate_size", inter.to_string()),
-        ("max_position_emb", pos.to_string()),
-        ("created_at", "2026-01-01T00:00:00Z".to_string()),
-        ("architecture", "bert".to_string()),
-        ("pooling", "mean".to_string()),
-        ("normalize", "true".to_string()),
-        ("max_seq_length", "8".to_string()),
-        ("do_lower_case", "true".to_string()),
-        ("layer_norm_eps", "1e-12".to_string()),
-        ("hidden_act", "gelu".to_string()),
-        ("type_vocab_size", "2".to_string()),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.clone()))
-    .collect();
     let mut seed = 100;
-    let mut t = |name: &str, shape: Vec<usize>| {
+    TinyBert::new(hidden, layers, inter, 8).build(|_, shape| {
         seed += 1;
-        let n: usize = shape.iter().product();
-        TensorEntry::owned_f32(name, shape, &values(n, seed))
-    };
-    let cfg = embedder::ModelConfig::from_metadata(&md).expect("valid tiny config");
-    let ts: Vec<TensorEntry> = embedder::model::bert::required_tensors(&cfg)
-        .into_iter()
-        .map(|(name, shape)| t(&name, shape))
-        .collect();
-    model(md, Some(vocab), ts)
-}
-
-fn model(md: BTreeMap<String, String>, vocab: Option<Vocab>, ts: Vec<TensorEntry>) -> ModelFile {
-    ModelFile::new(
-        FormatKind::Embd,
-        Arc::new(Backing::from_bytes(&[])),
-        md,
-        vocab,
-        ts,
-    )
-    .expect("valid model")
+        values(shape.iter().product(), seed)
+    })
 }
 
 /// A few tensors of every dtype (EMBD can store them all).

@@ -51,10 +51,7 @@ impl fmt::Display for TargetDType {
 }
 
 fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
-    t.shape.len() == 2
-        && t.name.starts_with("encoder.layer.")
-        && t.name.ends_with(".weight")
-        && !t.name.contains("LayerNorm")
+    crate::model::arch::is_layer_linear_weight(&t.name, &t.shape)
 }
 
 /// Quantizes a row-major `[rows, cols]` matrix to int8 with one scale per row:
@@ -90,7 +87,9 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
             // The word-embedding table too (a quarter of its f32 size, rows
             // dequantized as they are looked up).
             TargetDType::Int8 => {
-                is_encoder_linear_weight(t) || t.name == "embeddings.word_embeddings.weight"
+                is_encoder_linear_weight(t)
+                    || t.name.strip_suffix(".weight")
+                        == Some(crate::model::arch::bert::FAMILY.names.word)
             }
         };
         let float_src = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16);
@@ -175,7 +174,6 @@ fn smoothed_int8(
 ) -> Result<Option<std::collections::HashMap<String, Vec<TensorEntry>>>> {
     use crate::model::bert::{self, BertModel, LayerPrecision};
     use crate::model::config::ModelConfig;
-    use crate::tokenizer::Tokenizer;
     let (Ok(cfg), Some(vocab)) = (ModelConfig::from_metadata(&src.metadata), &src.vocab) else {
         return Ok(None);
     };
@@ -199,7 +197,7 @@ fn smoothed_int8(
         LayerPrecision::uniform(crate::Precision::F32),
         None,
     )?;
-    let tok = Tokenizer::for_model(vocab.clone(), &cfg);
+    let tok = cfg.tokenizer(vocab.clone());
     let texts = crate::model::calibrate::builtin_texts();
     let calib =
         crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;

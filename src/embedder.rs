@@ -17,21 +17,16 @@ use rayon::prelude::*;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, ChecksumStatus, FormatKind, ModelFile, ReadHint, ReadOptions};
 use crate::kernels::Par;
+use crate::limits::MAX_THREADS;
 use crate::model::bert::{BertModel, JoinOnDrop, LayerPrecision, Workspace};
 use crate::model::calibrate;
-use crate::model::config::{ModelConfig, Pooling};
+use crate::model::config::ModelConfig;
+use crate::model::pooling::Pooling;
 use crate::options::{Options, Precision, ProgressFn};
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
 use crate::tokenizer::Tokenizer;
 
-/// Most texts accepted by one embedding call; larger requests are refused with
-/// [`ErrorKind::LimitExceeded`] (split them into several calls).
-pub const MAX_BATCH: usize = 1 << 20;
-
-/// Longest text accepted, in bytes (64 MiB); longer texts are refused with
-/// [`ErrorKind::LimitExceeded`]. Texts are truncated to `max_seq_length` tokens
-/// after tokenization, so this bound only limits tokenization work.
-pub const MAX_TEXT_BYTES: usize = 1 << 26;
+pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 
 /// Facts about an open model.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,9 +79,6 @@ const TEXT_GROUP: usize = 1024;
 /// A first call with at least this many tokens starts packing the weights in
 /// the background before it runs (a smaller one, after).
 const PREPACK_FIRST_TOKENS: usize = 8 * CHUNK_TOKENS;
-
-/// Most worker threads accepted in [`Options::threads`].
-const MAX_THREADS: usize = 1024;
 
 /// An open model: immutable, `Send + Sync`, shareable across threads.
 ///
@@ -227,7 +219,7 @@ impl Embedder {
         } else {
             None
         };
-        let tokenizer = Tokenizer::for_model(vocab, &cfg);
+        let tokenizer = cfg.tokenizer(vocab);
         let prompt = resolve_prompt(&file.metadata, opts)?;
         let include_prompt = file
             .metadata

@@ -14,7 +14,7 @@ use crate::embedder::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::finalfusion::Embeddings;
 use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
-use crate::model::config::Pooling;
+use crate::model::pooling::Pooling;
 use crate::options::Options;
 use crate::quantize::{OutputPrecision, OutputRanges};
 

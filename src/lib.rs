@@ -19,17 +19,22 @@ pub mod error;
 pub mod formats;
 pub mod import;
 pub mod kernels;
+pub mod limits;
 pub mod model;
 pub mod options;
 pub mod quantize;
+#[doc(hidden)]
+pub mod testutil;
 pub mod tokenizer;
 pub mod vector;
 
-pub use embedder::{Embedder, ModelInfo, TextInfo, MAX_BATCH, MAX_TEXT_BYTES};
+pub use embedder::{Embedder, ModelInfo, TextInfo};
 pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
-pub use model::config::{Activation, ModelConfig, Pooling};
+pub use limits::{MAX_BATCH, MAX_TEXT_BYTES};
+pub use model::config::{Activation, ModelConfig};
+pub use model::pooling::Pooling;
 pub use options::{Options, Precision};
 pub use quantize::{OutputPrecision, OutputRanges};
 pub use tokenizer::vocab::{SpecialIds, Vocab};

@@ -682,10 +682,7 @@ fn read_records(b: &[u8], start: usize, end: usize) -> Result<Vec<TensorEntry>> 
 }
 
 fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
-    t.shape.len() == 2
-        && t.name.starts_with("encoder.layer.")
-        && t.name.ends_with(".weight")
-        && !t.name.contains("LayerNorm")
+    crate::model::arch::is_layer_linear_weight(&t.name, &t.shape)
 }
 
 fn config_value(ek: &str, v: &str) -> Value {

@@ -333,26 +333,31 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
             ))),
         }
     };
-    let (vocab_rows, hidden) = find2("embeddings.word_embeddings.weight")?;
+    // cpp_embedder wrote BERT's (HF) tensor names.
+    let names = &crate::model::arch::bert::FAMILY.names;
+    let weight = |module: &str| format!("{module}.weight");
+    let (vocab_rows, hidden) = find2(&weight(names.word))?;
     if vocab_rows != vocab_len {
         return Err(Error::format(
             "legacy vocab_count",
             0,
             format!(
-                "{vocab_len} tokens but embeddings.word_embeddings.weight has {vocab_rows} rows"
+                "{vocab_len} tokens but {}.weight has {vocab_rows} rows",
+                names.word
             ),
         ));
     }
-    let (max_pos, _) = find2("embeddings.position_embeddings.weight")?;
+    let (max_pos, _) = find2(&weight(names.position))?;
     let layers: BTreeSet<&str> = tensors
         .iter()
         .filter_map(|t| {
-            let rest = t.name.strip_prefix("encoder.layer.")?;
+            let rest = t.name.strip_prefix(crate::model::arch::LAYER_PREFIX)?;
             let (n, _) = rest.split_once('.')?;
             (!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())).then_some(n)
         })
         .collect();
-    let (intermediate, _) = find2("encoder.layer.0.intermediate.dense.weight")?;
+    let (intermediate, _) =
+        find2(&crate::model::arch::bert::FAMILY.layer_tensor(0, names.ffn_up, "weight"))?;
     let heads = if hidden % GUESSED_HEAD_DIM == 0 {
         hidden / GUESSED_HEAD_DIM
     } else {
@@ -373,7 +378,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
     put("max_position_emb", max_pos.to_string());
     put("max_seq_length", CPP_MAX_SEQ.min(max_pos).to_string());
     put("created_at", "unknown".to_string());
-    if let Ok((types, _)) = find2("embeddings.token_type_embeddings.weight") {
+    if let Some(Ok((types, _))) = names.token_type.map(|t| find2(&weight(t))) {
         put("type_vocab_size", types.to_string());
     }
     Ok(md)
@@ -472,63 +477,19 @@ mod tests {
         (0..n).map(|i| seed + i as f32 * 0.25).collect()
     }
 
-    /// A BERT-shaped model in HF layout, `hidden` wide, `layers` deep.
+    /// A BERT-shaped model in HF layout, `hidden` wide, `layers` deep, no
+    /// metadata (the reader synthesizes it).
     pub(crate) fn bert_model(hidden: usize, inter: usize, layers: usize) -> ModelFile {
-        let toks = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "ü",
-        ];
-        let vocab = Vocab::from_tokens_bert(toks.iter().map(|s| s.to_string()).collect()).unwrap();
-        let mut t = Vec::new();
-        let mut add = |name: String, shape: Vec<usize>| {
-            let n = shape.iter().product();
-            let seed = t.len() as f32;
-            t.push(TensorEntry::owned_f32(name, shape, &vals(n, seed)));
+        let tiny = crate::testutil::TinyBert {
+            words: ["a", "##b", "ü"].iter().map(|s| s.to_string()).collect(),
+            ..crate::testutil::TinyBert::new(hidden, layers, inter, 16)
         };
-        add("embeddings.word_embeddings.weight".into(), vec![8, hidden]);
-        add(
-            "embeddings.position_embeddings.weight".into(),
-            vec![16, hidden],
-        );
-        add(
-            "embeddings.token_type_embeddings.weight".into(),
-            vec![2, hidden],
-        );
-        add("embeddings.LayerNorm.weight".into(), vec![hidden]);
-        add("embeddings.LayerNorm.bias".into(), vec![hidden]);
-        for l in 0..layers {
-            let p = format!("encoder.layer.{l}.");
-            for q in ["query", "key", "value"] {
-                add(
-                    format!("{p}attention.self.{q}.weight"),
-                    vec![hidden, hidden],
-                );
-                add(format!("{p}attention.self.{q}.bias"), vec![hidden]);
-            }
-            add(
-                format!("{p}attention.output.dense.weight"),
-                vec![hidden, hidden],
-            );
-            add(format!("{p}attention.output.dense.bias"), vec![hidden]);
-            add(
-                format!("{p}attention.output.LayerNorm.weight"),
-                vec![hidden],
-            );
-            add(format!("{p}attention.output.LayerNorm.bias"), vec![hidden]);
-            add(format!("{p}intermediate.dense.weight"), vec![inter, hidden]);
-            add(format!("{p}intermediate.dense.bias"), vec![inter]);
-            add(format!("{p}output.dense.weight"), vec![hidden, inter]);
-            add(format!("{p}output.dense.bias"), vec![hidden]);
-            add(format!("{p}output.LayerNorm.weight"), vec![hidden]);
-            add(format!("{p}output.LayerNorm.bias"), vec![hidden]);
-        }
-        ModelFile::new(
-            FormatKind::Embd,
-            Arc::new(Backing::from_bytes(&[])),
-            BTreeMap::new(),
-            Some(vocab),
-            t,
-        )
-        .unwrap()
+        let mut seed = 0;
+        let tensors = tiny.tensors(|_, shape| {
+            seed += 1;
+            vals(shape.iter().product(), (seed - 1) as f32)
+        });
+        crate::testutil::model_file(BTreeMap::new(), Some(tiny.vocab()), tensors)
     }
 
     fn legacy_bytes(m: &ModelFile) -> Vec<u8> {

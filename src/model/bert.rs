@@ -25,10 +25,10 @@ use crate::formats::ModelFile;
 use crate::kernels::gemm::Epilogue;
 use crate::kernels::{attention, ops, Par};
 use crate::model::arch::{self, AttentionBias, Family, Positions};
-use crate::model::config::{Activation, ModelConfig, Pooling};
+use crate::model::config::{Activation, ModelConfig};
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param, Table};
-use crate::model::pooling;
+use crate::model::pooling::{self, Pooling};
 use crate::options::Precision;
 
 /// Weights of one encoder layer.

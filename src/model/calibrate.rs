@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::kernels::Par;
 use crate::model::bert::{BertModel, Calibration, Stage, Trace, Workspace};
-use crate::model::config::Pooling;
+use crate::model::pooling::Pooling;
 use crate::tokenizer::Tokenizer;
 
 /// The built-in calibration texts, one per line.

@@ -1,51 +1,21 @@
 //! Model hyper-parameters read from a model file's metadata (EMBD keys).
 //!
 //! Every container maps its own header onto the same string keys, so this one
-//! parser serves them all. Nothing here is hard-coded to all-MiniLM-L6-v2.
+//! parser serves them all. One default depends on the model: a file named
+//! `*all-MiniLM-L6-v2` without `max_seq_length` gets 256 (its
+//! sentence-transformers setting); every other model gets its position table.
+//! The tokenizer's options are built here too ([`ModelConfig::tokenizer`]):
+//! the model knows the tokenizer, not the reverse.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::limits;
 use crate::model::arch::{self, AttentionBias, Family, Positions};
-
-/// How token vectors are pooled into one sentence vector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pooling {
-    /// Mean over tokens with attention mask 1 (`[CLS]` and `[SEP]` included).
-    Mean,
-    /// The `[CLS]` token's vector.
-    Cls,
-    /// Element-wise max over tokens with attention mask 1.
-    Max,
-}
-
-impl Pooling {
-    /// The metadata spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pooling::Mean => "mean",
-            Pooling::Cls => "cls",
-            Pooling::Max => "max",
-        }
-    }
-
-    /// Parses the metadata spelling.
-    pub fn from_name(s: &str) -> Option<Pooling> {
-        match s {
-            "mean" => Some(Pooling::Mean),
-            "cls" => Some(Pooling::Cls),
-            "max" => Some(Pooling::Max),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Pooling {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The pooling modes (defined with their names in [`crate::model::pooling`]).
+pub use crate::model::pooling::Pooling;
+use crate::tokenizer::vocab::Vocab;
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
 /// The feed-forward activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,7 +151,8 @@ impl ModelConfig {
             None => Pooling::Mean,
             Some(v) => Pooling::from_name(v).ok_or_else(|| {
                 Error::model(format!(
-                    "metadata 'pooling' = '{v}' is not mean, cls or max"
+                    "metadata 'pooling' = '{v}' is not {}",
+                    Pooling::expected()
                 ))
             })?,
         };
@@ -260,11 +231,12 @@ impl ModelConfig {
             return Err(Error::model("metadata 'type_vocab_size' must be positive"));
         }
         if family.attention_bias == AttentionBias::RelativeBuckets
-            && (self.relative_buckets < 2 || self.relative_buckets > 1024)
+            && (self.relative_buckets < 2 || self.relative_buckets > limits::MAX_RELATIVE_BUCKETS)
         {
-            return Err(Error::model(
-                "metadata 'relative_attention_num_buckets' must be in 2..=1024",
-            ));
+            return Err(Error::model(format!(
+                "metadata 'relative_attention_num_buckets' must be in 2..={}",
+                limits::MAX_RELATIVE_BUCKETS
+            )));
         }
         if family.positions == Positions::AfterPadding && self.padding_idx >= self.max_position {
             return Err(Error::model(format!(
@@ -306,10 +278,10 @@ impl ModelConfig {
             )));
         }
         // Bounds that keep every size computation far from overflow.
-        if self.hidden_size > 1 << 16
-            || self.intermediate_size > 1 << 18
-            || self.num_layers > 1024
-            || self.max_position > 1 << 16
+        if self.hidden_size > limits::MAX_HIDDEN_SIZE
+            || self.intermediate_size > limits::MAX_INTERMEDIATE_SIZE
+            || self.num_layers > limits::MAX_LAYERS
+            || self.max_position > limits::MAX_POSITION
         {
             return Err(Error::model(
                 "model dimensions exceed the supported maximum",
@@ -355,6 +327,45 @@ impl ModelConfig {
     /// Size of one attention head.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_heads
+    }
+}
+
+// The model builds its tokenizer (the dependency points from the model to the
+// tokenizer; the tokenizer knows no model configuration).
+impl ModelConfig {
+    /// The tokenizer options this model describes (lowercasing, accent
+    /// stripping resolved against it, CJK spacing; the rest as
+    /// [`TokenizerConfig::bert_uncased`]).
+    pub fn tokenizer_config(&self) -> TokenizerConfig {
+        TokenizerConfig {
+            lowercase: self.do_lower_case,
+            strip_accents: self.strip_accents_effective(),
+            handle_chinese_chars: self.tokenize_chinese_chars,
+            ..TokenizerConfig::bert_uncased()
+        }
+    }
+
+    /// The tokenizer this model describes over `vocab`: its options
+    /// ([`ModelConfig::tokenizer_config`]) and its normalized special tokens
+    /// (metadata `special_ids_normalized`).
+    pub fn tokenizer(&self, vocab: Vocab) -> Tokenizer {
+        Tokenizer::new(vocab, self.tokenizer_config())
+            .with_normalized_specials(&self.special_ids_normalized)
+    }
+}
+
+impl TokenizerConfig {
+    /// The options a model file describes: [`ModelConfig::tokenizer_config`].
+    pub fn from_model_config(c: &ModelConfig) -> Self {
+        c.tokenizer_config()
+    }
+}
+
+impl Tokenizer {
+    /// The tokenizer a model's configuration describes:
+    /// [`ModelConfig::tokenizer`].
+    pub fn for_model(vocab: Vocab, cfg: &ModelConfig) -> Tokenizer {
+        cfg.tokenizer(vocab)
     }
 }
 
@@ -418,5 +429,24 @@ pub(crate) mod tests {
         let mut md = minilm_md();
         md.insert("pooling".into(), "sum".into());
         assert!(ModelConfig::from_metadata(&md).is_err());
+    }
+
+    #[test]
+    fn config_from_model_config_resolves_strip_accents() {
+        let c = TokenizerConfig::bert_uncased();
+        assert!(c.lowercase && c.strip_accents && c.clean_text && c.handle_chinese_chars);
+        assert_eq!(c.max_input_chars_per_word, 100);
+        assert_eq!(c.continuation_prefix, "##");
+        let mut md = crate::model::config::tests::minilm_md();
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        assert_eq!(TokenizerConfig::from_model_config(&mc), c);
+        md.insert("do_lower_case".into(), "false".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c2 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c2.lowercase && !c2.strip_accents);
+        md.insert("strip_accents".into(), "true".into());
+        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let c3 = TokenizerConfig::from_model_config(&mc);
+        assert!(!c3.lowercase && c3.strip_accents);
     }
 }

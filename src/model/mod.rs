@@ -8,5 +8,6 @@ pub mod config;
 pub mod linear;
 pub mod param;
 pub mod pooling;
+pub mod reference;
 pub mod report;
 pub mod static_words;

@@ -1,7 +1,78 @@
 //! Sentence pooling of token vectors: mean, `[CLS]`, max; then optional L2
 //! normalisation.
+//!
+//! Everything about a pooling mode lives here: the [`Pooling`] enum, its
+//! metadata name (read by the model config, written by the importers, returned
+//! by the C API), its sentence-transformers `pooling_mode_*` flag, the
+//! implementation ([`pool`]) and the f64 oracle the tests compare it with
+//! ([`pool_f64`]). A new mode is a variant here plus its arms below.
 
-use crate::model::config::Pooling;
+use std::ffi::CStr;
+use std::fmt;
+
+/// How token vectors are pooled into one sentence vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// Mean over tokens with attention mask 1 (`[CLS]` and `[SEP]` included).
+    Mean,
+    /// The `[CLS]` token's vector.
+    Cls,
+    /// Element-wise max over tokens with attention mask 1.
+    Max,
+}
+
+/// sentence-transformers `Pooling` config flags (`pooling_mode_*`) and the
+/// mode name each selects, the modes this engine does not run included (they
+/// are refused by name: [`Pooling::from_name`] does not know them).
+pub const SENTENCE_TRANSFORMERS_FLAGS: &[(&str, &str)] = &[
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+    ("pooling_mode_weightedmean_tokens", "weightedmean"),
+    ("pooling_mode_lasttoken", "lasttoken"),
+];
+
+impl Pooling {
+    /// Every mode, in the order messages list them.
+    pub const ALL: [Pooling; 3] = [Pooling::Mean, Pooling::Cls, Pooling::Max];
+
+    /// The metadata spelling (also the C API's `embd_pooling` string and the
+    /// sentence-transformers `pooling_mode` value).
+    pub fn name(self) -> &'static str {
+        self.c_name().to_str().expect("ASCII names")
+    }
+
+    /// The metadata spelling as a static NUL-terminated string (the C API's
+    /// `embd_pooling`).
+    pub fn c_name(self) -> &'static CStr {
+        match self {
+            Pooling::Mean => c"mean",
+            Pooling::Cls => c"cls",
+            Pooling::Max => c"max",
+        }
+    }
+
+    /// Parses the metadata spelling.
+    pub fn from_name(s: &str) -> Option<Pooling> {
+        Pooling::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// The supported names for messages: `mean, cls or max`.
+    pub fn expected() -> String {
+        let names: Vec<&str> = Pooling::ALL.iter().map(|p| p.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.concat(),
+        }
+    }
+}
+
+impl fmt::Display for Pooling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Pools the `[rows x width]` hidden states of one sequence (every token has
 /// attention mask 1) into `out[..width]`, then L2-normalises if asked.
@@ -47,10 +118,40 @@ pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool, out
     }
 }
 
+/// The f64 oracle of [`pool`] for tests: pools `[len x width]` hidden states
+/// and optionally L2-normalises, obviously rather than fast.
+pub fn pool_f64(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool) -> Vec<f32> {
+    let rows = hidden.len() / width;
+    let mut out: Vec<f64> = match pooling {
+        Pooling::Cls => hidden[..width].iter().map(|&v| f64::from(v)).collect(),
+        Pooling::Mean => (0..width)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| f64::from(hidden[i * width + j]))
+                    .sum::<f64>()
+                    / rows as f64
+            })
+            .collect(),
+        Pooling::Max => (0..width)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| f64::from(hidden[i * width + j]))
+                    .fold(f64::NEG_INFINITY, f64::max)
+            })
+            .collect(),
+    };
+    if normalize {
+        let n = out.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-12);
+        for v in &mut out {
+            *v /= n;
+        }
+    }
+    out.iter().map(|&v| v as f32).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::reference;
 
     #[test]
     fn pooling_matches_reference() {
@@ -63,7 +164,7 @@ mod tests {
                     for norm in [false, true] {
                         let mut out = vec![9.0f32; width + 1];
                         pool(&h, width, p, norm, &mut out);
-                        let want = reference::pool(&h, width, p, norm);
+                        let want = pool_f64(&h, width, p, norm);
                         for (a, b) in out.iter().zip(&want) {
                             assert!((a - b).abs() < 1e-6, "{p} {norm} {width} {rows}");
                         }
@@ -72,5 +173,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Pooling::ALL {
+            assert_eq!(Pooling::from_name(p.name()), Some(p));
+            assert_eq!(p.c_name().to_bytes(), p.name().as_bytes());
+        }
+        assert_eq!(Pooling::from_name("sum"), None);
+        assert_eq!(Pooling::expected(), "mean, cls or max");
     }
 }

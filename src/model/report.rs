@@ -13,7 +13,6 @@ use crate::model::bert::{BertModel, LayerPrecision, Stage, Trace, Workspace};
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
 use crate::options::Precision;
-use crate::tokenizer::Tokenizer;
 
 /// Error of one configuration against f32 (and the reference when given).
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +86,7 @@ pub fn precision_report(
             "the reference must have one vector per text",
         ));
     }
-    let tok = Tokenizer::for_model(vocab, &cfg);
+    let tok = cfg.tokenizer(vocab);
     let ids: Vec<Vec<u32>> = texts
         .iter()
         .map(|t| tok.encode(t, Some(cfg.max_seq_length)))

@@ -42,16 +42,6 @@ pub struct TokenizerConfig {
 }
 
 impl TokenizerConfig {
-    /// The options a model file describes.
-    pub fn from_model_config(c: &crate::ModelConfig) -> Self {
-        TokenizerConfig {
-            lowercase: c.do_lower_case,
-            strip_accents: c.strip_accents_effective(),
-            handle_chinese_chars: c.tokenize_chinese_chars,
-            ..TokenizerConfig::bert_uncased()
-        }
-    }
-
     /// The `bert-base-uncased` / all-MiniLM-L6-v2 settings.
     pub fn bert_uncased() -> Self {
         TokenizerConfig {
@@ -189,14 +179,6 @@ impl Tokenizer {
             normalized_specials,
             specials_have_whitespace,
         }
-    }
-
-    /// The tokenizer a model's configuration describes: its options
-    /// ([`TokenizerConfig::from_model_config`]) and its normalized special
-    /// tokens (metadata `special_ids_normalized`).
-    pub fn for_model(vocab: Vocab, cfg: &crate::ModelConfig) -> Tokenizer {
-        Tokenizer::new(vocab, TokenizerConfig::from_model_config(cfg))
-            .with_normalized_specials(&cfg.special_ids_normalized)
     }
 
     /// Also matches the tokens `ids` (of the vocabulary; others are ignored)
@@ -616,24 +598,5 @@ mod tests {
     fn send_sync() {
         fn check<T: Send + Sync>() {}
         check::<Tokenizer>();
-    }
-
-    #[test]
-    fn config_from_model_config_resolves_strip_accents() {
-        let c = TokenizerConfig::bert_uncased();
-        assert!(c.lowercase && c.strip_accents && c.clean_text && c.handle_chinese_chars);
-        assert_eq!(c.max_input_chars_per_word, 100);
-        assert_eq!(c.continuation_prefix, "##");
-        let mut md = crate::model::config::tests::minilm_md();
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
-        assert_eq!(TokenizerConfig::from_model_config(&mc), c);
-        md.insert("do_lower_case".into(), "false".into());
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
-        let c2 = TokenizerConfig::from_model_config(&mc);
-        assert!(!c2.lowercase && !c2.strip_accents);
-        md.insert("strip_accents".into(), "true".into());
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
-        let c3 = TokenizerConfig::from_model_config(&mc);
-        assert!(!c3.lowercase && c3.strip_accents);
     }
 }

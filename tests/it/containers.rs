@@ -655,66 +655,20 @@ fn coreml_blob_written_here_reads_in_coremltools() {
 
 // ---------------------------------------------------------------- shared model fixtures
 
-use embedder::formats::{Backing, FormatKind, TensorEntry};
-use embedder::{ModelConfig, Vocab};
+use embedder::formats::{Backing, FormatKind};
+use embedder::testutil::TinyBert;
+use embedder::ModelConfig;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A tiny BERT encoder with HF tensor names, EMBD metadata and a vocabulary.
+/// A tiny BERT encoder with HF tensor names, EMBD metadata and a vocabulary
+/// ([`TinyBert`], 16 positions, values from [`matrix`]).
 pub fn tiny_bert(hidden: usize, layers: usize, inter: usize) -> ModelFile {
-    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for w in ["hello", "world", "the", "cat", "##s", "a", "b", "über"] {
-        tokens.push(w.to_string());
-    }
-    let vocab = Vocab::from_tokens_bert(tokens).unwrap();
-    let v = vocab.len();
-    let pos = 16;
-    let md: BTreeMap<String, String> = [
-        ("model_name", "tiny-bert".to_string()),
-        ("model_version", "1.0.0".to_string()),
-        ("embedding_dim", hidden.to_string()),
-        ("vocab_size", v.to_string()),
-        ("num_layers", layers.to_string()),
-        ("num_attention_heads", "2".to_string()),
-        ("hidden_size", hidden.to_string()),
-        ("intermediate_size", inter.to_string()),
-        ("max_position_emb", pos.to_string()),
-        ("created_at", "2026-01-01T00:00:00Z".to_string()),
-        ("architecture", "bert".to_string()),
-        ("pooling", "mean".to_string()),
-        ("normalize", "true".to_string()),
-        ("max_seq_length", "16".to_string()),
-        ("do_lower_case", "true".to_string()),
-        ("layer_norm_eps", "1e-12".to_string()),
-        ("hidden_act", "gelu".to_string()),
-        ("type_vocab_size", "2".to_string()),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.clone()))
-    .collect();
     let mut seed = 100;
-    let mut t = |name: &str, shape: Vec<usize>| {
+    TinyBert::new(hidden, layers, inter, 16).build(|_, shape| {
         seed += 1;
-        let n: usize = shape.iter().product();
-        let m = matrix(1, n, seed).into_raw_vec();
-        TensorEntry::owned_f32(name, shape, &m)
-    };
-    let cfg = embedder::ModelConfig::from_metadata(&md).expect("valid tiny config");
-    let ts: Vec<TensorEntry> = embedder::model::bert::required_tensors(&cfg)
-        .into_iter()
-        .map(|(name, shape)| t(&name, shape))
-        .collect();
-    ModelFile::new(
-        FormatKind::Embd,
-        Arc::new(Backing::from_bytes(&[])),
-        md,
-        Some(vocab),
-        ts,
-    )
-    .unwrap()
+        matrix(1, shape.iter().product(), seed).into_raw_vec()
+    })
 }
 
 /// Same tensors (names, shapes, f32 values within `tol` relative to the max

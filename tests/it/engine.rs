@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use embedder::formats::hf::HfOptions;
 use embedder::formats::{Backing, TensorEntry};
-use embedder::kernels::{reference, sgemm};
+use embedder::kernels::sgemm;
+use embedder::model::arch::{bert::FAMILY, LAYER_PREFIX};
+use embedder::model::reference;
+use embedder::testutil::TinyBert;
 use embedder::{
     DType, Embedder, ErrorKind, FormatKind, ModelConfig, ModelFile, Options, Pooling, Precision,
-    Vocab,
 };
 
 use crate::common;
@@ -240,54 +242,48 @@ enum WeightType {
     Int8,
 }
 
-fn tiny_specs() -> Vec<(String, Vec<usize>, f32, f32)> {
-    let (h, _, layers, inter, vocab, max_pos) = TINY;
-    let mut specs = vec![
-        (
-            "embeddings.word_embeddings.weight".to_string(),
-            vec![vocab, h],
-            1.0,
-            0.0,
-        ),
-        (
-            "embeddings.position_embeddings.weight".into(),
-            vec![max_pos, h],
-            0.5,
-            0.0,
-        ),
-        (
-            "embeddings.token_type_embeddings.weight".into(),
-            vec![2, h],
-            0.5,
-            0.0,
-        ),
-        ("embeddings.LayerNorm.weight".into(), vec![h], 0.2, 1.0),
-        ("embeddings.LayerNorm.bias".into(), vec![h], 0.1, 0.0),
-    ];
-    for l in 0..layers {
-        let p = format!("encoder.layer.{l}");
-        for (s, shape, sc, off) in [
-            ("attention.self.query.weight", vec![h, h], 0.4, 0.0),
-            ("attention.self.query.bias", vec![h], 0.1, 0.0),
-            ("attention.self.key.weight", vec![h, h], 0.4, 0.0),
-            ("attention.self.key.bias", vec![h], 0.1, 0.0),
-            ("attention.self.value.weight", vec![h, h], 0.4, 0.0),
-            ("attention.self.value.bias", vec![h], 0.1, 0.0),
-            ("attention.output.dense.weight", vec![h, h], 0.4, 0.0),
-            ("attention.output.dense.bias", vec![h], 0.1, 0.0),
-            ("attention.output.LayerNorm.weight", vec![h], 0.2, 1.0),
-            ("attention.output.LayerNorm.bias", vec![h], 0.1, 0.0),
-            ("intermediate.dense.weight", vec![inter, h], 0.4, 0.0),
-            ("intermediate.dense.bias", vec![inter], 0.1, 0.0),
-            ("output.dense.weight", vec![h, inter], 0.3, 0.0),
-            ("output.dense.bias", vec![h], 0.1, 0.0),
-            ("output.LayerNorm.weight", vec![h], 0.2, 1.0),
-            ("output.LayerNorm.bias", vec![h], 0.1, 0.0),
-        ] {
-            specs.push((format!("{p}.{s}"), shape, sc, off));
-        }
+fn tiny_bert() -> TinyBert {
+    let (h, heads, layers, inter, vocab, max_pos) = TINY;
+    TinyBert {
+        heads,
+        words: (5..vocab).map(|i| format!("w{i}")).collect(),
+        ..TinyBert::new(h, layers, inter, max_pos)
     }
-    specs
+}
+
+/// Scale and offset of a tensor's random values: LayerNorm gains near 1,
+/// small biases, a narrower feed-forward down projection.
+fn tiny_scale(name: &str) -> (f32, f32) {
+    let n = &FAMILY.names;
+    let (path, kind) = name.rsplit_once('.').expect("module.kind");
+    let module = path
+        .strip_prefix(LAYER_PREFIX)
+        .and_then(|r| r.split_once('.'))
+        .map_or(path, |(_, m)| m);
+    if module == n.word {
+        (1.0, 0.0)
+    } else if module == n.position || Some(module) == n.token_type {
+        (0.5, 0.0)
+    } else if kind == "bias" {
+        (0.1, 0.0)
+    } else if [n.emb_ln, n.attn_ln, n.ffn_ln].contains(&module) {
+        (0.2, 1.0)
+    } else if module == n.ffn_down {
+        (0.3, 0.0)
+    } else {
+        (0.4, 0.0)
+    }
+}
+
+fn tiny_specs() -> Vec<(String, Vec<usize>, f32, f32)> {
+    tiny_bert()
+        .shapes()
+        .into_iter()
+        .map(|(name, shape)| {
+            let (sc, off) = tiny_scale(&name);
+            (name, shape, sc, off)
+        })
+        .collect()
 }
 
 fn tiny_model(pooling: &str, normalize: bool, wt: WeightType) -> ModelFile {
@@ -336,12 +332,7 @@ fn tiny_model_with(
         }
     }
     edit(&mut tensors);
-    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    tokens.extend((5..vocab).map(|i| format!("w{i}")));
-    let vocab_v = Vocab::from_tokens_bert(tokens).unwrap();
+    let vocab_v = tiny_bert().vocab();
     let mut md: BTreeMap<String, String> = [
         ("model_name", "tiny-random".to_string()),
         ("model_version", "0".into()),

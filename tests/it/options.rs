@@ -411,7 +411,7 @@ fn prompts_are_prepended_as_sentence_transformers_does() {
 
 #[test]
 fn prompts_excluded_from_pooling_when_include_prompt_is_false() {
-    use embedder::kernels::reference;
+    use embedder::model::reference;
     use embedder::{ModelConfig, Pooling};
     let dir = common::TempDir::new("prompts-excl");
     let Some(file) = prompt_model(dir.path(), false) else {

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, DType, FormatKind, ModelFile, TensorData, TensorEntry};
+use crate::model::pooling::{self, Pooling};
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// Options for reading a HF folder.
@@ -420,35 +421,28 @@ fn prompts(dir: &Path) -> Result<(Option<String>, Option<String>)> {
     Ok((prompts, default))
 }
 
-/// The one pooling mode a pooling config selects.
+/// The one pooling mode a pooling config selects (names and flags:
+/// [`crate::model::pooling`]).
 fn pooling_mode_of(cfg: &Value) -> Result<String> {
     let flag = |k: &str| cfg.get(k).and_then(Value::as_bool).unwrap_or(false);
-    if let Some(mode) = cfg.get("pooling_mode").and_then(Value::as_str) {
-        return match mode {
-            "mean" | "cls" | "max" => Ok(mode.to_string()),
-            other => Err(Error::unsupported(format!(
-                "pooling mode '{other}' is not supported (mean, cls or max)"
-            ))),
-        };
-    }
-    let modes: Vec<&str> = [
-        ("pooling_mode_mean_tokens", "mean"),
-        ("pooling_mode_cls_token", "cls"),
-        ("pooling_mode_max_tokens", "max"),
-        ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
-        ("pooling_mode_weightedmean_tokens", "weightedmean"),
-        ("pooling_mode_lasttoken", "lasttoken"),
-    ]
-    .iter()
-    .filter(|(k, _)| flag(k))
-    .map(|(_, m)| *m)
-    .collect();
-    match modes.as_slice() {
-        [] => Ok("mean".to_string()),
-        [m @ ("mean" | "cls" | "max")] => Ok((*m).to_string()),
-        [other] => Err(Error::unsupported(format!(
-            "pooling mode '{other}' is not supported (mean, cls or max)"
+    let supported = |mode: &str| match Pooling::from_name(mode) {
+        Some(p) => Ok(p.name().to_string()),
+        None => Err(Error::unsupported(format!(
+            "pooling mode '{mode}' is not supported ({})",
+            Pooling::expected()
         ))),
+    };
+    if let Some(mode) = cfg.get("pooling_mode").and_then(Value::as_str) {
+        return supported(mode);
+    }
+    let modes: Vec<&str> = pooling::SENTENCE_TRANSFORMERS_FLAGS
+        .iter()
+        .filter(|(k, _)| flag(k))
+        .map(|(_, m)| *m)
+        .collect();
+    match modes.as_slice() {
+        [] => Ok(Pooling::Mean.name().to_string()),
+        [m] => supported(m),
         many => Err(Error::unsupported(format!(
             "several pooling modes at once ({}) are not supported",
             many.join(", ")

@@ -154,11 +154,31 @@ pub struct Family {
     pub hf_config: HfConfigHook,
 }
 
+/// Prefix of every per-layer tensor name, followed by the layer index
+/// (`encoder.layer.{l}.{module}.{kind}`), in every family.
+pub const LAYER_PREFIX: &str = "encoder.layer.";
+
 impl Family {
+    /// Name of module `module` of layer `l` (`encoder.layer.{l}.{module}`);
+    /// its tensors are `.weight` and `.bias` after it.
+    pub fn layer_module(&self, l: usize, module: &str) -> String {
+        format!("{LAYER_PREFIX}{l}.{module}")
+    }
+
     /// Name of tensor `{module}.{kind}` of layer `l` (`kind` = `weight`/`bias`).
     pub fn layer_tensor(&self, l: usize, module: &str, kind: &str) -> String {
-        format!("encoder.layer.{l}.{module}.{kind}")
+        format!("{}.{kind}", self.layer_module(l, module))
     }
+}
+
+/// Whether a tensor is the weight matrix of an encoder layer's linear
+/// projection (2-D, under [`LAYER_PREFIX`], `.weight`, not a LayerNorm): the
+/// tensors the converters quantize.
+pub fn is_layer_linear_weight(name: &str, shape: &[usize]) -> bool {
+    shape.len() == 2
+        && name.starts_with(LAYER_PREFIX)
+        && name.ends_with(".weight")
+        && !name.contains("LayerNorm")
 }
 
 /// Bucket of a relative position (T5 / MPNet, bidirectional): `rel` = key
