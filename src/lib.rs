@@ -11,6 +11,7 @@
 // base keeps the `x % n == 0` style rather than `is_multiple_of` (1.87).
 
 pub mod capi;
+pub mod compat;
 pub mod convert;
 pub mod embedder;
 pub mod engine;

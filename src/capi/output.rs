@@ -6,10 +6,10 @@
 use std::ffi::{c_char, c_void};
 
 use super::boundary::{self, ffi_boundary, slice, slice_mut, write_opt, Fail, FfiResult};
+use super::encode::{check_batch, embd_text, texts_from_c, write_info};
+use super::handles::{self, embd_model, embd_options};
+use super::options::with_options;
 use super::status::embd_status;
-use super::{
-    embd_model, embd_options, embd_text, handles, texts_from_c, with_options, EMBD_MAX_BATCH,
-};
 use crate::{OutputPrecision, OutputRanges, TextInfo};
 
 /// Element type and packing of output vectors, for `embd_encode_quantized`
@@ -135,18 +135,13 @@ pub unsafe extern "C" fn embd_options_set_output_ranges(
 #[no_mangle]
 pub extern "C" fn embd_has_output_ranges(model: *const embd_model) -> i32 {
     boundary::ffi_boundary_or("embd_has_output_ranges", 0, || {
-        let m = handles::model(model, "model")?;
+        let m = handles::resolve(model, "model")?;
         Ok(i32::from(m.embedder.output_ranges().is_some()))
     })
 }
 
 fn output_len(m: &embd_model, p: OutputPrecision, n_texts: usize) -> FfiResult<usize> {
-    if n_texts > EMBD_MAX_BATCH {
-        return Err(Fail::new(
-            embd_status::LimitExceeded,
-            format!("n_texts is {n_texts}, more than EMBD_MAX_BATCH ({EMBD_MAX_BATCH}); split the batch"),
-        ));
-    }
+    check_batch(n_texts)?;
     n_texts
         .checked_mul(p.row_len(m.embedder.dim()))
         .ok_or_else(|| Fail::new(embd_status::LimitExceeded, "output size overflows size_t"))
@@ -180,7 +175,7 @@ pub unsafe extern "C" fn embd_output_len(
     // SAFETY: `len_out` is NULL or writable per the contract.
     unsafe { write_opt(len_out, 0) };
     ffi_boundary("embd_output_len", || {
-        let m = handles::model(model, "model")?;
+        let m = handles::resolve(model, "model")?;
         boundary::non_null(len_out, "len_out")?;
         let p = output_from_c(precision)?;
         let n = output_len(&m, p, n_texts)?;
@@ -229,7 +224,7 @@ pub unsafe extern "C" fn embd_encode_quantized(
     truncated_out: *mut u8,
 ) -> embd_status {
     ffi_boundary("embd_encode_quantized", || {
-        let m = handles::model(model, "model")?;
+        let m = handles::resolve(model, "model")?;
         let p = output_from_c(precision)?;
         if texts.is_null() && n_texts > 0 {
             return Err(Fail::null("texts"));
@@ -265,6 +260,6 @@ pub unsafe extern "C" fn embd_encode_quantized(
             m.embedder.embed_quantized_into(&strs, p, o, info_arg)?;
         }
         // SAFETY: NULL or writable for `n_texts` elements per the contract.
-        unsafe { super::write_info(&info, tokens_out, truncated_out) }
+        unsafe { write_info(&info, tokens_out, truncated_out) }
     })
 }
