@@ -2,6 +2,7 @@
 //! functions writing float vectors (quantized output is in `output`).
 
 use std::ffi::c_char;
+use std::sync::Arc;
 
 use super::boundary::{c_str, ffi_boundary, slice, slice_mut, text_slice, Fail, FfiResult};
 use super::handles::{self, embd_model};
@@ -46,31 +47,56 @@ pub(crate) fn check_batch(n_texts: usize) -> FfiResult<()> {
     Ok(())
 }
 
-fn checked_out<'a>(
-    m: &embd_model,
-    n_texts: usize,
-    out: *mut f32,
+/// Refuses a NULL `out` when `needed` > 0 and an `out_len` below `needed`
+/// (`unit` and `detail` word the message: "floats", "2 texts x 384 dims").
+pub(crate) fn check_out_len(
+    out_is_null: bool,
     out_len: usize,
-) -> FfiResult<&'a mut [f32]> {
-    check_batch(n_texts)?;
-    let dim = m.embedder.dim();
-    let needed = n_texts
-        .checked_mul(dim)
-        .ok_or_else(|| Fail::new(embd_status::LimitExceeded, "n_texts x dim overflows size_t"))?;
-    if out.is_null() && needed > 0 {
+    needed: usize,
+    unit: &str,
+    detail: impl FnOnce() -> String,
+) -> FfiResult<()> {
+    if out_is_null && needed > 0 {
         return Err(Fail::null("out"));
     }
     if out_len < needed {
         return Err(Fail::new(
             embd_status::BufferTooSmall,
             format!(
-                "out has room for {out_len} floats, needs {needed} ({n_texts} texts x {dim} dims)"
+                "out has room for {out_len} {unit}, needs {needed} ({})",
+                detail()
             ),
         ));
     }
+    Ok(())
+}
+
+/// The first steps of the float encode functions: the model, `texts` (NULL
+/// only when `n_texts` is 0), the batch limit, and `out` as a slice of
+/// `n_texts` rows.
+fn begin<'a, T>(
+    model: *const embd_model,
+    texts: *const T,
+    n_texts: usize,
+    out: *mut f32,
+    out_len: usize,
+) -> FfiResult<(Arc<embd_model>, &'a mut [f32])> {
+    let m = handles::resolve(model, "model")?;
+    if texts.is_null() && n_texts > 0 {
+        return Err(Fail::null("texts"));
+    }
+    check_batch(n_texts)?;
+    let dim = m.embedder.dim();
+    let needed = n_texts
+        .checked_mul(dim)
+        .ok_or_else(|| Fail::new(embd_status::LimitExceeded, "n_texts x dim overflows size_t"))?;
+    check_out_len(out.is_null(), out_len, needed, "floats", || {
+        format!("{n_texts} texts x {dim} dims")
+    })?;
     // SAFETY: `out` is writable for `out_len` >= `needed` floats per the
     // caller's contract and not aliased during the call.
-    unsafe { slice_mut(out, needed, "out") }
+    let out = unsafe { slice_mut(out, needed, "out") }?;
+    Ok((m, out))
 }
 
 /// Embeds a batch of NUL-terminated texts into a row-major `n_texts x dim`
@@ -112,13 +138,9 @@ pub unsafe extern "C" fn embd_encode(
     out_len: usize,
 ) -> embd_status {
     ffi_boundary("embd_encode", || {
-        let m = handles::resolve(model, "model")?;
-        if texts.is_null() && n_texts > 0 {
-            return Err(Fail::null("texts"));
-        }
-        let out = checked_out(&m, n_texts, out, out_len)?;
+        let (m, out) = begin(model, texts, n_texts, out, out_len)?;
         // SAFETY: `texts` is readable for `n_texts` pointers per the contract;
-        // n_texts <= EMBD_MAX_BATCH (checked by `checked_out`).
+        // n_texts <= EMBD_MAX_BATCH (checked by `begin`).
         let ptrs = unsafe { slice(texts, n_texts, "texts") }?;
         let mut strs = Vec::with_capacity(ptrs.len());
         for (i, &p) in ptrs.iter().enumerate() {
@@ -161,18 +183,18 @@ pub unsafe extern "C" fn embd_encode_texts(
     out: *mut f32,
     out_len: usize,
 ) -> embd_status {
-    ffi_boundary("embd_encode_texts", || {
-        let m = handles::resolve(model, "model")?;
-        if texts.is_null() && n_texts > 0 {
-            return Err(Fail::null("texts"));
-        }
-        let out = checked_out(&m, n_texts, out, out_len)?;
-        // SAFETY: `texts` is readable for `n_texts` elements per the contract;
-        // n_texts <= EMBD_MAX_BATCH (checked by `checked_out`).
-        let strs = unsafe { texts_from_c(texts, n_texts) }?;
-        m.embedder.embed_into(&strs, out)?;
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        encode_texts(
+            "embd_encode_texts",
+            model,
+            texts,
+            n_texts,
+            out,
+            out_len,
+            NO_INFO,
+        )
+    }
 }
 
 /// Embeds a batch of length-delimited texts like `embd_encode_texts`, and
@@ -209,14 +231,42 @@ pub unsafe extern "C" fn embd_encode_ex(
     tokens_out: *mut usize,
     truncated_out: *mut u8,
 ) -> embd_status {
-    ffi_boundary("embd_encode_ex", || {
-        let m = handles::resolve(model, "model")?;
-        if texts.is_null() && n_texts > 0 {
-            return Err(Fail::null("texts"));
-        }
-        let out = checked_out(&m, n_texts, out, out_len)?;
+    // SAFETY: forwarded contract.
+    unsafe {
+        encode_texts(
+            "embd_encode_ex",
+            model,
+            texts,
+            n_texts,
+            out,
+            out_len,
+            (tokens_out, truncated_out),
+        )
+    }
+}
+
+/// `tokens_out` and `truncated_out` of `embd_encode_ex`, both NULL.
+const NO_INFO: (*mut usize, *mut u8) = (std::ptr::null_mut(), std::ptr::null_mut());
+
+/// The body of `embd_encode_texts` and `embd_encode_ex` (named `func`);
+/// `info` is `(tokens_out, truncated_out)`.
+///
+/// # Safety
+/// The contract of `embd_encode_ex`.
+unsafe fn encode_texts(
+    func: &str,
+    model: *const embd_model,
+    texts: *const embd_text,
+    n_texts: usize,
+    out: *mut f32,
+    out_len: usize,
+    info: (*mut usize, *mut u8),
+) -> embd_status {
+    let (tokens_out, truncated_out) = info;
+    ffi_boundary(func, || {
+        let (m, out) = begin(model, texts, n_texts, out, out_len)?;
         // SAFETY: `texts` is readable for `n_texts` elements per the contract;
-        // n_texts <= EMBD_MAX_BATCH (checked by `checked_out`).
+        // n_texts <= EMBD_MAX_BATCH (checked by `begin`).
         let strs = unsafe { texts_from_c(texts, n_texts) }?;
         let want_info = !tokens_out.is_null() || !truncated_out.is_null();
         let mut info = vec![crate::TextInfo::default(); if want_info { n_texts } else { 0 }];

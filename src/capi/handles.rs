@@ -7,8 +7,9 @@
 //! handle, a handle of another type, or a random pointer is reported as
 //! `EMBD_STATUS_INVALID_HANDLE` without undefined behaviour, and a call that is
 //! still running when another thread frees the handle keeps its own reference
-//! (the memory is released when that call returns). Each handle also carries a
-//! magic tag, checked after the lookup as a second line of defence.
+//! (the memory is released when that call returns). The registry keeps each
+//! handle as its typed `Arc` (`dyn Any`), so a handle of another type is told
+//! apart by its Rust type, never by reading memory at the address.
 //!
 //! Any type implementing [`Handle`] can be registered; [`resolve`] is the one
 //! lookup for all of them (the registry knows no handle type by name).
@@ -26,19 +27,18 @@ use crate::{Engine, ModelInfo, Options};
 pub(crate) trait Handle: Any + Send + Sync {
     /// The C name, for messages: "embd_model".
     const NAME: &'static str;
-    /// The C name with its article, for messages: "an embd_model".
-    const A_NAME: &'static str;
-    /// The magic tag every live value of the type carries.
-    const MAGIC: u64;
-    /// The value's magic tag.
-    fn magic(&self) -> u64;
+}
+
+/// "an embd_model", "a TokenizerHandle".
+fn with_article(name: &str) -> String {
+    let an = name.starts_with(['a', 'e', 'i', 'o', 'u', 'E']);
+    format!("{} {name}", if an { "an" } else { "a" })
 }
 
 /// An open model. Immutable after `embd_open`; every function taking a
 /// `const embd_model *` may be called on the same handle from many threads at
 /// once. Created by `embd_open`, destroyed by `embd_free`.
 pub struct embd_model {
-    pub(crate) magic: u64,
     pub(crate) embedder: Engine,
     pub(crate) info: ModelInfo,
     pub(crate) name: CString,
@@ -46,35 +46,24 @@ pub struct embd_model {
 
 impl Handle for embd_model {
     const NAME: &'static str = "embd_model";
-    const A_NAME: &'static str = "an embd_model";
-    const MAGIC: u64 = 0x454d_4244_4d4f_444c; // "EMBDMODL"
-    fn magic(&self) -> u64 {
-        self.magic
-    }
 }
 
 /// Options for `embd_open`: a builder created by `embd_options_new`, changed by
 /// the `embd_options_set_*` functions and destroyed by `embd_options_free`. Not
 /// shared between threads while being changed; `embd_open` only reads it.
 pub struct embd_options {
-    pub(crate) magic: u64,
     pub(crate) opts: Mutex<Options>,
 }
 
 impl Handle for embd_options {
     const NAME: &'static str = "embd_options";
-    const A_NAME: &'static str = "an embd_options";
-    const MAGIC: u64 = 0x454d_4244_4f50_5453; // "EMBDOPTS"
-    fn magic(&self) -> u64 {
-        self.magic
-    }
 }
 
-/// A live handle: the object, and its type's name for messages.
+/// A live handle: the object, and its type's C name for messages.
 #[derive(Clone)]
 pub(crate) struct Live {
     obj: Arc<dyn Any + Send + Sync>,
-    a_name: &'static str,
+    name: &'static str,
 }
 
 type Registry = RwLock<HashMap<usize, Live>>;
@@ -88,7 +77,7 @@ fn registry() -> &'static Registry {
 pub(crate) fn register_at<T: Handle>(addr: usize, h: Arc<T>) {
     let live = Live {
         obj: h,
-        a_name: T::A_NAME,
+        name: T::NAME,
     };
     registry()
         .write()
@@ -136,7 +125,7 @@ pub(crate) fn resolve<T: Handle>(p: *const T, param: &str) -> FfiResult<Arc<T>> 
         return Err(Fail::null(param));
     }
     let addr = p as usize;
-    let not_live = || {
+    let live = lookup(addr).ok_or_else(|| {
         Fail::new(
             embd_status::InvalidHandle,
             format!(
@@ -144,16 +133,26 @@ pub(crate) fn resolve<T: Handle>(p: *const T, param: &str) -> FfiResult<Arc<T>> 
                 T::NAME
             ),
         )
-    };
-    let Some(live) = lookup(addr) else {
-        return Err(not_live());
-    };
-    match live.obj.downcast::<T>() {
-        Ok(h) if h.magic() == T::MAGIC => Ok(h),
-        Ok(_) => Err(not_live()),
-        Err(_) => Err(Fail::new(
+    })?;
+    live.obj.downcast::<T>().map_err(|_| {
+        Fail::new(
             embd_status::InvalidHandle,
-            format!("{param} is {}, not {} handle", live.a_name, T::A_NAME),
-        )),
+            format!(
+                "{param} is {}, not {} handle",
+                with_article(live.name),
+                with_article(T::NAME)
+            ),
+        )
+    })
+}
+
+/// The body of a free function: NULL is a no-op; otherwise `p` must be a live
+/// `T` (see [`resolve`]), which is unregistered (its memory is released when
+/// the last call using it returns).
+pub(crate) fn release<T: Handle>(p: *const T, param: &str) -> FfiResult<()> {
+    if !p.is_null() {
+        resolve(p, param)?;
+        unregister(p);
     }
+    Ok(())
 }

@@ -3,8 +3,8 @@
 
 use std::ffi::{c_char, c_int};
 
-use super::boundary::{self, c_str, ffi_boundary, ffi_boundary_or, write_opt};
-use super::handles::{self, embd_model, embd_options, Handle};
+use super::boundary::{self, c_str, ffi_boundary, ffi_boundary_or, write_opt, FfiResult};
+use super::handles::{self, embd_model, embd_options};
 use super::last_error;
 use super::precision::{self, embd_precision, EMBD_PRECISION_DEFAULT};
 use super::status::embd_status;
@@ -65,7 +65,6 @@ pub unsafe extern "C" fn embd_open(
         let info = embedder.info();
         let name = last_error::to_cstring(&info.name);
         let p = handles::register(embd_model {
-            magic: embd_model::MAGIC,
             embedder,
             info,
             name,
@@ -88,12 +87,30 @@ pub unsafe extern "C" fn embd_open(
 /// freeing it is a caller bug: later calls get `EMBD_STATUS_INVALID_HANDLE`.
 #[no_mangle]
 pub extern "C" fn embd_free(model: *mut embd_model) {
-    ffi_boundary_or("embd_free", (), || {
-        if model.is_null() {
-            return Ok(());
-        }
-        handles::resolve(model, "model")?;
-        handles::unregister(model);
+    ffi_boundary_or("embd_free", (), || handles::release(model, "model"))
+}
+
+/// The body of a function computing one value about a model into the
+/// out-parameter `out` (named `out_param`; set to 0 first, so it is 0 on any
+/// failure): the model is resolved, `out` checked, and `f`'s value written.
+///
+/// # Safety
+/// `out` must be NULL or valid for one write.
+pub(crate) unsafe fn model_value(
+    func: &str,
+    model: *const embd_model,
+    out: *mut usize,
+    out_param: &str,
+    f: impl FnOnce(&embd_model) -> FfiResult<usize>,
+) -> embd_status {
+    // SAFETY: `out` is NULL or writable per the contract.
+    unsafe { write_opt(out, 0) };
+    ffi_boundary(func, || {
+        let m = handles::resolve(model, "model")?;
+        boundary::non_null(out, out_param)?;
+        let v = f(&m)?;
+        // SAFETY: non-NULL (checked) and writable per the contract.
+        unsafe { out.write(v) };
         Ok(())
     })
 }

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
 use super::boundary::{c_str, ffi_boundary, ffi_boundary_or, Fail, FfiResult};
-use super::handles::{self, embd_options, Handle};
+use super::handles::{self, embd_options};
 use super::precision::{self, embd_precision};
 use super::status::embd_status;
 use crate::Options;
@@ -35,7 +35,6 @@ fn bool_flag(v: c_int, param: &str) -> FfiResult<bool> {
 pub extern "C" fn embd_options_new() -> *mut embd_options {
     ffi_boundary_or("embd_options_new", std::ptr::null_mut(), || {
         Ok(handles::register(embd_options {
-            magic: embd_options::MAGIC,
             opts: Mutex::new(Options::new()),
         }))
     })
@@ -52,12 +51,7 @@ pub extern "C" fn embd_options_new() -> *mut embd_options {
 #[no_mangle]
 pub extern "C" fn embd_options_free(options: *mut embd_options) {
     ffi_boundary_or("embd_options_free", (), || {
-        if options.is_null() {
-            return Ok(());
-        }
-        handles::resolve(options, "options")?;
-        handles::unregister(options);
-        Ok(())
+        handles::release(options, "options")
     })
 }
 
@@ -248,6 +242,18 @@ pub extern "C" fn embd_options_set_dimensions(
     })
 }
 
+/// A copy of an optional NUL-terminated UTF-8 string (NULL: `None`).
+///
+/// # Safety
+/// `p` must be NULL or NUL-terminated.
+unsafe fn opt_string(p: *const c_char, param: &str) -> FfiResult<Option<String>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and NUL-terminated per the contract.
+    Ok(Some(unsafe { c_str(p, param) }?.to_string()))
+}
+
 /// Sets a prompt prepended to every text, as sentence-transformers'
 /// `prompt`: the model reads the prompt followed by the text (truncated
 /// together to the maximum sequence length; token counts include the
@@ -275,12 +281,8 @@ pub unsafe extern "C" fn embd_options_set_prompt(
     prompt: *const c_char,
 ) -> embd_status {
     with_options("embd_options_set_prompt", options, |o| {
-        o.prompt = if prompt.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL and NUL-terminated per the contract.
-            Some(unsafe { c_str(prompt, "prompt") }?.to_string())
-        };
+        // SAFETY: NULL or NUL-terminated per the contract.
+        o.prompt = unsafe { opt_string(prompt, "prompt") }?;
         Ok(())
     })
 }
@@ -309,12 +311,8 @@ pub unsafe extern "C" fn embd_options_set_prompt_name(
     name: *const c_char,
 ) -> embd_status {
     with_options("embd_options_set_prompt_name", options, |o| {
-        o.prompt_name = if name.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL and NUL-terminated per the contract.
-            Some(unsafe { c_str(name, "name") }?.to_string())
-        };
+        // SAFETY: NULL or NUL-terminated per the contract.
+        o.prompt_name = unsafe { opt_string(name, "name") }?;
         Ok(())
     })
 }

@@ -5,9 +5,10 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::boundary::{self, ffi_boundary, slice, slice_mut, write_opt, Fail, FfiResult};
-use super::encode::{check_batch, embd_text, texts_from_c, write_info};
+use super::boundary::{self, ffi_boundary, slice, slice_mut, Fail, FfiResult};
+use super::encode::{check_batch, check_out_len, embd_text, texts_from_c, write_info};
 use super::handles::{self, embd_model, embd_options};
+use super::model::model_value;
 use super::options::with_options;
 use super::status::embd_status;
 use crate::{OutputPrecision, OutputRanges, TextInfo};
@@ -173,16 +174,11 @@ pub unsafe extern "C" fn embd_output_len(
     len_out: *mut usize,
 ) -> embd_status {
     // SAFETY: `len_out` is NULL or writable per the contract.
-    unsafe { write_opt(len_out, 0) };
-    ffi_boundary("embd_output_len", || {
-        let m = handles::resolve(model, "model")?;
-        boundary::non_null(len_out, "len_out")?;
-        let p = output_from_c(precision)?;
-        let n = output_len(&m, p, n_texts)?;
-        // SAFETY: non-NULL (checked) and writable per the contract.
-        unsafe { len_out.write(n) };
-        Ok(())
-    })
+    unsafe {
+        model_value("embd_output_len", model, len_out, "len_out", |m| {
+            output_len(m, output_from_c(precision)?, n_texts)
+        })
+    }
 }
 
 /// Embeds a batch of length-delimited texts and writes the vectors in the
@@ -230,18 +226,10 @@ pub unsafe extern "C" fn embd_encode_quantized(
             return Err(Fail::null("texts"));
         }
         let needed = output_len(&m, p, n_texts)?;
-        if out.is_null() && needed > 0 {
-            return Err(Fail::null("out"));
-        }
-        if out_len < needed {
-            return Err(Fail::new(
-                embd_status::BufferTooSmall,
-                format!(
-                    "out has room for {out_len} elements, needs {needed} ({n_texts} texts x {} {p} elements)",
-                    p.row_len(m.embedder.dim())
-                ),
-            ));
-        }
+        check_out_len(out.is_null(), out_len, needed, "elements", || {
+            let row = p.row_len(m.embedder.dim());
+            format!("{n_texts} texts x {row} {p} elements")
+        })?;
         // SAFETY: `texts` is readable for `n_texts` elements per the contract;
         // n_texts <= EMBD_MAX_BATCH (checked by `output_len`).
         let strs = unsafe { texts_from_c(texts, n_texts) }?;

@@ -4,6 +4,7 @@ use std::ffi::c_char;
 
 use super::boundary::{self, ffi_boundary, slice_mut, text_slice, write_opt, Fail};
 use super::handles::{self, embd_model};
+use super::model::model_value;
 use super::status::embd_status;
 
 /// Tokenizes a text as the model sees it: `[CLS]`, the WordPiece ids truncated
@@ -93,15 +94,17 @@ pub unsafe extern "C" fn embd_count_tokens(
     n_tokens_out: *mut usize,
 ) -> embd_status {
     // SAFETY: `n_tokens_out` is NULL or writable per the contract.
-    unsafe { write_opt(n_tokens_out, 0) };
-    ffi_boundary("embd_count_tokens", || {
-        let m = handles::resolve(model, "model")?;
-        boundary::non_null(n_tokens_out, "n_tokens_out")?;
-        // SAFETY: `text` is NULL or readable for `text_len` bytes per the contract.
-        let text = unsafe { text_slice(text, text_len, "text") }?;
-        let n = m.embedder.count_tokens(text);
-        // SAFETY: non-NULL (checked) and writable per the contract.
-        unsafe { n_tokens_out.write(n) };
-        Ok(())
-    })
+    unsafe {
+        model_value(
+            "embd_count_tokens",
+            model,
+            n_tokens_out,
+            "n_tokens_out",
+            |m| {
+                // SAFETY: `text` is NULL or readable for `text_len` bytes per the contract.
+                let text = text_slice(text, text_len, "text")?;
+                Ok(m.embedder.count_tokens(text))
+            },
+        )
+    }
 }

@@ -1,11 +1,11 @@
 //! Embedding: `embedder_embed*`, one text or a batch, with the handle's or an
-//! explicit normalize flag. All four share one body ([`embed_rows`]).
+//! explicit normalize flag. All four share one body (`embed_export`).
 
 use std::ffi::{c_char, c_int, c_void};
 
 use super::embedder::EmbedderHandle;
 use super::{boundary, c_text, code, null, status, CResult};
-use crate::capi::boundary::{slice, slice_mut, Fail};
+use crate::capi::boundary::{slice_mut, Fail};
 use crate::error::ErrorKind;
 
 /// When an embed fails, which code a Rust error kind becomes.
@@ -27,49 +27,64 @@ fn default_normalize(handle_: *mut c_void) -> c_int {
     })
 }
 
-/// The body of the embed exports, after their own NULL checks: embeds `n`
-/// texts (text `i` read by `text(i)`) of the handle's model into `output`
-/// (room for `output_size` floats), L2-normalizing each row when `normalize`.
+/// The body of `embedder_embed_ex` and `embedder_embed_batch_ex`: checks the
+/// handle, the texts (`null_texts` names the parameter when it is NULL) and
+/// `output`, then embeds `n` texts (text `i` read by `text(i)`) of the
+/// handle's model into `output` (room for `output_size` floats),
+/// L2-normalizing each row when `normalize` is not 0.
 ///
 /// # Safety
-/// `output` must be non-NULL and writable for `output_size` floats.
-unsafe fn embed_rows<'a>(
-    h: &EmbedderHandle,
+/// `output` must be NULL or writable for `output_size` floats.
+unsafe fn embed_export<'a>(
+    handle_: *mut c_void,
+    null_texts: Option<&str>,
     n: usize,
     text: impl Fn(usize) -> CResult<&'a str>,
     output: *mut f32,
     output_size: u32,
-    normalize: bool,
-) -> CResult<()> {
-    let m = h.loaded()?;
-    let dim = m.dim();
-    if n > crate::MAX_BATCH {
-        return Err(Fail::new(
-            code::INVALID_INPUT,
-            format!(
-                "num_texts {n} exceeds the maximum batch of {}",
-                crate::MAX_BATCH
-            ),
-        ));
-    }
-    let needed = n * dim; // n <= 2^20 and dim is small: no overflow on 64-bit
-    if (output_size as usize) < needed {
-        return Err(Fail::new(
-            code::BUFFER_TOO_SMALL,
-            format!("Output buffer too small: need {needed}, got {output_size}"),
-        ));
-    }
-    let strs = (0..n).map(text).collect::<CResult<Vec<&str>>>()?;
-    // SAFETY: writable for output_size >= needed floats per the contract.
-    let out = unsafe { slice_mut(output, needed, "output") }?;
-    m.embed_into(&strs, out)
-        .map_err(|e| Fail::new(embed_code(e.kind()), format!("Inference failed: {e}")))?;
-    if normalize {
-        out.chunks_mut(dim.max(1)).for_each(|v| {
-            crate::vector::l2_normalize(v);
-        });
-    }
-    Ok(())
+    normalize: c_int,
+) -> c_int {
+    status(|| {
+        let h = EmbedderHandle::resolve(handle_)?;
+        if let Some(param) = null_texts {
+            return Err(null(param));
+        }
+        if output.is_null() {
+            return Err(null("output"));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let m = h.loaded()?;
+        let dim = m.dim();
+        if n > crate::MAX_BATCH {
+            return Err(Fail::new(
+                code::INVALID_INPUT,
+                format!(
+                    "num_texts {n} exceeds the maximum batch of {}",
+                    crate::MAX_BATCH
+                ),
+            ));
+        }
+        let needed = n * dim; // n <= 2^20 and dim is small: no overflow on 64-bit
+        if (output_size as usize) < needed {
+            return Err(Fail::new(
+                code::BUFFER_TOO_SMALL,
+                format!("Output buffer too small: need {needed}, got {output_size}"),
+            ));
+        }
+        let strs = (0..n).map(text).collect::<CResult<Vec<&str>>>()?;
+        // SAFETY: writable for output_size >= needed floats per the contract.
+        let out = unsafe { slice_mut(output, needed, "output") }?;
+        m.embed_into(&strs, out)
+            .map_err(|e| Fail::new(embed_code(e.kind()), format!("Inference failed: {e}")))?;
+        if normalize != 0 {
+            out.chunks_mut(dim.max(1)).for_each(|v| {
+                crate::vector::l2_normalize(v);
+            });
+        }
+        Ok(())
+    })
 }
 
 /// cpp_embedder: embeds one text with the handle's normalize setting.
@@ -103,28 +118,19 @@ pub unsafe extern "C" fn embedder_embed_ex(
     output_size: u32,
     normalize: c_int,
 ) -> c_int {
-    status(|| {
-        let h = EmbedderHandle::resolve(handle_)?;
-        if text.is_null() {
-            return Err(null("text"));
-        }
-        if output.is_null() {
-            return Err(null("output"));
-        }
-        // SAFETY: `text` is non-NULL (checked) and NUL-terminated, `output`
-        // non-NULL (checked) and writable for `output_size` floats, per the
-        // contract.
-        unsafe {
-            embed_rows(
-                &h,
-                1,
-                |_| c_text(text, "text"),
-                output,
-                output_size,
-                normalize != 0,
-            )
-        }
-    })
+    // SAFETY: forwarded contract: `text` is NUL-terminated when not NULL
+    // (checked by `embed_export` before any text is read).
+    unsafe {
+        embed_export(
+            handle_,
+            text.is_null().then_some("text"),
+            1,
+            |_| c_text(text, "text"),
+            output,
+            output_size,
+            normalize,
+        )
+    }
 }
 
 /// cpp_embedder: embeds a batch (row-major `[num_texts, dim]`) with the
@@ -162,33 +168,29 @@ pub unsafe extern "C" fn embedder_embed_batch_ex(
     output_size: u32,
     normalize: c_int,
 ) -> c_int {
-    status(|| {
-        let h = EmbedderHandle::resolve(handle_)?;
-        if texts.is_null() {
-            return Err(null("texts"));
+    let text = |i: usize| {
+        // SAFETY: `texts` is non-NULL (checked by `embed_export` before any
+        // text is read) and readable for `num_texts` > i pointers.
+        let p = unsafe { *texts.add(i) };
+        if p.is_null() {
+            return Err(Fail::new(
+                code::NULL_POINTER,
+                format!("Null text at index {i}"),
+            ));
         }
-        if output.is_null() {
-            return Err(null("output"));
-        }
-        if num_texts == 0 {
-            return Ok(());
-        }
-        let n = num_texts as usize;
-        // SAFETY: `texts` readable for `n` pointers per the contract.
-        let ptrs = unsafe { slice(texts, n, "texts") }?;
-        let text = |i: usize| {
-            let p = ptrs[i];
-            if p.is_null() {
-                return Err(Fail::new(
-                    code::NULL_POINTER,
-                    format!("Null text at index {i}"),
-                ));
-            }
-            // SAFETY: non-NULL and NUL-terminated per the contract.
-            unsafe { c_text(p, &format!("text at index {i}")) }
-        };
-        // SAFETY: `output` is non-NULL (checked) and writable for
-        // `output_size` floats per the contract.
-        unsafe { embed_rows(&h, n, text, output, output_size, normalize != 0) }
-    })
+        // SAFETY: non-NULL and NUL-terminated per the contract.
+        unsafe { c_text(p, &format!("text at index {i}")) }
+    };
+    // SAFETY: forwarded contract.
+    unsafe {
+        embed_export(
+            handle_,
+            texts.is_null().then_some("texts"),
+            num_texts as usize,
+            text,
+            output,
+            output_size,
+            normalize,
+        )
+    }
 }

@@ -46,7 +46,6 @@ struct CompatConfig {
 
 /// The object behind an `EmbedderHandle`.
 pub(super) struct EmbedderHandle {
-    magic: u64,
     config: CompatConfig,
     /// The loaded model (its own tokenizer serves the `TokenizerHandle`).
     model: RwLock<Option<Arc<Embedder>>>,
@@ -56,11 +55,6 @@ pub(super) struct EmbedderHandle {
 
 impl Handle for EmbedderHandle {
     const NAME: &'static str = "EmbedderHandle";
-    const A_NAME: &'static str = "an EmbedderHandle";
-    const MAGIC: u64 = 0x4350_5045_4d42_4544; // "CPPEMBED"
-    fn magic(&self) -> u64 {
-        self.magic
-    }
 }
 
 impl EmbedderHandle {
@@ -204,7 +198,6 @@ unsafe fn create(
             Some(p) => Some(Arc::new(load_model(p, vocab, config)?)),
         };
         let h = Arc::new(EmbedderHandle {
-            magic: EmbedderHandle::MAGIC,
             config,
             model: RwLock::new(model),
             tokenizer_token: Box::new(0),

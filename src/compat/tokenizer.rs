@@ -12,23 +12,16 @@ use crate::capi::handles::{self, Handle};
 /// The object behind a `TokenizerHandle` (registered at the address of the
 /// embedder handle's `tokenizer_token`): it follows the handle's current model.
 struct TokenizerHandle {
-    magic: u64,
     embedder: Arc<EmbedderHandle>,
 }
 
 impl Handle for TokenizerHandle {
     const NAME: &'static str = "TokenizerHandle";
-    const A_NAME: &'static str = "a TokenizerHandle";
-    const MAGIC: u64 = 0x4350_5054_4f4b_454e; // "CPPTOKEN"
-    fn magic(&self) -> u64 {
-        self.magic
-    }
 }
 
 /// Registers the `TokenizerHandle` of a new embedder handle.
 pub(super) fn register(h: &Arc<EmbedderHandle>) {
     let t = Arc::new(TokenizerHandle {
-        magic: TokenizerHandle::MAGIC,
         embedder: h.clone(),
     });
     handles::register_at(h.tokenizer_addr() as usize, t);

@@ -13,21 +13,26 @@ unsafe fn vec_or_none<'a>(p: *const f32, dim: u32) -> Option<&'a [f32]> {
     Some(unsafe { std::slice::from_raw_parts(p, dim as usize) })
 }
 
+/// `f(a, b)`, or 0 when either is NULL or `dim` is 0.
+///
+/// # Safety
+/// `a`, `b` NULL or readable for `dim` floats.
+unsafe fn pair(a: *const f32, b: *const f32, dim: u32, f: fn(&[f32], &[f32]) -> f32) -> f32 {
+    boundary(0.0, || {
+        // SAFETY: forwarded contract.
+        let (a, b) = unsafe { (vec_or_none(a, dim), vec_or_none(b, dim)) };
+        Ok(a.zip(b).map_or(0.0, |(a, b)| f(a, b)))
+    })
+}
+
 /// cpp_embedder: cosine similarity; 0 for NULL, dim 0, or a near-zero norm.
 ///
 /// # Safety
 /// `a`, `b` NULL or readable for `dim` floats.
 #[no_mangle]
 pub unsafe extern "C" fn embedder_cosine_similarity(a: *const f32, b: *const f32, dim: u32) -> f32 {
-    boundary(0.0, || {
-        // SAFETY: forwarded contract.
-        let (Some(a), Some(b)) = (unsafe { vec_or_none(a, dim) }, unsafe {
-            vec_or_none(b, dim)
-        }) else {
-            return Ok(0.0);
-        };
-        Ok(crate::cosine_similarity(a, b))
-    })
+    // SAFETY: forwarded contract.
+    unsafe { pair(a, b, dim, crate::cosine_similarity) }
 }
 
 /// cpp_embedder: L2-normalizes in place ([`crate::vector::l2_normalize`]:
@@ -66,13 +71,6 @@ pub unsafe extern "C" fn embedder_norm(embedding: *const f32, dim: u32) -> f32 {
 /// `a`, `b` NULL or readable for `dim` floats.
 #[no_mangle]
 pub unsafe extern "C" fn embedder_dot_product(a: *const f32, b: *const f32, dim: u32) -> f32 {
-    boundary(0.0, || {
-        // SAFETY: forwarded contract.
-        let (Some(a), Some(b)) = (unsafe { vec_or_none(a, dim) }, unsafe {
-            vec_or_none(b, dim)
-        }) else {
-            return Ok(0.0);
-        };
-        Ok(crate::vector::dot(a, b))
-    })
+    // SAFETY: forwarded contract.
+    unsafe { pair(a, b, dim, crate::vector::dot) }
 }
