@@ -1,9 +1,9 @@
 //! The C boundary, shared by both C layers (`embd_*` here, cpp_embedder's in
-//! `crate::compat`): every export runs its body through [`guard`], which
-//! catches panics and hands each failure to the layer's [`ErrorSink`] (its
-//! codes and its per-thread message store). For `embd_*`, [`ffi_boundary`]
-//! (status functions) and [`ffi_boundary_or`] (getters) are `guard` with the
-//! [`Embd`] sink. Also the checked conversions from raw C arguments to Rust
+//! `crate::compat`): every export runs its body through `guard`, which
+//! catches panics and hands each failure to the layer's `ErrorSink` (its
+//! codes and its per-thread message store). For `embd_*`, `ffi_boundary`
+//! (status functions) and `ffi_boundary_or` (getters) are `guard` with the
+//! `Embd` sink. Also the checked conversions from raw C arguments to Rust
 //! values (NULL checks naming the parameter, UTF-8, slice bounds).
 
 use std::any::Any;

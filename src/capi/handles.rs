@@ -11,7 +11,7 @@
 //! handle as its typed `Arc` (`dyn Any`), so a handle of another type is told
 //! apart by its Rust type, never by reading memory at the address.
 //!
-//! Any type implementing [`Handle`] can be registered; [`resolve`] is the one
+//! Any type implementing `Handle` can be registered; `resolve` is the one
 //! lookup for all of them (the registry knows no handle type by name).
 
 use std::any::Any;

@@ -22,7 +22,7 @@
 //!   `decode`, HF's WordPiece decoder rule).
 //!
 //! The layer shares the `embd_*` layer's boundary (`capi::boundary::guard`,
-//! with the [`Cpp`] error sink: cpp_embedder's codes and the store in
+//! with the `Cpp` error sink: cpp_embedder's codes and the store in
 //! `errors`), its handle registry (`capi::handles`) and `crate::vector`. One
 //! file per C object: `errors`, `embedder` (the `EmbedderHandle`), `embed`,
 //! `tokenizer` (the `TokenizerHandle`), `vectors`.
