@@ -104,9 +104,10 @@ fn main() {
     ));
 
     let header = out_dir.join("embedder.h");
-    // Only the C API: parse src/capi (compat functions are excluded by name in
-    // cbindgen.toml), so public items of other modules never leak in
-    // (cbindgen follows the `mod` declarations of src/capi/mod.rs.)
+    // Only the C API: parse src/capi, so public items of other modules (and the
+    // cpp_embedder functions of src/compat, declared by the hand-written
+    // include/cpp_embedder/c_api.h) never leak in. cbindgen follows the `mod`
+    // declarations of src/capi/mod.rs, in their order.
     match cbindgen::Builder::new()
         .with_config(config)
         .with_src(crate_dir.join("src/capi/mod.rs"))

@@ -356,6 +356,11 @@ impl Embedder {
         self.threads
     }
 
+    /// The model's tokenizer (no prompt applied; see [`Embedder::tokenize`]).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// Token ids as the model sees them: `[CLS]`, text ids truncated to
     /// `max_seq_length - 2`, `[SEP]`.
     /// With a prompt ([`Options::prompt`]), of the prompt followed by the text.

@@ -12,6 +12,7 @@
 
 pub mod atomic_write;
 pub mod capi;
+pub mod compat;
 pub mod convert;
 pub mod embedder;
 pub mod engine;

@@ -1,8 +1,10 @@
-//! The C boundary: every export runs its body through `ffi_boundary` (status
-//! functions) or `ffi_boundary_or` (getters), which catch panics, record the
-//! last error and convert failures to statuses. Also the checked conversions
-//! from raw C arguments to Rust values (NULL checks naming the parameter, UTF-8,
-//! slice bounds).
+//! The C boundary, shared by both C layers (`embd_*` here, cpp_embedder's in
+//! `crate::compat`): every export runs its body through `guard`, which
+//! catches panics and hands each failure to the layer's `ErrorSink` (its
+//! codes and its per-thread message store). For `embd_*`, `ffi_boundary`
+//! (status functions) and `ffi_boundary_or` (getters) are `guard` with the
+//! `Embd` sink. Also the checked conversions from raw C arguments to Rust
+//! values (NULL checks naming the parameter, UTF-8, slice bounds).
 
 use std::any::Any;
 use std::ffi::{c_char, CStr};
@@ -12,21 +14,24 @@ use super::last_error;
 use super::status::embd_status;
 use crate::error::Error;
 
-/// A failed call: the status and the message for `embd_last_error`.
+/// A failed call: the code the C layer returns (`embd_status` for `embd_*`)
+/// and the message for its per-thread error store.
 #[derive(Debug)]
-pub(crate) struct Fail {
-    pub(crate) status: embd_status,
+pub(crate) struct Fail<C = embd_status> {
+    pub(crate) status: C,
     pub(crate) msg: String,
 }
 
-impl Fail {
-    pub(crate) fn new(status: embd_status, msg: impl Into<String>) -> Fail {
+impl<C> Fail<C> {
+    pub(crate) fn new(status: C, msg: impl Into<String>) -> Fail<C> {
         Fail {
             status,
             msg: msg.into(),
         }
     }
+}
 
+impl Fail {
     pub(crate) fn null(param: &str) -> Fail {
         Fail::new(embd_status::NullArgument, format!("{param} is NULL"))
     }
@@ -38,11 +43,33 @@ impl From<Error> for Fail {
     }
 }
 
-/// Result type of export bodies.
-pub(crate) type FfiResult<T> = Result<T, Fail>;
+/// Result type of export bodies (`C`: the layer's code type).
+pub(crate) type FfiResult<T, C = embd_status> = Result<T, Fail<C>>;
+
+/// Where a C layer reports failures: its code type and its per-thread store.
+pub(crate) trait ErrorSink {
+    /// The codes the layer returns to C.
+    type Code: Copy;
+    /// The code of a panic caught at the boundary.
+    const PANIC: Self::Code;
+    /// Records the failure of the export `func` for the calling thread.
+    fn record(func: &str, fail: Fail<Self::Code>);
+}
+
+/// The `embd_*` sink: `embd_status`, and the message, prefixed by the
+/// function's name, in `embd_last_error`.
+pub(crate) struct Embd;
+
+impl ErrorSink for Embd {
+    type Code = embd_status;
+    const PANIC: embd_status = embd_status::InternalPanic;
+    fn record(func: &str, fail: Fail) {
+        last_error::set(&format!("{func}: {}", fail.msg));
+    }
+}
 
 /// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -52,43 +79,41 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-/// Runs the body of a status-returning export named `func`: panics become
-/// `EMBD_STATUS_INTERNAL_PANIC`, failures set the last error (prefixed by
-/// `func`) and return their status.
-pub(crate) fn ffi_boundary(func: &str, body: impl FnOnce() -> FfiResult<()>) -> embd_status {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => embd_status::Ok,
-        Ok(Err(f)) => {
-            last_error::set(&format!("{func}: {}", f.msg));
-            f.status
-        }
-        Err(payload) => {
-            last_error::set(&format!(
-                "{func}: internal panic caught at the C boundary: {}",
+/// Runs the body of the export `func`: a failure or a panic (which becomes
+/// `S::PANIC`) is recorded in the sink `S` and its code returned as `Err`.
+pub(crate) fn guard<S: ErrorSink, T>(
+    func: &str,
+    body: impl FnOnce() -> FfiResult<T, S::Code>,
+) -> Result<T, S::Code> {
+    let fail = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(f)) => f,
+        Err(payload) => Fail::new(
+            S::PANIC,
+            format!(
+                "internal panic caught at the C boundary: {}",
                 panic_message(payload.as_ref())
-            ));
-            embd_status::InternalPanic
-        }
-    }
+            ),
+        ),
+    };
+    let code = fail.status;
+    S::record(func, fail);
+    Err(code)
 }
 
-/// Runs the body of an infallible-looking export (a getter or a free function):
-/// a failure or a panic sets the last error and returns `default`.
+/// Runs the body of a status-returning `embd_*` export named `func`: panics
+/// become `EMBD_STATUS_INTERNAL_PANIC`, failures set the last error (prefixed
+/// by `func`) and return their status.
+pub(crate) fn ffi_boundary(func: &str, body: impl FnOnce() -> FfiResult<()>) -> embd_status {
+    guard::<Embd, ()>(func, body)
+        .err()
+        .unwrap_or(embd_status::Ok)
+}
+
+/// Runs the body of an infallible-looking `embd_*` export (a getter or a free
+/// function): a failure or a panic sets the last error and returns `default`.
 pub(crate) fn ffi_boundary_or<T>(func: &str, default: T, body: impl FnOnce() -> FfiResult<T>) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(f)) => {
-            last_error::set(&format!("{func}: {}", f.msg));
-            default
-        }
-        Err(payload) => {
-            last_error::set(&format!(
-                "{func}: internal panic caught at the C boundary: {}",
-                panic_message(payload.as_ref())
-            ));
-            default
-        }
-    }
+    guard::<Embd, T>(func, body).unwrap_or(default)
 }
 
 /// Checks a pointer for NULL.
@@ -216,4 +241,19 @@ pub(crate) unsafe fn write_opt<T>(p: *mut T, v: T) {
         // SAFETY: non-NULL and writable per the caller's contract.
         unsafe { p.write(v) };
     }
+}
+
+/// Test-only export (cargo feature `test-panic`): panics inside the library so
+/// a test can check that the panic is caught at the boundary.
+///
+/// Returns `EMBD_STATUS_INTERNAL_PANIC` and sets `embd_last_error()`; the
+/// library remains usable afterwards.
+///
+/// Thread safety: safe from any thread.
+#[cfg(feature = "test-panic")]
+#[no_mangle]
+pub extern "C" fn embd_test_panic() -> embd_status {
+    ffi_boundary("embd_test_panic", || {
+        panic!("deliberate panic from embd_test_panic")
+    })
 }

@@ -5,11 +5,12 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::boundary::{self, ffi_boundary, slice, slice_mut, write_opt, Fail, FfiResult};
+use super::boundary::{self, ffi_boundary, slice, slice_mut, Fail, FfiResult};
+use super::encode::{check_batch, check_out_len, embd_text, texts_from_c, write_info};
+use super::handles::{self, embd_model, embd_options};
+use super::model::model_value;
+use super::options::with_options;
 use super::status::embd_status;
-use super::{
-    embd_model, embd_options, embd_text, handles, texts_from_c, with_options, EMBD_MAX_BATCH,
-};
 use crate::{OutputPrecision, OutputRanges, TextInfo};
 
 /// Element type and packing of output vectors, for `embd_encode_quantized`
@@ -135,18 +136,13 @@ pub unsafe extern "C" fn embd_options_set_output_ranges(
 #[no_mangle]
 pub extern "C" fn embd_has_output_ranges(model: *const embd_model) -> i32 {
     boundary::ffi_boundary_or("embd_has_output_ranges", 0, || {
-        let m = handles::model(model, "model")?;
+        let m = handles::resolve(model, "model")?;
         Ok(i32::from(m.embedder.output_ranges().is_some()))
     })
 }
 
 fn output_len(m: &embd_model, p: OutputPrecision, n_texts: usize) -> FfiResult<usize> {
-    if n_texts > EMBD_MAX_BATCH {
-        return Err(Fail::new(
-            embd_status::LimitExceeded,
-            format!("n_texts is {n_texts}, more than EMBD_MAX_BATCH ({EMBD_MAX_BATCH}); split the batch"),
-        ));
-    }
+    check_batch(n_texts)?;
     n_texts
         .checked_mul(p.row_len(m.embedder.dim()))
         .ok_or_else(|| Fail::new(embd_status::LimitExceeded, "output size overflows size_t"))
@@ -178,16 +174,11 @@ pub unsafe extern "C" fn embd_output_len(
     len_out: *mut usize,
 ) -> embd_status {
     // SAFETY: `len_out` is NULL or writable per the contract.
-    unsafe { write_opt(len_out, 0) };
-    ffi_boundary("embd_output_len", || {
-        let m = handles::model(model, "model")?;
-        boundary::non_null(len_out, "len_out")?;
-        let p = output_from_c(precision)?;
-        let n = output_len(&m, p, n_texts)?;
-        // SAFETY: non-NULL (checked) and writable per the contract.
-        unsafe { len_out.write(n) };
-        Ok(())
-    })
+    unsafe {
+        model_value("embd_output_len", model, len_out, "len_out", |m| {
+            output_len(m, output_from_c(precision)?, n_texts)
+        })
+    }
 }
 
 /// Embeds a batch of length-delimited texts and writes the vectors in the
@@ -229,24 +220,16 @@ pub unsafe extern "C" fn embd_encode_quantized(
     truncated_out: *mut u8,
 ) -> embd_status {
     ffi_boundary("embd_encode_quantized", || {
-        let m = handles::model(model, "model")?;
+        let m = handles::resolve(model, "model")?;
         let p = output_from_c(precision)?;
         if texts.is_null() && n_texts > 0 {
             return Err(Fail::null("texts"));
         }
         let needed = output_len(&m, p, n_texts)?;
-        if out.is_null() && needed > 0 {
-            return Err(Fail::null("out"));
-        }
-        if out_len < needed {
-            return Err(Fail::new(
-                embd_status::BufferTooSmall,
-                format!(
-                    "out has room for {out_len} elements, needs {needed} ({n_texts} texts x {} {p} elements)",
-                    p.row_len(m.embedder.dim())
-                ),
-            ));
-        }
+        check_out_len(out.is_null(), out_len, needed, "elements", || {
+            let row = p.row_len(m.embedder.dim());
+            format!("{n_texts} texts x {row} {p} elements")
+        })?;
         // SAFETY: `texts` is readable for `n_texts` elements per the contract;
         // n_texts <= EMBD_MAX_BATCH (checked by `output_len`).
         let strs = unsafe { texts_from_c(texts, n_texts) }?;
@@ -265,6 +248,6 @@ pub unsafe extern "C" fn embd_encode_quantized(
             m.embedder.embed_quantized_into(&strs, p, o, info_arg)?;
         }
         // SAFETY: NULL or writable for `n_texts` elements per the contract.
-        unsafe { super::write_info(&info, tokens_out, truncated_out) }
+        unsafe { write_info(&info, tokens_out, truncated_out) }
     })
 }

@@ -234,7 +234,7 @@ fn encode_matches_the_safe_api() {
 
 #[test]
 fn compat_reads_legacy_cpp_embedder_files() {
-    use super::compat::{embedder_create, embedder_destroy, embedder_embed, embedder_get_error};
+    use crate::compat::{embedder_create, embedder_destroy, embedder_embed, embedder_get_error};
     let Some(path) = model_path() else { return };
     let file = crate::ModelFile::open(&path, crate::ReadOptions::default()).unwrap();
     let dir = std::env::temp_dir().join(format!("embd-capi-legacy-{}", std::process::id()));
@@ -270,7 +270,7 @@ fn compat_reads_legacy_cpp_embedder_files() {
 fn precision_option_values() {
     let o = embd_options_new();
     let current = |o: *mut embd_options| {
-        handles::options(o, "o")
+        handles::resolve(o, "o")
             .unwrap()
             .opts
             .lock()

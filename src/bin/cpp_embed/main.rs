@@ -1,6 +1,6 @@
 //! `cpp_embed`: cpp_embedder's command line, same flags, output layouts and
 //! exit codes (reference spec section 5), running on this library through the
-//! cpp_embedder compatibility API (`embedder::capi::compat`), so model loading
+//! cpp_embedder compatibility API (`embedder::compat`), so model loading
 //! (EMBD and legacy files, the sibling `<stem>.vocab`), error codes and
 //! messages are exactly those of `libcpp_embedder`.
 //!
@@ -13,7 +13,7 @@ use std::ffi::{c_char, CStr, CString};
 use std::io::Write;
 use std::process::ExitCode;
 
-use embedder::capi::compat::{
+use embedder::compat::{
     embedder_cosine_similarity, embedder_create_with_config, embedder_destroy,
     embedder_embed_batch, embedder_get_dim, embedder_get_error,
 };
