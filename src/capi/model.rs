@@ -222,11 +222,7 @@ pub extern "C" fn embd_vocab_size(model: *const embd_model) -> usize {
 #[no_mangle]
 pub extern "C" fn embd_pooling(model: *const embd_model) -> *const c_char {
     getter("embd_pooling", model, std::ptr::null(), |m| {
-        match m.info.pooling {
-            crate::Pooling::Mean => c"mean".as_ptr(),
-            crate::Pooling::Cls => c"cls".as_ptr(),
-            crate::Pooling::Max => c"max".as_ptr(),
-        }
+        m.info.pooling.c_name().as_ptr()
     })
 }
 
