@@ -101,26 +101,16 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
         match target {
             // `wants` is false for F32, so F32 never gets here; keep as is.
             TargetDType::F32 => tensors.push(t.clone()),
-            TargetDType::F16 => {
-                let bytes: Vec<u8> = values
-                    .iter()
-                    .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-                    .collect();
+            TargetDType::F16 | TargetDType::BF16 => {
+                let (dtype, half): (DType, fn(f32) -> [u8; 2]) = if target == TargetDType::F16 {
+                    (DType::F16, |v| half::f16::from_f32(v).to_le_bytes())
+                } else {
+                    (DType::BF16, |v| half::bf16::from_f32(v).to_le_bytes())
+                };
+                let bytes: Vec<u8> = values.iter().flat_map(|&v| half(v)).collect();
                 tensors.push(TensorEntry::owned_bytes(
                     &t.name,
-                    DType::F16,
-                    t.shape.clone(),
-                    &bytes,
-                ));
-            }
-            TargetDType::BF16 => {
-                let bytes: Vec<u8> = values
-                    .iter()
-                    .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
-                    .collect();
-                tensors.push(TensorEntry::owned_bytes(
-                    &t.name,
-                    DType::BF16,
+                    dtype,
                     t.shape.clone(),
                     &bytes,
                 ));

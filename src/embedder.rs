@@ -21,7 +21,7 @@ use crate::limits::MAX_THREADS;
 use crate::model::bert::{BertModel, JoinOnDrop, LayerPrecision, Workspace};
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
-use crate::model::pooling::Pooling;
+use crate::model::pooling::{Pooling, SentencePooling};
 use crate::options::{Options, Precision, ProgressFn};
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
 use crate::tokenizer::Tokenizer;
@@ -679,15 +679,12 @@ impl Embedder {
     ) -> Result<()> {
         let mut ws = self.take_workspace();
         let hidden = self.model.hidden_size();
-        let (pooling, norm) = (self.cfg.pooling, self.normalize);
-        let mut forward = |o: &mut [f32]| {
-            if pool_from == 0 {
-                self.model.forward(seqs, &mut ws, par, pooling, norm, o)
-            } else {
-                self.model
-                    .forward_pooled_from(seqs, pool_from, &mut ws, par, pooling, norm, o)
-            }
+        let norm = self.normalize;
+        let pooling = SentencePooling {
+            skip: pool_from,
+            ..SentencePooling::new(self.cfg.pooling, norm)
         };
+        let mut forward = |o: &mut [f32]| self.model.forward(seqs, &mut ws, par, pooling, o);
         let r = if self.dim == hidden {
             forward(out)
         } else {

@@ -22,13 +22,12 @@ TSAN_ROUNDS=${TSAN_ROUNDS:-20}
 TPC=${THREADS_PER_CALL:-2}
 mkdir -p "$OUT"
 
-echo "== build (release lib + embd CLI)"
-cargo build --release --lib --bin embd
+echo "== build (release lib)"
+cargo build --release --lib
 
-echo "== tiny model"
-rm -rf "$OUT/tiny-hf"
-python3 "$here/make_tiny_model.py" "$OUT/tiny-hf"
-target/release/embd convert "$OUT/tiny-hf" -o "$OUT/tiny.weights"
+echo "== tiny model (the tests' one tiny-BERT builder, embedder::testutil)"
+EMBD_RACE_MODEL="$OUT/tiny.weights" \
+  cargo test --release --test it engine::write_race_model -- --ignored --exact --quiet
 
 echo "== race_threads (native, $ROUNDS rounds)"
 cc -std=c11 -O1 -g -Wall -Wextra -pthread -Iinclude "$here/race_threads.c" -o "$OUT/race_threads" \

@@ -28,7 +28,7 @@ use crate::model::arch::{self, AttentionBias, Family, Positions};
 use crate::model::config::{Activation, ModelConfig};
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param, Table};
-use crate::model::pooling::{self, Pooling};
+use crate::model::pooling::SentencePooling;
 use crate::options::Precision;
 
 /// Weights of one encoder layer.
@@ -706,60 +706,23 @@ impl BertModel {
         seqs: &[&[u32]],
         ws: &mut Workspace,
         par: Par,
-        pooling: Pooling,
-        normalize: bool,
+        pooling: SentencePooling,
         out: &mut [f32],
     ) -> Result<()> {
-        self.forward_traced(seqs, ws, par, pooling, normalize, out, None)
-    }
-
-    /// [`BertModel::forward`], with mean and max pooling over each sequence's
-    /// tokens from position `pool_from` on (sentence-transformers' pooling
-    /// with `include_prompt` false: the first `pool_from` tokens, `[CLS]` and
-    /// the prompt, are masked out of the pooling, not out of attention). `[CLS]`
-    /// pooling is unaffected.
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward_pooled_from(
-        &self,
-        seqs: &[&[u32]],
-        pool_from: usize,
-        ws: &mut Workspace,
-        par: Par,
-        pooling: Pooling,
-        normalize: bool,
-        out: &mut [f32],
-    ) -> Result<()> {
-        self.forward_impl(seqs, ws, par, pooling, normalize, out, None, pool_from)
+        self.forward_traced(seqs, ws, par, pooling, out, None)
     }
 
     /// [`BertModel::forward`], calling `trace(layer, stage, hidden)` with the
     /// hidden states of all tokens (`[total_tokens x hidden]`) after each
     /// sub-layer (for precision reports).
-    #[allow(clippy::too_many_arguments)]
     pub fn forward_traced(
         &self,
         seqs: &[&[u32]],
         ws: &mut Workspace,
         par: Par,
-        pooling: Pooling,
-        normalize: bool,
-        out: &mut [f32],
-        trace: Option<Trace<'_>>,
-    ) -> Result<()> {
-        self.forward_impl(seqs, ws, par, pooling, normalize, out, trace, 0)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn forward_impl(
-        &self,
-        seqs: &[&[u32]],
-        ws: &mut Workspace,
-        par: Par,
-        pooling: Pooling,
-        normalize: bool,
+        pooling: SentencePooling,
         out: &mut [f32],
         mut trace: Option<Trace<'_>>,
-        pool_from: usize,
     ) -> Result<()> {
         let h = self.hidden;
         let nh = self.heads;
@@ -935,19 +898,8 @@ impl BertModel {
 
         let mut o = 0;
         for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(h)) {
-            let len = s.len();
-            let skip = match pooling {
-                Pooling::Cls => 0,
-                _ => pool_from.min(len),
-            };
-            pooling::pool(
-                &ws.hidden[(o + skip) * h..(o + len) * h],
-                h,
-                pooling,
-                normalize,
-                dst,
-            );
-            o += len;
+            pooling.apply(&ws.hidden[o * h..(o + s.len()) * h], h, dst);
+            o += s.len();
         }
         Ok(())
     }

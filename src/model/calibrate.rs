@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::kernels::Par;
 use crate::model::bert::{BertModel, Calibration, Stage, Trace, Workspace};
-use crate::model::pooling::Pooling;
+use crate::model::pooling::{Pooling, SentencePooling};
 use crate::tokenizer::Tokenizer;
 
 /// The built-in calibration texts, one per line.
@@ -88,8 +88,7 @@ fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration>
         &refs,
         &mut ws,
         Par::Serial,
-        Pooling::Mean,
-        false,
+        SentencePooling::new(Pooling::Mean, false),
         &mut out,
         Some(t),
     )?;

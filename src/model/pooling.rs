@@ -74,6 +74,48 @@ impl fmt::Display for Pooling {
     }
 }
 
+/// A sentence-transformers `Pooling` module as the forward pass applies it:
+/// the mode, whether the vectors are L2-normalised after it, and how many
+/// leading tokens mean and max pooling leave out (`skip`: the `[CLS]` and the
+/// prompt when `include_prompt` is false; they stay in attention). `[CLS]`
+/// pooling ignores `skip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentencePooling {
+    /// The pooling mode.
+    pub mode: Pooling,
+    /// L2-normalise the pooled vector.
+    pub normalize: bool,
+    /// Leading tokens left out of mean and max pooling.
+    pub skip: usize,
+}
+
+impl SentencePooling {
+    /// `mode` over every token, normalised when `normalize`.
+    pub fn new(mode: Pooling, normalize: bool) -> SentencePooling {
+        SentencePooling {
+            mode,
+            normalize,
+            skip: 0,
+        }
+    }
+
+    /// Pools one sequence's `[len x width]` hidden rows into `out[..width]`.
+    pub fn apply(&self, hidden: &[f32], width: usize, out: &mut [f32]) {
+        let len = hidden.len().checked_div(width).unwrap_or(0);
+        let skip = match self.mode {
+            Pooling::Cls => 0,
+            _ => self.skip.min(len),
+        };
+        pool(
+            &hidden[skip * width..],
+            width,
+            self.mode,
+            self.normalize,
+            out,
+        );
+    }
+}
+
 /// Pools the `[rows x width]` hidden states of one sequence (every token has
 /// attention mask 1) into `out[..width]`, then L2-normalises if asked.
 /// Mean sums in f64 (column blocks on the stack, no allocation).

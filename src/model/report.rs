@@ -12,6 +12,7 @@ use crate::kernels::Par;
 use crate::model::bert::{BertModel, LayerPrecision, Stage, Trace, Workspace};
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
+use crate::model::pooling::SentencePooling;
 use crate::options::Precision;
 
 /// Error of one configuration against f32 (and the reference when given).
@@ -127,8 +128,7 @@ pub fn precision_report(
                 &[s.as_slice()],
                 &mut ws,
                 Par::Serial,
-                cfg.pooling,
-                cfg.normalize,
+                SentencePooling::new(cfg.pooling, cfg.normalize),
                 o,
                 Some(t),
             )?;

@@ -680,3 +680,46 @@ fn weights_file_texts_match_reference_in_every_batch_size() {
     );
     assert!(worst_abs <= 1e-4, "worst max abs diff {worst_abs}");
 }
+
+/// The model of the manual race check (`c_tests/race/run.sh`): the tiny
+/// random BERT of this file, hidden 32, 2 heads, 2 layers, intermediate 64,
+/// 128 positions (the kernels of one call split over the workers from 96
+/// tokens), a 235-token WordPiece vocabulary, mean pooling + normalize,
+/// written as EMBD to `$EMBD_RACE_MODEL`.
+#[test]
+#[ignore = "writes $EMBD_RACE_MODEL for c_tests/race/run.sh"]
+fn write_race_model() {
+    let path = std::env::var_os("EMBD_RACE_MODEL").expect("EMBD_RACE_MODEL is not set");
+    const WORDS: &str = "the a an is are was of to and in on at for with by from as it this that
+        cat cats sits sitting outside inside man men woman is playing plays guitar piano
+        i love like you do pasta pizza new movie film so great awesome good bad classic
+        mailbox return true false if object frame dog dogs run runs running fast slow
+        red blue green big small house car tree sky sun moon water fire book read write
+        code rust thread threads race data model vector vectors text texts one two three
+        four five six seven eight nine ten hello world quick brown fox jumps over lazy
+        what when where why how who not no yes all some many few more most very";
+    let mut words: Vec<String> = Vec::new();
+    let chars = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~0123456789abcdefghijklmnopqrstuvwxyz";
+    words.extend(chars.chars().map(String::from));
+    words.extend(('a'..='z').chain('0'..='9').map(|c| format!("##{c}")));
+    words.extend(["##s", "##ing", "##ed", "##er", "##ly"].map(String::from));
+    words.extend(WORDS.split_whitespace().map(String::from));
+    let mut seen = std::collections::HashSet::new();
+    words.retain(|w| seen.insert(w.clone()));
+    let tiny = TinyBert {
+        words,
+        ..TinyBert::new(32, 2, 64, 128)
+    };
+    let mut rng = Rng(20240605);
+    let m = tiny.build(|name, shape| {
+        let (sc, off) = tiny_scale(name);
+        rng.vec(shape.iter().product(), sc, off)
+    });
+    embedder::formats::embd::write_file(
+        &m,
+        std::path::Path::new(&path),
+        &Default::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+}
