@@ -879,7 +879,7 @@ fn chunk_ends(seqs: &[&[u32]], total: usize, threads: usize) -> Vec<usize> {
 /// The encoder's tensors (`encoder.` names): what the first embedding reads
 /// right after opening (the word-embedding table is read a few rows at a time).
 fn is_encoder_tensor(name: &str) -> bool {
-    name.starts_with("encoder.")
+    name.starts_with(crate::model::arch::ENCODER_PREFIX)
 }
 
 /// What an encoder reads first: the readers that check data CRCs check the

@@ -175,7 +175,7 @@ pub fn tensor_order_key(name: &str) -> (u32, u32, String) {
     if name.starts_with("embeddings.") {
         return (0, 0, name.to_string());
     }
-    if let Some(rest) = name.strip_prefix("encoder.layer.") {
+    if let Some(rest) = name.strip_prefix(crate::model::arch::LAYER_PREFIX) {
         if let Some((num, tail)) = rest.split_once('.') {
             if let Ok(n) = num.parse::<u32>() {
                 return (1, n, tail.to_string());

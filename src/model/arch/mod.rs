@@ -154,8 +154,14 @@ pub struct Family {
     pub hf_config: HfConfigHook,
 }
 
+/// Prefix of every tensor of the encoder stack (the layers, and a family's
+/// encoder-level tensors such as MPNet's relative attention bias), in every
+/// family: what an embedding reads right after the embedding lookup.
+pub const ENCODER_PREFIX: &str = "encoder.";
+
 /// Prefix of every per-layer tensor name, followed by the layer index
-/// (`encoder.layer.{l}.{module}.{kind}`), in every family.
+/// (`encoder.layer.{l}.{module}.{kind}`), in every family (under
+/// [`ENCODER_PREFIX`]).
 pub const LAYER_PREFIX: &str = "encoder.layer.";
 
 impl Family {
@@ -237,6 +243,11 @@ fn float_large(n: u64, exact: u64, max_distance: usize, span: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layers_are_under_the_encoder_prefix() {
+        assert!(LAYER_PREFIX.starts_with(ENCODER_PREFIX));
+    }
 
     #[test]
     fn registry_finds_families() {
