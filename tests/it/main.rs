@@ -14,3 +14,4 @@ mod mpnet;
 mod options;
 mod precision;
 mod tokenizer;
+mod unigram;
