@@ -70,7 +70,10 @@ pub(crate) fn compile_pattern(pattern: &Value, path: &str) -> Result<regex::Rege
         .as_object()
         .ok_or_else(|| bad("not an object with a String or Regex field".into()))?;
     let src = if let Some(s) = obj.get("String") {
-        regex::escape(s.as_str().ok_or_else(|| bad("String is not a string".into()))?)
+        regex::escape(
+            s.as_str()
+                .ok_or_else(|| bad("String is not a string".into()))?,
+        )
     } else if let Some(s) = obj.get("Regex") {
         s.as_str()
             .ok_or_else(|| bad("Regex is not a string".into()))?
@@ -334,7 +337,9 @@ mod tests {
     use serde_json::json;
 
     fn norm(v: Value, text: &str) -> (String, bool) {
-        let n = Normalizer::from_json(&v, None, "normalizer").unwrap().unwrap();
+        let n = Normalizer::from_json(&v, None, "normalizer")
+            .unwrap()
+            .unwrap();
         let (mut out, mut tmp) = (String::new(), String::new());
         let origin = n.normalize(text, &mut out, &mut tmp);
         (out, origin)
@@ -370,8 +375,14 @@ mod tests {
         assert_eq!(norm(json!({"type": "NFD"}), "é").0, "e\u{301}");
         assert_eq!(norm(json!({"type": "NFKC"}), "ﬁ Ａ ①").0, "fi A 1");
         assert_eq!(norm(json!({"type": "NFKD"}), "ﬁé").0, "fie\u{301}");
-        assert_eq!(norm(json!({"type": "Lowercase"}), "ÀB İ Σ").0, "àb i\u{307} σ");
-        assert_eq!(norm(json!({"type": "Prepend", "prepend": "▁"}), "ab").0, "▁ab");
+        assert_eq!(
+            norm(json!({"type": "Lowercase"}), "ÀB İ Σ").0,
+            "àb i\u{307} σ"
+        );
+        assert_eq!(
+            norm(json!({"type": "Prepend", "prepend": "▁"}), "ab").0,
+            "▁ab"
+        );
         assert_eq!(norm(json!({"type": "Prepend", "prepend": "▁"}), "").0, "");
     }
 
@@ -386,7 +397,8 @@ mod tests {
         let n = Normalizer::from_json(&seq, None, "n").unwrap().unwrap();
         assert!(matches!(&n, Normalizer::Sequence(l) if l.len() == 3));
         // Two and four steps end in the right buffer too.
-        let two = json!({"type": "Sequence", "normalizers": [{"type": "Lowercase"}, {"type": "NFKC"}]});
+        let two =
+            json!({"type": "Sequence", "normalizers": [{"type": "Lowercase"}, {"type": "NFKC"}]});
         assert_eq!(norm(two, "ＡB").0, "ab");
         let four = json!({"type": "Sequence", "normalizers": [
             {"type": "Lowercase"}, {"type": "NFKC"},

@@ -184,7 +184,12 @@ impl Pipeline {
     }
 
     fn encode_segment(&self, seg: &str, at_start: bool, out: &mut Vec<u32>, scratch: &mut Scratch) {
-        let Scratch { norm, tmp, pre, uni } = scratch;
+        let Scratch {
+            norm,
+            tmp,
+            pre,
+            uni,
+        } = scratch;
         let (text, origin): (&str, bool) = match &self.normalizer {
             Some(n) => {
                 let o = n.normalize(seg, norm, tmp);
@@ -448,7 +453,11 @@ mod tests {
         assert_eq!(p.encode("a b a b", Some(2)), [0, 2]);
         assert_eq!(p.encode("a b a b", Some(1)), [0, 2]);
         for m in [None, Some(0), Some(3), Some(5), Some(6), Some(7)] {
-            assert_eq!(p.count_tokens("a b a b", m), p.encode("a b a b", m).len(), "{m:?}");
+            assert_eq!(
+                p.count_tokens("a b a b", m),
+                p.encode("a b a b", m).len(),
+                "{m:?}"
+            );
         }
         assert_eq!(p.type_ids(4), [0, 0, 0, 0]);
     }

@@ -120,11 +120,9 @@ impl PreTokenizer {
                         Some("always") => PrependScheme::Always,
                         Some("first") => PrependScheme::First,
                         Some("never") => PrependScheme::Never,
-                        _ => {
-                            return Err(Error::model(format!(
-                                "{path}.prepend_scheme: {s} is not \"always\", \"first\" or \"never\""
-                            )))
-                        }
+                        _ => return Err(Error::model(format!(
+                            "{path}.prepend_scheme: {s} is not \"always\", \"first\" or \"never\""
+                        ))),
                     },
                 };
                 if !get_bool(v, "add_prefix_space", true, path)? {
@@ -363,7 +361,9 @@ mod tests {
     use serde_json::json;
 
     fn words(v: Value, text: &str, origin: bool) -> Vec<String> {
-        let p = PreTokenizer::from_json(&v, "pre_tokenizer").unwrap().unwrap();
+        let p = PreTokenizer::from_json(&v, "pre_tokenizer")
+            .unwrap()
+            .unwrap();
         let mut out = Vec::new();
         p.for_each_word(text, origin, &mut PreScratch::default(), &mut |w| {
             out.push(w.to_string())
@@ -378,7 +378,10 @@ mod tests {
         assert_eq!(words(new.clone(), "  a", true), ["▁", "▁a"]);
         assert_eq!(words(new.clone(), "a ", true), ["▁a", "▁"]);
         assert_eq!(words(new.clone(), "▁▁x", true), ["▁", "▁x"]);
-        assert_eq!(words(new.clone(), "hello▁world", false), ["▁hello", "▁world"]);
+        assert_eq!(
+            words(new.clone(), "hello▁world", false),
+            ["▁hello", "▁world"]
+        );
         assert_eq!(words(new, "a\tb", false), ["▁a\tb"]);
         // Old files: add_prefix_space (+ the ignored str_rep), split by default.
         let old = json!({"type": "Metaspace", "replacement": "▁", "add_prefix_space": true, "str_rep": "▁"});
@@ -418,7 +421,10 @@ mod tests {
     #[test]
     fn whitespace_words() {
         let w = json!({"type": "Whitespace"});
-        assert_eq!(words(w, "Hi, there!! a_b", true), ["Hi", ",", "there", "!!", "a_b"]);
+        assert_eq!(
+            words(w, "Hi, there!! a_b", true),
+            ["Hi", ",", "there", "!!", "a_b"]
+        );
     }
 
     #[test]

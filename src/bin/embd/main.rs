@@ -75,6 +75,12 @@ enum Cmd {
         /// `model_version` to record (default 1.0.0).
         #[arg(long)]
         model_version: Option<String>,
+        /// How a Unigram/BPE `tokenizer.json` is read: `transformers` (as
+        /// transformers 5 and sentence-transformers load it: the reference) or
+        /// `as-written` (as the `tokenizers` library and
+        /// text-embeddings-inference run the file).
+        #[arg(long, value_enum, default_value = "transformers")]
+        tokenizer_layout: TokenizerLayoutArg,
         /// Write without data/file CRCs (CHECKSUM_ENABLED clear).
         #[arg(long)]
         no_checksums: bool,
@@ -397,6 +403,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// `embd convert --tokenizer-layout`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TokenizerLayoutArg {
+    /// As transformers 5 / sentence-transformers load the folder.
+    Transformers,
+    /// As the `tokenizers` library runs `tokenizer.json`.
+    AsWritten,
+}
+
+impl From<TokenizerLayoutArg> for embedder::tokenizer::spec::Layout {
+    fn from(a: TokenizerLayoutArg) -> Self {
+        match a {
+            TokenizerLayoutArg::Transformers => Self::AsTransformers,
+            TokenizerLayoutArg::AsWritten => Self::AsWritten,
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.cmd {
         Cmd::Convert {
@@ -405,6 +429,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             dtype,
             name,
             model_version,
+            tokenizer_layout,
             no_checksums,
             to,
             amb_quant,
@@ -416,6 +441,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     &HfOptions {
                         name,
                         version: model_version,
+                        tokenizer_layout: tokenizer_layout.into(),
                     },
                 )?
             } else {
