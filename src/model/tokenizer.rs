@@ -207,3 +207,91 @@ pub fn store(
         ));
     }
 }
+
+/// What `embd inspect` shows of a file's tokenizer: `(field, value)` pairs
+/// (kind, sizes and the settings' stages), read without building it.
+pub fn describe(file: &ModelFile) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(kind) = file.metadata.get(KIND_KEY) else {
+        if file.vocab.is_some()
+            && file
+                .metadata
+                .get("architecture")
+                .is_none_or(|a| a != "static")
+        {
+            out.push(("kind".into(), "wordpiece".into()));
+            for k in ["do_lower_case", "strip_accents", "tokenize_chinese_chars"] {
+                if let Some(v) = file.metadata.get(k) {
+                    out.push((k.into(), v.clone()));
+                }
+            }
+        }
+        return out;
+    };
+    out.push(("kind".into(), kind.clone()));
+    if let Some(v) = &file.vocab {
+        out.push(("pieces".into(), v.len().to_string()));
+    }
+    for (name, what) in [
+        (SCORES, "scores"),
+        (MERGES, "merges"),
+        (CHARSMAP, "charsmap bytes"),
+    ] {
+        if let Some(t) = file.tensor(name) {
+            out.push((
+                what.into(),
+                t.shape.first().copied().unwrap_or(0).to_string(),
+            ));
+        }
+    }
+    let settings: Option<serde_json::Value> = file
+        .metadata
+        .get(SETTINGS_KEY)
+        .and_then(|s| serde_json::from_str(s).ok());
+    let Some(s) = settings else {
+        out.push(("settings".into(), "missing or not JSON".into()));
+        return out;
+    };
+    /// `Type` or `Sequence[A, B]` of one stage.
+    fn stage(v: &serde_json::Value) -> String {
+        let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or("none");
+        let list = ["normalizers", "pretokenizers", "processors"]
+            .iter()
+            .find_map(|k| v.get(*k).and_then(|l| l.as_array()));
+        match list {
+            Some(l) => format!(
+                "{ty}[{}]",
+                l.iter().map(stage).collect::<Vec<_>>().join(", ")
+            ),
+            None => ty.to_string(),
+        }
+    }
+    for key in ["normalizer", "pre_tokenizer", "post_processor", "decoder"] {
+        out.push((key.into(), s.get(key).map_or("none".into(), stage)));
+    }
+    if let Some(m) = s.get("model") {
+        for k in ["unk_id", "byte_fallback"] {
+            if let Some(v) = m.get(k) {
+                out.push((format!("model.{k}"), v.to_string()));
+            }
+        }
+    }
+    if let Some(l) = s.get("added_tokens").and_then(|l| l.as_array()) {
+        let names: Vec<String> = l
+            .iter()
+            .filter_map(|t| {
+                t.get("content")
+                    .and_then(|c| c.as_str())
+                    .map(str::to_string)
+            })
+            .collect();
+        out.push(("added tokens".into(), names.join(" ")));
+    }
+    if let Some(src) = s.get("source") {
+        out.push(("source".into(), src.to_string()));
+    }
+    if let Some(v) = s.get("version") {
+        out.push(("settings version".into(), v.to_string()));
+    }
+    out
+}

@@ -785,6 +785,13 @@ fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
         }
         None => writeln!(out, "\nvocabulary: none")?,
     }
+    let tok = embedder::model::tokenizer::describe(m);
+    if !tok.is_empty() {
+        writeln!(out, "\ntokenizer:")?;
+        for (k, v) in tok {
+            writeln!(out, "  {k}: {v}")?;
+        }
+    }
     writeln!(out, "\ntensors ({}):", m.tensors.len())?;
     writeln!(
         out,
@@ -831,6 +838,10 @@ fn inspect_json(m: &ModelFile) -> serde_json::Value {
         "header": details,
         "metadata": m.metadata,
         "vocab": vocab,
+        "tokenizer": embedder::model::tokenizer::describe(m)
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect::<Map<String, Value>>(),
         "tensor_count": m.tensors.len(),
         "tensors": tensors,
     })
