@@ -12,6 +12,9 @@
 //! 5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
 //!    for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
 
+pub mod bpe;
+pub mod byte_level;
+mod byte_level_tables;
 pub mod normalizer;
 pub mod pre_tokenizer;
 pub mod vocab;
