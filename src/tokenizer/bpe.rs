@@ -46,8 +46,11 @@ pub struct BpeOptions {
 /// has), merges by rank as token ids, and the model's options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BpeParts {
+    /// Tokens by id (`""`: no token has the id).
     pub pieces: Vec<String>,
+    /// Merges by rank: the ids of the left and right token.
     pub merges: Vec<(u32, u32)>,
+    /// The model's options.
     pub options: BpeOptions,
 }
 
