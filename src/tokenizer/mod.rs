@@ -12,11 +12,19 @@
 //! 5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
 //!    for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
 
+pub mod added;
 pub mod bpe;
 pub mod byte_level;
 mod byte_level_tables;
 pub mod normalizer;
+pub mod normalizers;
+pub mod pipeline;
 pub mod pre_tokenizer;
+pub mod pre_tokenizers;
+pub mod precompiled;
+pub mod spec;
+pub mod template;
+pub mod unigram;
 pub mod vocab;
 pub mod wordpiece;
 

@@ -15,3 +15,4 @@ mod mpnet;
 mod options;
 mod precision;
 mod tokenizer;
+mod unigram;
