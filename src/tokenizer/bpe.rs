@@ -363,6 +363,19 @@ impl Bpe {
         self.vocab.get(token).copied()
     }
 
+    /// Heap bytes of the lookup tables (vocabulary map, merges, initial
+    /// tables), not counting the cache.
+    pub fn heap_bytes(&self) -> usize {
+        let pieces: usize = self.pieces.iter().map(|p| p.capacity() + 24).sum();
+        let vocab: usize =
+            self.vocab.capacity() * 25 + self.vocab.keys().map(|k| k.len()).sum::<usize>();
+        pieces
+            + vocab
+            + self.merges.capacity() * 13
+            + self.merged.capacity() * 4
+            + 4 * FAST_CHARS * 4
+    }
+
     /// Number of merges.
     pub fn merge_count(&self) -> usize {
         self.merged.len()
@@ -629,7 +642,7 @@ fn merge_line(line: &str, n: usize, what: &str) -> Result<Option<(String, String
 }
 
 /// Merges by id from merges by string.
-fn merges_by_id(
+pub(crate) fn merges_by_id(
     pairs: Vec<(String, String)>,
     pieces: &[String],
     what: &str,
@@ -658,7 +671,7 @@ fn merges_by_id(
 }
 
 /// The merges of `model.merges`: all `"a b"` strings or all `["a", "b"]` pairs.
-fn json_merges(v: Option<&Value>) -> Result<Vec<(String, String)>> {
+pub(crate) fn json_merges(v: Option<&Value>) -> Result<Vec<(String, String)>> {
     const WHAT: &str = "tokenizer.json model.merges";
     let Some(v) = v else {
         return Ok(Vec::new());
@@ -713,9 +726,10 @@ fn opt_bool(model: &Value, key: &str) -> Result<bool> {
     }
 }
 
-/// The BPE parts of a `tokenizer.json` `model` object (`"type": "BPE"`).
-/// Dropout other than null or 0 is refused (it makes tokenization random).
-pub fn parse_hf_model(model: &Value) -> Result<BpeParts> {
+/// The options of a `tokenizer.json` `model` object (or of the stored
+/// settings' `model`). Dropout other than null or 0 is refused (it makes
+/// tokenization random).
+pub fn options_from_json(model: &Value) -> Result<BpeOptions> {
     match model.get("type").and_then(Value::as_str) {
         Some("BPE") | None => {}
         Some(t) => {
@@ -734,14 +748,20 @@ pub fn parse_hf_model(model: &Value) -> Result<BpeParts> {
             )))
         }
     }
-    let options = BpeOptions {
+    Ok(BpeOptions {
         unk_token: opt_str(model, "unk_token")?,
         continuing_subword_prefix: opt_str(model, "continuing_subword_prefix")?.unwrap_or_default(),
         end_of_word_suffix: opt_str(model, "end_of_word_suffix")?.unwrap_or_default(),
         fuse_unk: opt_bool(model, "fuse_unk")?,
         byte_fallback: opt_bool(model, "byte_fallback")?,
         ignore_merges: opt_bool(model, "ignore_merges")?,
-    };
+    })
+}
+
+/// The BPE parts of a `tokenizer.json` `model` object (`"type": "BPE"`); see
+/// [`options_from_json`].
+pub fn parse_hf_model(model: &Value) -> Result<BpeParts> {
+    let options = options_from_json(model)?;
     let vocab = model
         .get("vocab")
         .ok_or_else(|| Error::model("tokenizer.json model has no vocab"))?;
@@ -1015,6 +1035,53 @@ mod tests {
         let e = parse_vocab_merges(r#"{"a": 0}"#, "#version: 0.2\na\n").unwrap_err();
         assert!(e.message().contains("merges.txt line: merge 2 'a'"), "{e}");
         assert!(parse_vocab_merges("[1]", "").is_err());
+    }
+
+    /// A tiny RoBERTa-style `tokenizer.json` through the shared pipeline.
+    fn tiny_roberta(dropout: Value) -> Result<super::super::pipeline::Pipeline> {
+        use super::super::spec::{Layout, TokenizerSpec};
+        let special = |id: u32, c: &str, lstrip: bool| {
+            serde_json::json!({"id": id, "content": c, "single_word": false, "lstrip": lstrip,
+                               "rstrip": false, "normalized": false, "special": true})
+        };
+        let j = serde_json::json!({
+            "added_tokens": [special(0, "<s>", false), special(1, "<pad>", false),
+                             special(2, "</s>", false), special(3, "<unk>", false),
+                             special(10, "<mask>", true)],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false,
+                              "trim_offsets": true, "use_regex": true},
+            "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                               "trim_offsets": true, "add_prefix_space": false},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+                        "use_regex": true},
+            "model": {"type": "BPE", "dropout": dropout, "unk_token": null,
+                      "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                      "vocab": {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5,
+                                "Ġ": 6, "Ġa": 7, "ab": 8, "Ġab": 9, "<mask>": 10},
+                      "merges": ["Ġ a", "a b", "Ġa b"]}
+        });
+        TokenizerSpec::from_hf_json(&j, None, Layout::AsWritten)?.build()
+    }
+
+    #[test]
+    fn through_the_pipeline() {
+        let p = tiny_roberta(Value::Null).unwrap();
+        // "ab" -> (a,b); "Ġab" -> (Ġ,a) rank 0, then (Ġa,b) rank 2.
+        assert_eq!(p.encode("ab ab", None), [0, 8, 9, 2]);
+        // <mask> takes the space before it.
+        assert_eq!(p.encode("a <mask>", None), [0, 4, 10, 2]);
+        // 'c' is no token and there is no unk token: dropped.
+        assert_eq!(p.encode("c", None), [0, 2]);
+        // RoBERTa pairs: <s> A </s></s> B </s>.
+        assert_eq!(p.encode_pair("a", "b", None).0, [0, 4, 2, 2, 5, 2]);
+        assert_eq!(p.decode(&[0, 8, 9, 2], true), "ab ab");
+        assert_eq!(p.decode(&[0, 8, 9, 2], false), "<s>ab ab</s>");
+        assert_eq!(p.count_tokens("ab ab", None), 4);
+        let e = tiny_roberta(0.25.into()).unwrap_err();
+        assert!(e.message().contains("dropout"), "{e}");
+        assert!(tiny_roberta(0.0.into()).is_ok());
     }
 
     #[test]
