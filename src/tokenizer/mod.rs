@@ -22,6 +22,9 @@
 //!   model, the post-processor template), as `tokenizer.json` describes it.
 
 pub mod added;
+pub mod bpe;
+pub mod byte_level;
+mod byte_level_tables;
 pub mod normalizer;
 pub mod normalizers;
 pub mod pipeline;
@@ -285,6 +288,7 @@ impl Tokenizer {
             Kind::WordPiece(_) => TokenizerKind::WordPiece,
             Kind::Pipeline(p) => match p.model {
                 pipeline::Model::Unigram(_) => TokenizerKind::Unigram,
+                pipeline::Model::Bpe(_) => TokenizerKind::Bpe,
             },
         }
     }
