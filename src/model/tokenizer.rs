@@ -295,3 +295,24 @@ pub fn describe(file: &ModelFile) -> Vec<(String, String)> {
     }
     out
 }
+
+/// Opens the tokenizer of the model file at `path` alone (the tensors are
+/// mapped, not loaded): for tokenizing without an encoder, and to time a
+/// tokenizer's open.
+///
+/// # Errors
+/// As [`crate::formats::ModelFile::open`] and [`tokenizer_of`].
+pub fn open(path: impl AsRef<std::path::Path>) -> Result<Tokenizer> {
+    let mut file = ModelFile::open(
+        path,
+        crate::formats::ReadOptions {
+            verify_checksums: false,
+        },
+    )?;
+    let cfg = ModelConfig::from_metadata(&file.metadata)?;
+    let vocab = file
+        .vocab
+        .take()
+        .ok_or_else(|| Error::model("model file has no vocabulary"))?;
+    tokenizer_of(&file, &cfg, vocab)
+}

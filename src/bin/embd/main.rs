@@ -183,6 +183,12 @@ enum Cmd {
         /// Timed single-text calls (0 = skip).
         #[arg(long, default_value_t = 200)]
         latency_runs: usize,
+        /// Time only the tokenizer: one thread, every text encoded whole (no
+        /// truncation, special tokens added), `rounds` passes; prints the
+        /// tokenizer's open time and tokens/s (the tokenizer table of
+        /// `bench/tokenizers.py`).
+        #[arg(long)]
+        tokenize_only: bool,
     },
     /// Error of a reduced precision against f32, layer by layer and product by
     /// product (how the engine's int8 plan was chosen).
@@ -648,7 +654,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             latency_text,
             latency_tokens,
             latency_runs,
+            tokenize_only,
         } => {
+            if tokenize_only {
+                bench::run_tokenizer(&resolve_model(&model.model)?, &input, rounds, limit)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             bench::run(&bench::BenchArgs {
                 model: resolve_model(&model.model)?,
                 threads: model.threads.unwrap_or(0),
