@@ -40,6 +40,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "bench", "out")
+# --isa: the environment that caps each engine's kernels (ONNX Runtime has no such switch).
+ISA_CAPS = {
+    "avx2": {"EMBD_SIMD": "avx2", "CT2_FORCE_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+}
 HF_DIR = os.path.join(ROOT, "models", "all-MiniLM-L6-v2-hf")
 WEIGHTS = os.path.join(ROOT, "models", "all-MiniLM-L6-v2.weights")
 ONNX_PLAIN = os.path.join(OUT, "minilm.onnx")
@@ -857,6 +862,9 @@ def timing(args, tok, ref, corpus_path):
                            capture_output=True, text=True)
         versions[mod] = r.stdout.strip().split("-")[0] or "?"
     print(f"\nCPU {cpu_info()}, {os.cpu_count()} cores, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    if args.isa:
+        print(f"capped to {args.isa}: " + " ".join(f"{k}={v}" for k, v in ISA_CAPS[args.isa].items())
+              + " (ONNX Runtime cannot be capped: it picks its kernels from cpuid)")
     if ov_default:
         print(f"OpenVINO: without INFERENCE_PRECISION_HINT this CPU computes in {ov_default}; "
               "'OV m/bf16' and 'OV m/f32' set the hint explicitly")
@@ -920,9 +928,12 @@ def timing(args, tok, ref, corpus_path):
         "open_ms": open_time, "peak_rss_mb": rss, "model_size_mb": sizes, "loadavg": loads,
     }
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "results.json"), "w") as f:
+    results["isa_cap"] = {"isa": args.isa, "env": ISA_CAPS.get(args.isa, {}),
+                          "uncapped": ["ONNX Runtime"] if args.isa else []}
+    name = f"results-{args.isa}.json" if args.isa else "results.json"
+    with open(os.path.join(OUT, name), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"wrote {os.path.join(OUT, 'results.json')}")
+    print(f"wrote {os.path.join(OUT, name)}")
     if args.limit:
         os.unlink(corpus_path)
     return 0
@@ -964,9 +975,18 @@ def main():
                     help="OpenVINO INFERENCE_PRECISION_HINTs to time (default: bf16,f32)")
     ap.add_argument("--precisions", default=",".join(PRECISIONS),
                     help="our precisions to time (default: all that embd supports)")
+    ap.add_argument("--isa", choices=sorted(ISA_CAPS), default=None,
+                    help="cap every engine that can be capped to this instruction set (avx2: EMBD_SIMD=avx2, "
+                         "CT2_FORCE_CPU_ISA=AVX2, ONEDNN_MAX_CPU_ISA=AVX2 for OpenVINO and CTranslate2's oneDNN, "
+                         "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling); "
+                         "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid). Results go to "
+                         "bench/out/results-ISA.json")
     ap.add_argument("--gemm-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ort-encode", metavar="CORPUS", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.isa:
+        # Every child process (ours, the peers' workers, the GEMM ceiling) inherits these.
+        os.environ.update(ISA_CAPS[args.isa])
     if args.gemm_child:
         return gemm_child()
     if args.ort_encode:

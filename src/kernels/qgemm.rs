@@ -38,6 +38,25 @@
 //! 32767), so the AVX2 form multiplies `|qw|` (u8, <= 127) by `qa · sign(qw)`
 //! (s8, |·| <= 127): pair sums stay below 32,258 and nothing saturates.
 //!
+//! Why AVX2 keeps the exact 8-bit x 8-bit scheme (issue 24, measured with
+//! `embd precision-report` on `minilm_reference.jsonl`): the forms that let
+//! `vpmaddubsw` run without the sign step lose a bit on one side, and both
+//! fail the int8 bars (worst >= 0.995, mean >= 0.999) by a wide margin:
+//! 7-bit weights (`|qw| <= 64`, u8 activations) worst 0.991 / mean 0.9981,
+//! 129-level activations (u8 in `[0, 128]`, 8-bit weights) worst 0.9906 /
+//! mean 0.9978, against 0.9964 / 0.9992 for the scheme above. They would not
+//! be faster where the vector multiplies are the bound either: the sign step
+//! is one simple op beside the two multiplies (`vpmaddubsw`, `vpmaddwd`) that
+//! every 32 products need in all three forms. So every ISA quantizes the same
+//! way and gives the same bits.
+//!
+//! Row quantization is vectorized for every x86 ISA
+//! (`x86_64::avx512::qgemm::quantize_row` for `Avx512Vnni`,
+//! `x86_64::avx2::qgemm::quantize_row` for `AvxVnni` and `Avx2`), bit for
+//! bit the scalar [`quantize_row_scalar`] (whose `round_ties_even` is a libm
+//! call per element on the baseline target; the vector forms round in
+//! `vcvtps2dq`).
+//!
 //! B is packed once per matrix for one ISA: panels of `nr` columns; inside a
 //! panel, for each group of 4 consecutive k, the 4 bytes of every column
 //! (the layout `vpdpbusd` reads). k is padded to a multiple of 4 with zero
@@ -272,6 +291,12 @@ fn quantize_row_into(
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512F/BW;
         // `mul` has at least x.len() factors (checked by the caller).
         return unsafe { x86_64::avx512::qgemm::quantize_row(x, mul, dst, off) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::AvxVnni | Isa::Avx2) {
+        // SAFETY: both are only chosen when the CPU has AVX2 and FMA; `mul`
+        // has at least x.len() factors (checked by the caller).
+        return unsafe { x86_64::avx2::qgemm::quantize_row(x, mul, dst, off) };
     }
     let _ = isa;
     quantize_row_scalar(x, mul, dst, off)
@@ -726,15 +751,29 @@ mod tests {
     #[test]
     fn vector_quantization_matches_scalar() {
         for isa in supported() {
-            for &k in &[1usize, 5, 16, 17, 384, 1536] {
-                for seed in 0..20u64 {
+            // Every mix of the vector loops (32, 16, 8 lanes) and tails.
+            for &k in &[1usize, 5, 8, 16, 17, 31, 33, 45, 63, 64, 100, 384, 1536] {
+                for seed in 0..28u64 {
                     let mut x = rand_vec(k, seed + 1000 * k as u64);
-                    // Skewed and degenerate rows too.
-                    match seed % 5 {
+                    // Skewed and degenerate rows too, non-finite values,
+                    // and values half way between two steps.
+                    match seed % 7 {
                         1 => x.iter_mut().for_each(|v| *v = v.abs() * 3.0),
                         2 => x.iter_mut().for_each(|v| *v = -v.abs() * 1e-3),
                         3 => x.iter_mut().for_each(|v| *v = 0.0),
                         4 => x[0] = 1e6,
+                        5 => {
+                            x[k / 2] = f32::NAN;
+                            x[k - 1] = if k > 1 { f32::INFINITY } else { f32::NAN };
+                        }
+                        6 => {
+                            // Range [-127, 127]: scale 1, so each x.5 is a tie.
+                            x.iter_mut().enumerate().for_each(|(i, v)| {
+                                *v = (i % 254) as f32 - 126.5;
+                            });
+                            x[0] = -127.0;
+                            x[k - 1] = 127.0;
+                        }
                         _ => {}
                     }
                     let kp = k.next_multiple_of(4);
