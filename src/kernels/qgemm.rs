@@ -578,9 +578,7 @@ unsafe fn gemm_cols(
         } else {
             bp
         };
-        let mut i = 0;
-        while i < a.m {
-            let h = mr.min(a.m - i);
+        for (i, h) in super::row_tiles(a.m, mr) {
             let cdst = c.0.wrapping_add(i * ldc + j0);
             let full = w == nr;
             if !full && accumulate {
@@ -617,7 +615,6 @@ unsafe fn gemm_cols(
                     }
                 }
             }
-            i += mr;
         }
         j0 += nr;
     }
