@@ -28,12 +28,19 @@
 //!
 //! Each family has one enum of its variants (`sgemm::Isa`, `qgemm::Isa`,
 //! `bgemm::Isa`), chosen once by [`isa`], and one dispatch from its front into
-//! `arch/`: the kernel tables in `sgemm::gemm_cols`, `qgemm::run_tile` and
-//! `bgemm::kernels`, the `dispatch!` macro of [`ops`] (the int8 and bf16
-//! fronts also pick their ISA's row quantization or rounding of A, where it
-//! has one). Adding an ISA touches its module under `arch/`, its variant and
-//! row in [`isa`] (and a feature bit if it needs a new one), and one line of
-//! the family's dispatch.
+//! `arch/`: the kernel tables in `sgemm::gemm_cols` and `bgemm::kernels`, the
+//! `dispatch!` macro of [`ops`] (and `attention::attend`'s match), the bf16
+//! front's rounding of A. Adding an ISA touches its module under `arch/`, its
+//! variant and row in [`isa`] (and a feature bit if it needs a new one), and
+//! one line of the family's dispatch.
+//!
+//! The int8 family keeps every fact about a variant in one descriptor
+//! (`qgemm::QKernel`: tile shape, A's byte offset, CPU features, `EMBD_SIMD`
+//! cap, tiles, row quantization), defined as `QKERNEL` in the variant's
+//! module under `arch/`; `qgemm::Isa::kernel` is its one table, and
+//! [`isa`]'s `Family` impl, the tile dispatch and the quantization read it.
+//! Adding an int8 ISA is its module with its `QKERNEL`, its variant, and one
+//! line of that table.
 //!
 //! Every optimised kernel has a plain oracle in [`reference`](mod@reference) (or
 //! the front's scalar definition) and unit tests that compare the two on

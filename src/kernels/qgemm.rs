@@ -67,6 +67,7 @@ use rayon::prelude::*;
 use super::arch::generic;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -84,34 +85,77 @@ pub enum Isa {
     Scalar,
 }
 
+/// Everything the front needs to know about one int8 kernel variant, in one
+/// place: each variant's module under `arch/` defines its `QKERNEL`, and
+/// [`Isa::kernel`] is the one table from variant to descriptor (what the CPU
+/// must have and the `EMBD_SIMD` cap for [`isa`](super::isa) come from here
+/// too).
+pub(crate) struct QKernel {
+    /// Tile height (rows of A per kernel call).
+    pub(crate) mr: usize,
+    /// Tile and panel width (columns).
+    pub(crate) nr: usize,
+    /// What A's bytes hold: `qa + a_offset` (128 for the u8 · s8 VNNI forms).
+    pub(crate) a_offset: i32,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1).
+    pub(crate) tiles: &'static [TileFn],
+    /// The vector row quantization, bit for bit [`quantize_row_scalar`]
+    /// (`None`: that scalar form).
+    pub(crate) quantize_row: Option<QuantizeRowFn>,
+}
+
+/// A vector form of [`quantize_row_scalar`] (same arguments and results).
+pub(crate) type QuantizeRowFn = unsafe fn(&[f32], Option<&[f32]>, &mut [u8], i32) -> (f32, i32);
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: QKernel = QKernel {
+    mr: 1,
+    nr: 16,
+    a_offset: 0,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    quantize_row: None,
+};
+
 impl Isa {
     /// Every family, best first.
     pub const ALL: [Isa; 4] = [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2, Isa::Scalar];
 
-    /// Tile height (rows of A per kernel call).
-    pub const fn mr(self) -> usize {
+    /// The variant's descriptor: the one table of the int8 family.
+    pub(crate) fn kernel(self) -> &'static QKernel {
         match self {
-            Isa::Avx512Vnni => 12,
-            Isa::AvxVnni => 6,
-            Isa::Avx2 => 4,
-            Isa::Scalar => 4,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => &x86_64::avx512vnni::QKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => &x86_64::avxvnni::QKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::qgemm::QKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => &ABSENT,
+            Isa::Scalar => &generic::qgemm::QKERNEL,
         }
+    }
+
+    /// Tile height (rows of A per kernel call).
+    pub fn mr(self) -> usize {
+        self.kernel().mr
     }
 
     /// Tile and panel width (columns).
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx512Vnni => 32,
-            Isa::AvxVnni | Isa::Avx2 | Isa::Scalar => 16,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// What A's bytes hold: `qa + offset` (128 for the u8 · s8 VNNI forms).
-    pub const fn a_offset(self) -> i32 {
-        match self {
-            Isa::Avx512Vnni | Isa::AvxVnni => 128,
-            Isa::Avx2 | Isa::Scalar => 0,
-        }
+    pub fn a_offset(self) -> i32 {
+        self.kernel().a_offset
     }
 
     /// Whether this CPU runs the kernels.
@@ -286,20 +330,13 @@ fn quantize_row_into(
     dst: &mut [u8],
     off: i32,
 ) -> (f32, i32) {
-    #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx512Vnni) {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512F/BW;
-        // `mul` has at least x.len() factors (checked by the caller).
-        return unsafe { x86_64::avx512::qgemm::quantize_row(x, mul, dst, off) };
+    match isa.kernel().quantize_row {
+        // SAFETY: an ISA is only used when the CPU has its features (the
+        // callers' `supported` checks and `isa::int8`); `mul` has at least
+        // x.len() factors and `dst` kp bytes (checked by the caller).
+        Some(f) => unsafe { f(x, mul, dst, off) },
+        None => quantize_row_scalar(x, mul, dst, off),
     }
-    #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::AvxVnni | Isa::Avx2) {
-        // SAFETY: both are only chosen when the CPU has AVX2 and FMA; `mul`
-        // has at least x.len() factors (checked by the caller).
-        return unsafe { x86_64::avx2::qgemm::quantize_row(x, mul, dst, off) };
-    }
-    let _ = isa;
-    quantize_row_scalar(x, mul, dst, off)
 }
 
 /// The portable form of [`quantize_row_into`] (also the oracle of the vector
@@ -633,20 +670,8 @@ unsafe fn gemm_cols(
 /// # Safety
 /// See [`gemm_cols`]; `h <= isa.mr()` and the CPU has `isa`.
 unsafe fn run_tile(isa: Isa, h: usize, t: &Tile) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: forwarded contract.
-        unsafe {
-            match isa {
-                Isa::Avx512Vnni => return x86_64::avx512vnni::KERNELS[h - 1](t),
-                Isa::AvxVnni => return x86_64::avxvnni::KERNELS[h - 1](t),
-                Isa::Avx2 => return x86_64::avx2::qgemm::KERNELS[h - 1](t),
-                Isa::Scalar => {}
-            }
-        }
-    }
     // SAFETY: forwarded contract.
-    unsafe { generic::qgemm::tile(isa.nr(), h, t) }
+    unsafe { isa.kernel().tiles[h - 1](t) }
 }
 
 /// `(acc - zc · wsum) as f32 · (sa · sw)`: the epilogue every kernel computes.

@@ -3,10 +3,24 @@
 //! store of 16-column tiles and the row quantization (both shared with
 //! [`avxvnni`](super::super::avxvnni)).
 
-use crate::kernels::qgemm::{Tile, TileFn};
+use crate::kernels::isa::{Cap, Features};
+use crate::kernels::qgemm::{QKernel, Tile, TileFn};
 use std::arch::x86_64::*;
 
 tiles!(KERNELS: TileFn = tile_avx2, 1, 2, 3, 4);
+
+/// AVX2 without VNNI: 4 x 16 tiles, s8 activations. The int8 code is
+/// compiled with FMA enabled (the row quantization shares the f32 helpers),
+/// so every x86 variant needs it.
+pub(crate) static QKERNEL: QKernel = QKernel {
+    mr: 4,
+    nr: 16,
+    a_offset: 0,
+    needs: Features::AVX2.and(Features::FMA),
+    min_cap: Cap::Avx2,
+    tiles: &KERNELS,
+    quantize_row: Some(quantize_row),
+};
 
 /// The `R x 16` tile with AVX2: `|w| · (a · sign(w))` pairs never
 /// saturate (see the module docs).
