@@ -89,11 +89,9 @@ impl Par {
 /// arithmetic whatever its height, so the split never changes a bit.
 pub(crate) fn row_tiles(m: usize, mr: usize) -> impl Iterator<Item = (usize, usize)> {
     let tiles = m.div_ceil(mr.max(1));
-    let (base, extra) = if tiles == 0 {
-        (0, 0)
-    } else {
-        (m / tiles, m % tiles)
-    };
+    // No tiles (m = 0): nothing to divide.
+    let base = m.checked_div(tiles).unwrap_or(0);
+    let extra = m.checked_rem(tiles).unwrap_or(0);
     (0..tiles).map(move |t| (t * base + t.min(extra), base + usize::from(t < extra)))
 }
 
