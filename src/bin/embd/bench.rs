@@ -202,7 +202,8 @@ mod tests {
 }
 
 /// `embd bench --tokenize-only`: opens the model file's tokenizer alone
-/// (timed) and encodes every text of `input` whole on this thread, `rounds`
+/// (timed) and encodes every text of `input` (one per line, or JSONL
+/// `{"text": ...}` lines for a `.jsonl` file) whole on this thread, `rounds`
 /// times; prints one JSON object (best pass).
 pub fn run_tokenizer(
     model: &std::path::Path,
@@ -210,7 +211,7 @@ pub fn run_tokenizer(
     rounds: usize,
     limit: usize,
 ) -> Result<(), Error> {
-    let mut texts = crate::io_util::read_texts(input, false)?;
+    let mut texts = crate::io_util::read_texts(input, input.ends_with(".jsonl"))?;
     if limit > 0 {
         texts.truncate(limit);
     }

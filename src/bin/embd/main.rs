@@ -186,7 +186,7 @@ enum Cmd {
         /// Time only the tokenizer: one thread, every text encoded whole (no
         /// truncation, special tokens added), `rounds` passes; prints the
         /// tokenizer's open time and tokens/s (the tokenizer table of
-        /// `bench/tokenizers.py`).
+        /// `bench/tokenizer_speed.py`).
         #[arg(long)]
         tokenize_only: bool,
     },
