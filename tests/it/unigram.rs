@@ -83,7 +83,11 @@ fn compare(
         checked += 1;
         let text = line["text"].as_str().expect("text");
         let got = p.encode(text, max_len);
-        assert_eq!(p.count_tokens(text, max_len), got.len(), "count_tokens {text:?}");
+        assert_eq!(
+            p.count_tokens(text, max_len),
+            got.len(),
+            "count_tokens {text:?}"
+        );
         if got != want {
             bad.push(format!(
                 "{file} line {}: {text:?}\n  want {want:?}\n  got  {got:?}",
