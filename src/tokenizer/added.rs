@@ -112,7 +112,9 @@ fn starts_with_word(s: &str) -> bool {
 fn ends_with_word(s: &str) -> bool {
     // Only the last character matters.
     let last = s.char_indices().next_back().map_or(s.len(), |(i, _)| i);
-    ENDS_WITH_WORD.as_ref().is_some_and(|r| r.is_match(&s[last..]))
+    ENDS_WITH_WORD
+        .as_ref()
+        .is_some_and(|r| r.is_match(&s[last..]))
 }
 
 /// The added tokens of a tokenizer, ready to split texts.
@@ -300,7 +302,10 @@ mod tests {
         let mut w = tok(4, "ab");
         w.single_word = true;
         let v = AddedVocab::new(vec![w], None).unwrap();
-        assert_eq!(pieces(&v, "ab cab ab_ ab."), ["#4", "\" cab ab_ \"@2", "#4", "\".\"@13"]);
+        assert_eq!(
+            pieces(&v, "ab cab ab_ ab."),
+            ["#4", "\" cab ab_ \"@2", "#4", "\".\"@13"]
+        );
         assert_eq!(pieces(&v, "éab"), ["\"éab\"@0"]);
     }
 
@@ -313,7 +318,10 @@ mod tests {
         assert!(v.has_normalized());
         let mut out = Vec::new();
         v.split_normalized("say yes!", |s| out.push(s));
-        assert_eq!(out, [Split::Text("say ", 0), Split::Token(3), Split::Text("!", 7)]);
+        assert_eq!(
+            out,
+            [Split::Text("say ", 0), Split::Token(3), Split::Text("!", 7)]
+        );
         // Not matched in the raw text.
         assert_eq!(pieces(&v, "yes"), ["\"yes\"@0"]);
     }

@@ -138,8 +138,7 @@ fn decode_base64(s: &str, what: &str) -> Result<Vec<u8>> {
     let mut acc = 0u32;
     let mut bits = 0;
     for (i, &c) in body.as_bytes().iter().enumerate() {
-        let v = val(c)
-            .ok_or_else(|| model_err(format!("{what}: byte {i} is not base64")))?;
+        let v = val(c).ok_or_else(|| model_err(format!("{what}: byte {i} is not base64")))?;
         acc = (acc << 6) | v;
         bits += 6;
         if bits >= 8 {
@@ -281,7 +280,8 @@ impl TokenizerSpec {
                         return Err(model_err(format!("model.vocab: id {id} is given twice")));
                     }
                 }
-                let pieces: Vec<String> = pieces.into_iter().map(Option::unwrap_or_default).collect();
+                let pieces: Vec<String> =
+                    pieces.into_iter().map(Option::unwrap_or_default).collect();
                 for (k, v) in model.as_object().into_iter().flatten() {
                     if k != "vocab" && k != "merges" {
                         model_settings.insert(k.clone(), v.clone());
@@ -350,7 +350,11 @@ impl TokenizerSpec {
                 .as_array()
                 .ok_or_else(|| model_err("added_tokens: not a list"))?;
             for (i, t) in list.iter().enumerate() {
-                add(parse_added(t, &format!("added_tokens[{i}]"))?, &mut extra, &mut added);
+                add(
+                    parse_added(t, &format!("added_tokens[{i}]"))?,
+                    &mut extra,
+                    &mut added,
+                );
             }
         }
         let class = tokenizer_config
@@ -629,7 +633,8 @@ impl TokenizerSpec {
         }
         let vs = s["model"]["vocab_size"]
             .as_u64()
-            .ok_or_else(|| model_err(format!("{at}.model.vocab_size: missing")))? as usize;
+            .ok_or_else(|| model_err(format!("{at}.model.vocab_size: missing")))?
+            as usize;
         let n = self.pieces.len();
         if vs > n || vs == 0 {
             return Err(model_err(format!(
@@ -855,23 +860,46 @@ mod tests {
         let spec = TokenizerSpec::from_hf_json(&tiny_json(), None, Layout::AsWritten).unwrap();
         let s = spec.settings_string();
         let try_parts = |pieces: Vec<String>, scores: Vec<f32>, settings: &str| {
-            TokenizerSpec::from_parts(TokenizerKind::Unigram, pieces, scores, vec![], vec![], settings)
-                .unwrap_err()
-                .to_string()
+            TokenizerSpec::from_parts(
+                TokenizerKind::Unigram,
+                pieces,
+                scores,
+                vec![],
+                vec![],
+                settings,
+            )
+            .unwrap_err()
+            .to_string()
         };
         let e = try_parts(spec.pieces.clone(), spec.scores.clone(), "{not json");
         assert!(e.contains("not JSON"), "{e}");
-        let e = try_parts(spec.pieces.clone(), spec.scores.clone(), &s.replace("\"version\":1", "\"version\":2"));
+        let e = try_parts(
+            spec.pieces.clone(),
+            spec.scores.clone(),
+            &s.replace("\"version\":1", "\"version\":2"),
+        );
         assert!(e.contains("version 2"), "{e}");
         let e = try_parts(spec.pieces.clone(), spec.scores[..4].to_vec(), &s);
         assert!(e.contains("scores"), "{e}");
         let e = try_parts(spec.pieces[..5].to_vec(), spec.scores.clone(), &s);
         assert!(e.contains("added_tokens"), "{e}");
-        let e = try_parts(spec.pieces.clone(), spec.scores.clone(), &s.replace("\"unk_id\":1", "\"unk_id\":7"));
+        let e = try_parts(
+            spec.pieces.clone(),
+            spec.scores.clone(),
+            &s.replace("\"unk_id\":1", "\"unk_id\":7"),
+        );
         assert!(e.contains("model.unk_id"), "{e}");
-        let e = try_parts(spec.pieces.clone(), spec.scores.clone(), &s.replace("[\"</s>\",2]", "[\"</s>\",9]"));
+        let e = try_parts(
+            spec.pieces.clone(),
+            spec.scores.clone(),
+            &s.replace("[\"</s>\",2]", "[\"</s>\",9]"),
+        );
         assert!(e.contains("post_processor"), "{e}");
-        let e = try_parts(spec.pieces.clone(), spec.scores.clone(), &s.replace("Metaspace", "Foo"));
+        let e = try_parts(
+            spec.pieces.clone(),
+            spec.scores.clone(),
+            &s.replace("Metaspace", "Foo"),
+        );
         assert!(e.contains("pre_tokenizer"), "{e}");
         let mut bad = spec.pieces.clone();
         bad[0] = "<x>".into();
@@ -898,7 +926,10 @@ mod tests {
         j["model"]["vocab"][1][0] = json!("x");
         let spec = TokenizerSpec::from_hf_json(&j, Some(&cfg), Layout::AsTransformers).unwrap();
         assert_eq!(spec.unk_id, Some(3));
-        assert_eq!(spec.settings["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"], "never");
+        assert_eq!(
+            spec.settings["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"],
+            "never"
+        );
         assert_eq!(spec.settings["source"]["rebuilt_from_class"], true);
         let written = TokenizerSpec::from_hf_json(&j, Some(&cfg), Layout::AsWritten).unwrap();
         assert_eq!(written.unk_id, Some(1));

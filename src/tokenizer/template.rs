@@ -145,7 +145,9 @@ impl Template {
         let specials = v.get("special_tokens").and_then(Value::as_object);
         let lookup = |name: &str, at: &str| -> Result<Vec<u32>> {
             let e = specials.and_then(|m| m.get(name)).ok_or_else(|| {
-                Error::model(format!("{at}: special token {name:?} is not in special_tokens"))
+                Error::model(format!(
+                    "{at}: special token {name:?} is not in special_tokens"
+                ))
             })?;
             let ids = e.get("ids").and_then(Value::as_array).ok_or_else(|| {
                 Error::model(format!("{path}.special_tokens.{name}.ids: not a list"))
@@ -261,7 +263,10 @@ mod tests {
         assert_eq!((t.pair_type_a, t.pair_type_b), (0, 1));
         assert_eq!((t.added(false), t.added(true)), (2, 4));
         let e = Template::from_json(&xlmr(), 2, "post_processor").unwrap_err();
-        assert!(e.message().contains("post_processor.special_tokens.</s>"), "{e}");
+        assert!(
+            e.message().contains("post_processor.special_tokens.</s>"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -273,10 +278,19 @@ mod tests {
         assert_eq!(t.pair_type_b, 0);
         let b = json!({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]});
         let t = Template::from_json(&b, 5, "p").unwrap();
-        assert_eq!((t.pair_middle.ids.clone(), t.pair_suffix.types.clone()), (vec![3], vec![1]));
+        assert_eq!(
+            (t.pair_middle.ids.clone(), t.pair_suffix.types.clone()),
+            (vec![3], vec![1])
+        );
         let seq = json!({"type": "Sequence", "processors": [{"type": "ByteLevel"}, r]});
-        assert_eq!(Template::from_json(&seq, 5, "p").unwrap().single_prefix.ids, [0]);
-        assert_eq!(Template::from_json(&Value::Null, 5, "p").unwrap(), Template::none());
+        assert_eq!(
+            Template::from_json(&seq, 5, "p").unwrap().single_prefix.ids,
+            [0]
+        );
+        assert_eq!(
+            Template::from_json(&Value::Null, 5, "p").unwrap(),
+            Template::none()
+        );
     }
 
     #[test]

@@ -280,9 +280,7 @@ impl Unigram {
 
     /// Bytes held beyond the pieces themselves (trie, scores, byte table).
     pub fn heap_bytes(&self) -> usize {
-        self.trie.heap_bytes()
-            + self.scores.len() * 4
-            + self.byte_ids.as_ref().map_or(0, |_| 1024)
+        self.trie.heap_bytes() + self.scores.len() * 4 + self.byte_ids.as_ref().map_or(0, |_| 1024)
     }
 
     /// Trie nodes (for reports).
@@ -402,7 +400,14 @@ mod tests {
     fn viterbi_picks_the_best_sum() {
         // "abc": a+b+c = -3, ab+c = -2.5, a+bc = -2.2 (best), abc absent.
         let m = model(
-            &[("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("c", -1.0), ("ab", -1.5), ("bc", -1.2)],
+            &[
+                ("<unk>", 0.0),
+                ("a", -1.0),
+                ("b", -1.0),
+                ("c", -1.0),
+                ("ab", -1.5),
+                ("bc", -1.2),
+            ],
             0,
             false,
         );
@@ -415,7 +420,11 @@ mod tests {
     fn ties_keep_the_first_candidate() {
         // "ab" = a+b = -2 = ab. Candidates for the end: "ab" from start 0 is
         // seen first, "b" from start 1 (equal, not better) does not replace it.
-        let m = model(&[("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -2.0)], 0, false);
+        let m = model(
+            &[("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -2.0)],
+            0,
+            false,
+        );
         assert_eq!(ids(&m, "ab"), [3]);
     }
 
@@ -456,21 +465,39 @@ mod tests {
         // "ü" = C3 BC: BC missing, so the whole unknown is unk.
         assert_eq!(ids(&m, "üa"), [0, 1]);
         // Without byte_fallback the same model gives unk.
-        let m = model(&[("<unk>", 0.0), ("a", -1.0), ("<0xC3>", -5.0), ("<0xA9>", -5.0)], 0, false);
+        let m = model(
+            &[
+                ("<unk>", 0.0),
+                ("a", -1.0),
+                ("<0xC3>", -5.0),
+                ("<0xA9>", -5.0),
+            ],
+            0,
+            false,
+        );
         assert_eq!(ids(&m, "aé"), [1, 0]);
     }
 
     #[test]
     fn duplicates_take_the_last_id_and_trie_lookups() {
-        let m = model(&[("<unk>", 0.0), ("ab", -1.0), ("a", -3.0), ("ab", -1.0)], 0, false);
+        let m = model(
+            &[("<unk>", 0.0), ("ab", -1.0), ("a", -3.0), ("ab", -1.0)],
+            0,
+            false,
+        );
         assert_eq!(ids(&m, "ab"), [3]);
         assert_eq!(m.trie.get(b"a"), Some(2));
         assert_eq!(m.trie.get(b"abc"), None);
         assert_eq!(m.trie.get(b""), None);
         // Many siblings: binary search path.
-        let many: Vec<String> = (0..200u8).map(|i| format!("z{}", char::from(b'0' + i % 75))).collect();
+        let many: Vec<String> = (0..200u8)
+            .map(|i| format!("z{}", char::from(b'0' + i % 75)))
+            .collect();
         let t = Trie::build(&many);
-        assert_eq!(t.get("z5".as_bytes()), Some(many.iter().rposition(|p| p == "z5").unwrap() as u32));
+        assert_eq!(
+            t.get("z5".as_bytes()),
+            Some(many.iter().rposition(|p| p == "z5").unwrap() as u32)
+        );
     }
 
     #[test]
