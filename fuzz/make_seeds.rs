@@ -420,6 +420,49 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
     vec![full, minimal]
 }
 
+/// `unigram_spec` seeds: a small Unigram tokenizer in the classic and the
+/// transformers 5 layouts (settings, `piece<TAB>score` lines, a text), with and
+/// without truncation.
+fn unigram_spec_seeds() -> Vec<Vec<u8>> {
+    use embedder::tokenizer::spec::{Layout, TokenizerSpec};
+    let j = serde_json::json!({
+        "added_tokens": [
+            {"id": 0, "content": "<s>", "special": true, "normalized": false},
+            {"id": 1, "content": "<pad>", "special": true, "normalized": false},
+            {"id": 2, "content": "</s>", "special": true, "normalized": false},
+            {"id": 3, "content": "<unk>", "special": true, "normalized": false},
+            {"id": 9, "content": "<mask>", "special": true, "normalized": false, "lstrip": true}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFKC"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},
+        "decoder": {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true},
+        "model": {"type": "Unigram", "unk_id": 3, "byte_fallback": true, "vocab": [
+            ["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["\u{2581}", -2.0],
+            ["\u{2581}a", -1.0], ["b", -1.5], ["<0x41>", -9.0], ["\u{e9}", -3.0], ["<mask>", 0.0]]}
+    });
+    let cfg = serde_json::json!({"tokenizer_class": "XLMRobertaTokenizer"});
+    let mut out = Vec::new();
+    for (layout, mode) in [(Layout::AsWritten, 0u8), (Layout::AsTransformers, 0x35)] {
+        let spec = TokenizerSpec::from_hf_json(&j, Some(&cfg), layout).expect("seed spec");
+        let mut b = vec![mode];
+        b.extend_from_slice(spec.settings_string().as_bytes());
+        b.push(1);
+        let n = spec.vocab_size();
+        let lines: Vec<String> = spec.pieces[..n]
+            .iter()
+            .zip(&spec.scores)
+            .map(|(p, s)| format!("{p}\t{s}"))
+            .chain(spec.pieces[n..].iter().cloned())
+            .collect();
+        b.extend_from_slice(lines.join("\n").as_bytes());
+        b.push(1);
+        b.extend_from_slice("a b  <mask>\u{e9}A\u{2581}x <s>b".as_bytes());
+        out.push(b);
+    }
+    out
+}
+
 /// Every seed: `(target, file name, bytes)`.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
@@ -467,6 +510,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (i, b) in bpe_seeds().into_iter().enumerate() {
         out.push(("bpe", format!("model_{i}.bin"), b));
+    }
+    for (i, b) in unigram_spec_seeds().into_iter().enumerate() {
+        out.push(("unigram_spec", format!("spec_{i}.bin"), b));
     }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.

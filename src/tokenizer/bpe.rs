@@ -10,7 +10,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -116,11 +116,14 @@ impl BuildHasher for FxBuild {
 
 type FxMap<K, V> = HashMap<K, V, FxBuild>;
 
+/// One cache shard: word -> ids.
+type Shard = Mutex<FxMap<Box<str>, Box<[u32]>>>;
+
 /// A bounded word -> ids cache in [`SHARDS`] locked shards; a full shard is
 /// emptied (the words of a text repeat within the text, so recent words are
 /// what counts).
 struct Cache {
-    shards: Vec<Mutex<FxMap<Box<str>, Box<[u32]>>>>,
+    shards: Vec<Shard>,
     per_shard: usize,
 }
 
@@ -133,10 +136,8 @@ impl Cache {
     }
 
     #[inline]
-    fn shard(&self, word: &str) -> &Mutex<FxMap<Box<str>, Box<[u32]>>> {
-        let mut h = FxBuild.build_hasher();
-        word.hash(&mut h);
-        &self.shards[(h.finish() >> 40) as usize & (SHARDS - 1)]
+    fn shard(&self, word: &str) -> &Shard {
+        &self.shards[(FxBuild.hash_one(word) >> 40) as usize & (SHARDS - 1)]
     }
 
     /// Appends the cached ids of `word` to `out`; false if not cached.
@@ -781,12 +782,12 @@ pub fn parse_hf_model(model: &Value) -> Result<BpeParts> {
     })
 }
 
+/// Tokens by id and merges by rank (as token ids).
+pub type PiecesAndMerges = (Vec<String>, Vec<(u32, u32)>);
+
 /// The tokens by id and merges by id of the slow-tokenizer files `vocab.json`
 /// (token -> id) and `merges.txt` (one `a b` per line; `#version` lines skipped).
-pub fn parse_vocab_merges(
-    vocab_json: &str,
-    merges_txt: &str,
-) -> Result<(Vec<String>, Vec<(u32, u32)>)> {
+pub fn parse_vocab_merges(vocab_json: &str, merges_txt: &str) -> Result<PiecesAndMerges> {
     let v: Value = serde_json::from_str(vocab_json)
         .map_err(|e| Error::model(format!("vocab.json is not valid JSON: {e}")))?;
     let pieces = pieces_from_entries(vocab_entries(&v, "vocab.json")?, "vocab.json")?;

@@ -190,80 +190,112 @@ impl Normalizer {
     }
 
     /// Normalizes `text` into `out` (cleared first); `tmp` is a reusable buffer.
-    /// Returns whether the first output character comes from the first input
-    /// character (see the module notes).
-    pub fn normalize(&self, text: &str, out: &mut String, tmp: &mut String) -> bool {
+    pub fn normalize(&self, text: &str, out: &mut String, tmp: &mut String) {
         out.clear();
         match self {
             Normalizer::Sequence(list) => {
                 let Some((first, rest)) = list.split_first() else {
                     out.push_str(text);
-                    return true;
+                    return;
                 };
-                let mut origin = first.apply(text, out);
+                first.apply(text, out);
                 for n in rest {
                     tmp.clear();
-                    origin &= n.apply(out, tmp);
+                    n.apply(out, tmp);
                     std::mem::swap(out, tmp);
                 }
-                origin
             }
-            n => n.apply(text, out),
+            n => {
+                n.apply(text, out);
+            }
         }
     }
 
+    /// As [`Normalizer::normalize`], also returning how many leading bytes of
+    /// the output HF aligns to the first character of `text` (the output of that
+    /// character: what `Metaspace` with `prepend_scheme: "first"` sees as "at
+    /// the start of the input"). Costs a second run over that character.
+    pub fn normalize_tracking(&self, text: &str, out: &mut String, tmp: &mut String) -> usize {
+        let k0 = text.chars().next().map_or(0, char::len_utf8);
+        let steps: &[Normalizer] = match self {
+            Normalizer::Sequence(l) => l,
+            one => std::slice::from_ref(one),
+        };
+        out.clear();
+        out.push_str(text);
+        let mut k = k0;
+        for n in steps {
+            tmp.clear();
+            n.apply(out, tmp);
+            k = n.origin_after(out, k, tmp);
+            std::mem::swap(out, tmp);
+        }
+        k
+    }
+
+    /// The output bytes aligned to the first `k` input bytes, after `self`
+    /// turned `input` into `output`.
+    fn origin_after(&self, input: &str, k: usize, output: &str) -> usize {
+        if k == 0 || output.is_empty() {
+            return 0;
+        }
+        let first_out = output.chars().next().map_or(0, char::len_utf8);
+        let alone = || {
+            let mut o = String::new();
+            self.apply(&input[..k.min(input.len())], &mut o);
+            o.len()
+        };
+        let k = match self {
+            Normalizer::Strip { left, .. } => {
+                let n = if *left {
+                    input.len() - input.trim_start_matches(char::is_whitespace).len()
+                } else {
+                    0
+                };
+                k.saturating_sub(n)
+            }
+            Normalizer::Prepend(p) => p.len() + k,
+            // HF aligns the first replacement to the start even when a leading
+            // cluster maps to nothing; compositions keep the starter's alignment.
+            Normalizer::Precompiled(_) | Normalizer::Nfc | Normalizer::Nfkc => {
+                alone().max(first_out)
+            }
+            _ => alone(),
+        };
+        k.min(output.len())
+    }
+
     /// One (non-sequence) step: appends the normalization of `text` to `out`.
-    fn apply(&self, text: &str, out: &mut String) -> bool {
+    fn apply(&self, text: &str, out: &mut String) {
         match self {
             Normalizer::Sequence(_) => unreachable_sequence(text, out),
             Normalizer::Precompiled(map) => map.normalize(text, out),
             Normalizer::Replace { regex, content } => {
                 let mut last = 0;
-                let mut origin = true;
                 for m in regex.find_iter(text) {
-                    if m.start() == 0 && !m.is_empty() && content.is_empty() {
-                        origin = false;
-                    }
                     out.push_str(&text[last..m.start()]);
                     out.push_str(content);
                     last = m.end();
                 }
                 out.push_str(&text[last..]);
-                origin
             }
             Normalizer::Strip { left, right } => {
                 let mut s = text;
-                let mut origin = true;
                 if *left {
-                    let t = s.trim_start_matches(char::is_whitespace);
-                    origin = t.len() == s.len();
-                    s = t;
+                    s = s.trim_start_matches(char::is_whitespace);
                 }
                 if *right {
                     s = s.trim_end_matches(char::is_whitespace);
                 }
                 out.push_str(s);
-                origin || s.is_empty()
             }
             Normalizer::StripAccents => {
-                let mut origin = true;
-                let mut first = true;
-                for c in text.chars() {
-                    if is_combining_mark(c) {
-                        if first {
-                            origin = false;
-                        }
-                    } else {
-                        out.push(c);
-                    }
-                    first = false;
-                }
-                origin
+                out.extend(text.chars().filter(|&c| !is_combining_mark(c)));
             }
             Normalizer::Nfc | Normalizer::Nfd | Normalizer::Nfkc | Normalizer::Nfkd => {
                 if text.is_ascii() {
                     out.push_str(text);
-                    return true;
+                    return;
                 }
                 match self {
                     Normalizer::Nfc => out.extend(text.nfc().map(|(c, _)| c)),
@@ -271,7 +303,6 @@ impl Normalizer {
                     Normalizer::Nfkc => out.extend(text.nfkc().map(|(c, _)| c)),
                     _ => out.extend(text.nfkd().map(|(c, _)| c)),
                 }
-                true
             }
             Normalizer::Lowercase => {
                 if text.is_ascii() {
@@ -281,14 +312,12 @@ impl Normalizer {
                         out.extend(c.to_lowercase());
                     }
                 }
-                true
             }
             Normalizer::Prepend(p) => {
                 if !text.is_empty() {
                     out.push_str(p);
                 }
                 out.push_str(text);
-                true
             }
         }
     }
@@ -324,11 +353,10 @@ impl Normalizer {
 }
 
 #[cold]
-fn unreachable_sequence(text: &str, out: &mut String) -> bool {
+fn unreachable_sequence(text: &str, out: &mut String) {
     // Sequences are flattened at construction; keep the text unchanged if one
     // ever gets here rather than panicking.
     out.push_str(text);
-    true
 }
 
 #[cfg(test)]
@@ -336,12 +364,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn norm(v: Value, text: &str) -> (String, bool) {
+    fn norm(v: Value, text: &str) -> (String, usize) {
         let n = Normalizer::from_json(&v, None, "normalizer")
             .unwrap()
             .unwrap();
         let (mut out, mut tmp) = (String::new(), String::new());
-        let origin = n.normalize(text, &mut out, &mut tmp);
+        let origin = n.normalize_tracking(text, &mut out, &mut tmp);
+        let mut plain = String::new();
+        n.normalize(text, &mut plain, &mut tmp);
+        assert_eq!(plain, out);
         (out, origin)
     }
 
@@ -353,7 +384,7 @@ mod tests {
         let s = json!({"type": "Replace", "pattern": {"String": "a.b"}, "content": "X"});
         assert_eq!(norm(s, "a.b axb a.ba.b").0, "X axb XX");
         let e = json!({"type": "Replace", "pattern": {"Regex": "^x"}, "content": ""});
-        assert_eq!(norm(e, "xy"), ("y".to_string(), false));
+        assert_eq!(norm(e, "xy"), ("y".to_string(), 0));
         let bad = json!({"type": "Replace", "pattern": {"Regex": "(?<=a)b"}, "content": ""});
         let err = Normalizer::from_json(&bad, None, "normalizer").unwrap_err();
         assert!(err.message().contains("normalizer.pattern"), "{err}");
@@ -362,9 +393,9 @@ mod tests {
     #[test]
     fn strip_and_accents() {
         let both = json!({"type": "Strip", "strip_left": true, "strip_right": true});
-        assert_eq!(norm(both, " \t a b \u{3000}"), ("a b".to_string(), false));
+        assert_eq!(norm(both, " \t a b \u{3000}"), ("a b".to_string(), 0));
         let right = json!({"type": "Strip", "strip_left": false, "strip_right": true});
-        assert_eq!(norm(right, " a "), (" a".to_string(), true));
+        assert_eq!(norm(right, " a "), (" a".to_string(), 1));
         let acc = json!({"type": "StripAccents"});
         assert_eq!(norm(acc, "e\u{301}a\u{300}").0, "ea");
     }
@@ -373,7 +404,15 @@ mod tests {
     fn unicode_forms_and_lowercase() {
         assert_eq!(norm(json!({"type": "NFC"}), "e\u{301}").0, "é");
         assert_eq!(norm(json!({"type": "NFD"}), "é").0, "e\u{301}");
-        assert_eq!(norm(json!({"type": "NFKC"}), "ﬁ Ａ ①").0, "fi A 1");
+        assert_eq!(
+            norm(json!({"type": "NFKC"}), "ﬁ Ａ ①"),
+            ("fi A 1".to_string(), 2)
+        );
+        // U+309C becomes a space and a combining mark, both from the first char.
+        assert_eq!(
+            norm(json!({"type": "NFKC"}), "\u{309C}a"),
+            (" \u{309A}a".to_string(), 4)
+        );
         assert_eq!(norm(json!({"type": "NFKD"}), "ﬁé").0, "fie\u{301}");
         assert_eq!(
             norm(json!({"type": "Lowercase"}), "ÀB İ Σ").0,

@@ -101,6 +101,8 @@ pub struct Pipeline {
     offsets: Box<[u32]>,
     /// Long texts may be cut before a space (see [`Pipeline::encode_raw_bounded`]).
     cut_safe: bool,
+    /// The pre-tokenizer needs to know what is at the start of the input.
+    track_origin: bool,
 }
 
 impl Pipeline {
@@ -128,6 +130,9 @@ impl Pipeline {
         let cut_safe = space_kept
             && pre_tokenizer.as_ref().is_some_and(PreTokenizer::cut_safe)
             && !added.has_whitespace();
+        let track_origin = pre_tokenizer
+            .as_ref()
+            .is_some_and(PreTokenizer::needs_origin);
         Pipeline {
             added,
             normalizer,
@@ -138,6 +143,7 @@ impl Pipeline {
             text: text.into(),
             offsets: offsets.into(),
             cut_safe,
+            track_origin,
         }
     }
 
@@ -196,21 +202,25 @@ impl Pipeline {
             pre,
             uni,
         } = scratch;
-        let (text, origin): (&str, bool) = match &self.normalizer {
-            Some(n) => {
-                let o = n.normalize(seg, norm, tmp);
+        let first_char = || seg.chars().next().map_or(0, char::len_utf8);
+        let (text, origin): (&str, usize) = match &self.normalizer {
+            Some(n) if self.track_origin && at_start => {
+                let o = n.normalize_tracking(seg, norm, tmp);
                 (norm.as_str(), o)
             }
-            None => (seg, true),
+            Some(n) => {
+                n.normalize(seg, norm, tmp);
+                (norm.as_str(), 0)
+            }
+            None => (seg, if at_start { first_char() } else { 0 }),
         };
         if text.is_empty() {
             return;
         }
-        let origin = origin && at_start;
         if self.added.has_normalized() {
             self.added.split_normalized(text, |s| match s {
                 Split::Token(id) => out.push(id),
-                Split::Text(t, start) => self.words(t, origin && start == 0, pre, uni, out),
+                Split::Text(t, start) => self.words(t, origin.saturating_sub(start), pre, uni, out),
             });
         } else {
             self.words(text, origin, pre, uni, out);
@@ -221,7 +231,7 @@ impl Pipeline {
     fn words(
         &self,
         text: &str,
-        origin: bool,
+        origin: usize,
         pre: &mut PreScratch,
         uni: &mut UnigramScratch,
         out: &mut Vec<u32>,

@@ -233,12 +233,13 @@ impl PreTokenizer {
         })
     }
 
-    /// Calls `f` with every word of `text` (never empty). `at_origin`: `text`
-    /// starts at the very beginning of the input (for `prepend_scheme: first`).
+    /// Calls `f` with every word of `text` (never empty). `origin`: how many
+    /// leading bytes of `text` HF aligns to the very start of the input (for
+    /// `prepend_scheme: first`; 0 when `text` is elsewhere).
     pub fn for_each_word(
         &self,
         text: &str,
-        at_origin: bool,
+        origin: usize,
         scratch: &mut PreScratch,
         f: &mut dyn FnMut(&str),
     ) {
@@ -249,31 +250,36 @@ impl PreTokenizer {
         if scratch.bufs.len() < steps.len() {
             scratch.bufs.resize_with(steps.len(), String::new);
         }
-        run_list(steps, text, at_origin, &mut scratch.bufs, f);
+        run_list(steps, text, origin, &mut scratch.bufs, f);
     }
 
-    /// One step: calls `f(piece, piece_at_origin)` for each piece of `text`.
-    fn run_one(&self, text: &str, origin: bool, buf: &mut String, f: &mut dyn FnMut(&str, bool)) {
+    /// Whether a `Metaspace` step prepends only at the start of the input.
+    pub(crate) fn needs_origin(&self) -> bool {
+        matches!(self.metaspace(), Some((_, PrependScheme::First, _)))
+    }
+
+    /// One step: calls `f(piece, piece_origin)` for each piece of `text`.
+    fn run_one(&self, text: &str, origin: usize, buf: &mut String, f: &mut dyn FnMut(&str, usize)) {
         match self {
             PreTokenizer::WhitespaceSplit => {
                 let mut start = None;
                 for (i, c) in text.char_indices() {
                     if c.is_whitespace() {
                         if let Some(s) = start.take() {
-                            f(&text[s..i], origin && s == 0);
+                            f(&text[s..i], origin.saturating_sub(s));
                         }
                     } else if start.is_none() {
                         start = Some(i);
                     }
                 }
                 if let Some(s) = start {
-                    f(&text[s..], origin && s == 0);
+                    f(&text[s..], origin.saturating_sub(s));
                 }
             }
             PreTokenizer::Whitespace => {
                 if let Some(re) = WHITESPACE_RE.as_ref() {
                     for m in re.find_iter(text) {
-                        f(m.as_str(), origin && m.start() == 0);
+                        f(m.as_str(), origin.saturating_sub(m.start()));
                     }
                 }
             }
@@ -288,7 +294,7 @@ impl PreTokenizer {
                 let starts = text.starts_with(rep) || text.starts_with(' ');
                 let prepend = match prepend_scheme {
                     PrependScheme::Always => !starts,
-                    PrependScheme::First => !starts && origin,
+                    PrependScheme::First => !starts && origin > 0,
                     PrependScheme::Never => false,
                 };
                 if prepend {
@@ -311,6 +317,16 @@ impl PreTokenizer {
                     }
                     buf.push_str(&text[last..]);
                 }
+                // The origin in `buf`: the prepended character and the wider
+                // replacement of the spaces in it.
+                let spaces = text[..origin.min(text.len())].matches(' ').count();
+                let origin = if origin == 0 {
+                    0
+                } else {
+                    origin
+                        + if prepend { rep.len_utf8() } else { 0 }
+                        + spaces * (rep.len_utf8() - 1)
+                };
                 if !*split {
                     if !buf.is_empty() {
                         f(buf, origin);
@@ -320,27 +336,28 @@ impl PreTokenizer {
                 let mut start = 0;
                 for (i, _) in buf.match_indices(rep) {
                     if i > start {
-                        f(&buf[start..i], origin && start == 0);
+                        f(&buf[start..i], origin.saturating_sub(start));
                     }
                     start = i;
                 }
                 if start < buf.len() {
-                    f(&buf[start..], origin && start == 0);
+                    f(&buf[start..], origin.saturating_sub(start));
                 }
             }
             PreTokenizer::ByteLevel(b) => {
-                let mut first = true;
+                // Byte offset of each word in `text` (a prefix space counts).
+                let mut at = 0;
                 b.for_each_raw_word(text, |w| {
                     buf.clear();
                     push_mapped(w, buf);
-                    f(buf, origin && first);
-                    first = false;
+                    f(buf, origin.saturating_sub(at));
+                    at += w.len();
                 });
             }
             PreTokenizer::Sequence(l) => {
                 // Flattened at construction; run the steps in turn anyway.
                 let mut bufs = vec![String::new(); l.len()];
-                run_list(l, text, origin, &mut bufs, &mut |w| f(w, false));
+                run_list(l, text, origin, &mut bufs, &mut |w| f(w, 0));
             }
         }
     }
@@ -349,7 +366,7 @@ impl PreTokenizer {
 fn run_list(
     steps: &[PreTokenizer],
     text: &str,
-    origin: bool,
+    origin: usize,
     bufs: &mut [String],
     f: &mut dyn FnMut(&str),
 ) {
@@ -390,7 +407,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn words(v: Value, text: &str, origin: bool) -> Vec<String> {
+    fn words(v: Value, text: &str, at_start: bool) -> Vec<String> {
+        let origin = if at_start {
+            text.chars().next().map_or(0, char::len_utf8)
+        } else {
+            0
+        };
         let p = PreTokenizer::from_json(&v, "pre_tokenizer")
             .unwrap()
             .unwrap();

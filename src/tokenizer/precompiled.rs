@@ -164,11 +164,8 @@ impl CharsMap {
         self.lookup(b).map(|r| self.string(r))
     }
 
-    /// Appends the normalization of `text` to `out`. Returns whether the first
-    /// character written comes from the first character of `text` (always true
-    /// here: HF aligns the first replacement to the start even when a leading
-    /// cluster maps to nothing).
-    pub fn normalize(&self, text: &str, out: &mut String) -> bool {
+    /// Appends the normalization of `text` to `out`.
+    pub fn normalize(&self, text: &str, out: &mut String) {
         out.reserve(text.len());
         if text.is_ascii() {
             self.normalize_ascii(text, out);
@@ -177,7 +174,6 @@ impl CharsMap {
                 self.normalize_cluster(g, out);
             }
         }
-        true
     }
 
     fn normalize_ascii(&self, text: &str, out: &mut String) {

@@ -201,3 +201,88 @@ fn decode_round_trips_plain_text() {
         assert_eq!(p.decode(&ids, true), text);
     }
 }
+
+#[path = "../../fuzz/harness.rs"]
+mod fuzz_harness;
+
+/// The `unigram_spec` fuzz entry point on deterministic mutations of its seeds
+/// (cargo-fuzz is not run in CI): no panic, no hang.
+#[test]
+fn fuzz_unigram_spec_mutations() {
+    let seeds: Vec<Vec<u8>> = ["spec_0.bin", "spec_1.bin"]
+        .iter()
+        .map(|n| {
+            let p = crate::common::repo()
+                .join("fuzz/corpus/unigram_spec")
+                .join(n);
+            std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        })
+        .collect();
+    let rounds: usize = std::env::var("EMBD_UNIGRAM_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    const TOKENS: &[&[u8]] = &[
+        b"\x01",
+        b"\n",
+        b"\t",
+        b" ",
+        b"  ",
+        b"\xe2\x96\x81",
+        b"<s>",
+        b"<mask>",
+        b"\"",
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b"0",
+        b"-1e9",
+        b"nan",
+        b"\xff",
+        b"\xcc\x81",
+        b"\x00",
+        b"\"Sequence\"",
+        b"\"first\"",
+        b"\"never\"",
+        b"true",
+        b"false",
+        b"null",
+        b"99999999999",
+    ];
+    for r in 0..rounds {
+        let mut d = seeds[r % seeds.len()].clone();
+        for _ in 0..1 + next() % 4 {
+            let at = (next() as usize) % (d.len() + 1);
+            match next() % 5 {
+                0 if !d.is_empty() => {
+                    let i = at.min(d.len() - 1);
+                    d[i] = next() as u8;
+                }
+                1 if at < d.len() => {
+                    let n = (next() as usize % 8).min(d.len() - at);
+                    d.drain(at..at + n);
+                }
+                2 => {
+                    let t = TOKENS[next() as usize % TOKENS.len()];
+                    d.splice(at..at, t.iter().copied());
+                }
+                3 if d.len() > 1 => {
+                    let n = next() as usize % 64;
+                    let from = next() as usize % d.len();
+                    let piece: Vec<u8> = d[from..(from + n).min(d.len())].to_vec();
+                    d.splice(at..at, piece);
+                }
+                _ => d.insert(at, next() as u8),
+            }
+        }
+        fuzz_harness::fuzz_unigram_spec(&d);
+    }
+}
