@@ -61,11 +61,11 @@ impl Embedder {
     /// # Errors
     /// [`ErrorKind::InvalidArgument`]: both a prompt and a prompt name, a
     /// prompt name the model does not store, `dimensions` outside
-    /// `1..=hidden_size`, or non-default options on a model opened with
-    /// [`crate::Options::window_overlap`] (not supported).
+    /// `1..=hidden_size`; [`ErrorKind::Unsupported`] for non-default options
+    /// on a model opened with [`crate::Options::window_overlap`].
     pub fn plan(&self, opts: &CallOptions) -> Result<CallPlan> {
         if self.window_overlap.is_some() && *opts != CallOptions::default() {
-            return Err(Error::invalid_argument(
+            return Err(Error::unsupported(
                 "per-call options are not supported on a model opened with long-text windows \
                  (window_overlap)",
             ));
