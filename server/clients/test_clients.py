@@ -200,3 +200,35 @@ def test_load_64_concurrent_clients(server: str, reference: List[Dict[str, Any]]
     assert total == 64 * per
     text = requests.get(server + "/metrics", timeout=10).text
     assert 'status="500"' not in text
+
+
+def test_tokenize_offsets_match_hf_tokenizers(server: str) -> None:
+    """/tokenize's ids and byte offsets against HF `tokenizers` (from PyPI) on
+    the model's own tokenizer.json, over the reference's WordPiece edge cases
+    (accents, CJK, controls, specials written in the text, long words)."""
+    from tokenizers import Tokenizer
+
+    hf_json = REPO / "models" / "all-MiniLM-L6-v2-hf" / "tokenizer.json"
+    if not hf_json.is_file():
+        pytest.fail(f"{hf_json} is missing (scripts/fetch_model.sh)")
+    hf = Tokenizer.from_file(str(hf_json))
+    hf.no_truncation()
+    hf.no_padding()
+    with open(shared_dir() / "reference" / "wordpiece_cases.jsonl", encoding="utf-8") as f:
+        cases = [json.loads(line)["text"] for line in f if line.strip()]
+    cases = [c for c in cases if len(c.encode()) < 20000][:1500]
+    s = requests.Session()
+    checked = 0
+    for k in range(0, len(cases), 32):
+        batch = cases[k : k + 32]
+        got = s.post(server + "/tokenize", json={"inputs": batch}, timeout=120)
+        assert got.status_code == 200, got.text
+        for text, toks in zip(batch, got.json()):
+            enc = hf.encode(text)
+            assert [t["id"] for t in toks] == enc.ids, text
+            for t, (a, b) in zip(toks[1:-1], enc.offsets[1:-1]):
+                # HF gives character offsets; ours are bytes.
+                want = (len(text[:a].encode()), len(text[:b].encode()))
+                assert (t["start"], t["stop"]) == want, (text, t, want)
+                checked += 1
+    assert checked > 10000, checked

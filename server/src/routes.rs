@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use base64::Engine as _;
+use embedder::tokenizer::TokenSpan;
 use embedder::{CallOptions, CallPlan, Truncation};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
@@ -513,8 +514,8 @@ struct TokenizeRequest {
 }
 
 /// `POST /tokenize`: `[[{"id", "text", "special", "start", "stop"}]]`.
-/// `text` is the vocabulary piece; `start`/`stop` are `null` (byte offsets
-/// into the input are not computed: see docs/SERVER.md).
+/// `text` is the vocabulary piece; `start`/`stop` are byte offsets into the
+/// input (`null` for the added `[CLS]`/`[SEP]` and a prompt's tokens).
 async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
     let req: TokenizeRequest = read_json(&st, body).await?;
     let texts: Vec<String> = match parse_inputs(&req.inputs, "inputs")? {
@@ -550,35 +551,45 @@ async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError
     let tok = model.engine.tokenizer();
     let specials = tok.vocab().specials().as_array();
     let mut out = Vec::with_capacity(texts.len());
+    let plen = plan.prompt().len();
     for t in &texts {
         let text = format!("{}{t}", plan.prompt());
-        let mut ids = Vec::new();
+        let mut spans = Vec::new();
+        let sp = tok.vocab().specials();
         if special {
-            ids.push(specials_cls(tok));
+            spans.push(TokenSpan {
+                id: sp.cls,
+                offsets: None,
+            });
         }
-        tok.encode_raw(&text, &mut ids);
+        spans.extend(tok.encode_raw_with_offsets(&text));
         if special {
-            ids.push(tok.vocab().specials().sep);
+            spans.push(TokenSpan {
+                id: sp.sep,
+                offsets: None,
+            });
         }
-        let toks: Vec<Value> = ids
+        let toks: Vec<Value> = spans
             .iter()
-            .map(|&id| {
+            .map(|s| {
+                // Offsets into the request's text; the prompt's tokens and
+                // the added [CLS]/[SEP] have none.
+                let (start, stop) = match s.offsets {
+                    Some((a, b)) if a >= plen => (json!(a - plen), json!(b - plen)),
+                    _ => (Value::Null, Value::Null),
+                };
                 json!({
-                    "id": id,
-                    "text": tok.vocab().token(id).unwrap_or(""),
-                    "special": specials.contains(&id),
-                    "start": null,
-                    "stop": null,
+                    "id": s.id,
+                    "text": tok.vocab().token(s.id).unwrap_or(""),
+                    "special": specials.contains(&s.id),
+                    "start": start,
+                    "stop": stop,
                 })
             })
             .collect();
         out.push(Value::Array(toks));
     }
     Ok(Json(out).into_response())
-}
-
-fn specials_cls(tok: &embedder::tokenizer::Tokenizer) -> u32 {
-    tok.vocab().specials().cls
 }
 
 #[derive(Deserialize)]

@@ -16,6 +16,8 @@ pub mod normalizer;
 pub mod pre_tokenizer;
 pub mod vocab;
 pub mod wordpiece;
+mod offsets;
+pub use offsets::TokenSpan;
 
 use std::cell::RefCell;
 

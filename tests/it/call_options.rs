@@ -170,7 +170,9 @@ fn truncation_keeps_either_end_or_refuses() {
     let long = long_text(700);
     let texts = [TEXTS[0], long.as_str()];
     let full = e.tokenize_full(&long);
-    assert!(full.len() > 512, "{}", full.len());
+    let max = e.max_seq_length();
+    assert_eq!(max, 256);
+    assert!(full.len() > max, "{}", full.len());
     // Right: what the model does by default.
     let right = CallOptions {
         truncation: Truncation::Right,
@@ -182,9 +184,9 @@ fn truncation_keeps_either_end_or_refuses() {
     e.embed_with(&texts, &right, &mut out, Some(&mut info))
         .unwrap();
     assert!(same(&out, &e.embed(&texts).unwrap()));
-    assert_eq!((info[1].tokens, info[1].truncated), (512, true));
+    assert_eq!((info[1].tokens, info[1].truncated), (max, true));
     assert!(!info[0].truncated);
-    // Left: [CLS], the last 510 ids of the text, [SEP], as the raw-id path embeds them.
+    // Left: [CLS], the last max - 2 ids of the text, [SEP], as the raw-id path embeds them.
     let left = CallOptions {
         truncation: Truncation::Left,
         ..CallOptions::default()
@@ -192,14 +194,14 @@ fn truncation_keeps_either_end_or_refuses() {
     e.embed_with(&texts, &left, &mut out, Some(&mut info))
         .unwrap();
     let mut kept = vec![full[0]];
-    kept.extend_from_slice(&full[full.len() - 1 - 510..full.len() - 1]);
+    kept.extend_from_slice(&full[full.len() - 1 - (max - 2)..full.len() - 1]);
     kept.push(*full.last().unwrap());
-    assert_eq!(kept.len(), 512);
+    assert_eq!(kept.len(), max);
     let mut want = vec![0.0; 384];
     e.embed_ids(&[&kept], &mut want).unwrap();
     assert!(same(&out[384..], &want));
     assert!(same(&out[..384], &e.embed(&[TEXTS[0]]).unwrap()));
-    assert_eq!((info[1].tokens, info[1].truncated), (512, true));
+    assert_eq!((info[1].tokens, info[1].truncated), (max, true));
     let right_vec = e.embed(&[long.as_str()]).unwrap();
     assert!(!same(&right_vec, &want), "left and right truncation differ");
     // Refuse: a clear error naming the text and its length.
@@ -250,5 +252,5 @@ fn raw_ids_and_planned_batches() {
     let err = e.wrap_ids(&vec![1000; 600], Truncation::Refuse).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
     let (ids, info) = e.wrap_ids(&vec![1000; 600], Truncation::Left).unwrap();
-    assert_eq!((ids.len(), info.truncated), (512, true));
+    assert_eq!((ids.len(), info.truncated), (256, true));
 }
