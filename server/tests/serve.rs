@@ -102,11 +102,13 @@ fn embed_options_normalize_dimensions_truncation() {
 fn openai_embeddings_float_base64_and_token_ids() {
     let Some(m) = minilm("openai") else { return };
     let srv = start(&m, |_| {});
-    let cases = reference();
+    let all = reference();
+    // Texts with words (OpenAI refuses "", and token-id inputs need ids).
+    let cases: Vec<_> = all.iter().filter(|c| c.1.len() > 2).take(4).collect();
     let e = engine(&m);
-    let texts: Vec<&str> = cases[3..7].iter().map(|c| c.0.as_str()).collect();
+    let texts: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
     let want = e.embed(&texts).unwrap();
-    let ntok: usize = cases[3..7].iter().map(|c| c.1.len()).sum();
+    let ntok: usize = cases.iter().map(|c| c.1.len()).sum();
     for path in ["/v1/embeddings", "/embeddings"] {
         let r = post(
             srv.addr,
@@ -143,7 +145,7 @@ fn openai_embeddings_float_base64_and_token_ids() {
         assert!(same(&got, &want[i * 384..(i + 1) * 384]));
     }
     // Token ids (the reference's, without [CLS]/[SEP]): [int] and [[int]].
-    let ids: Vec<Vec<u32>> = cases[3..7]
+    let ids: Vec<Vec<u32>> = cases
         .iter()
         .map(|c| c.1[1..c.1.len() - 1].to_vec())
         .collect();
@@ -201,8 +203,10 @@ fn tokenize_decode_similarity_info_health_metrics() {
             assert_eq!(ids, c.1, "{:?}", c.0);
         }
         assert_eq!(toks[0]["text"], "[CLS]");
-        assert_eq!(toks[0]["special"], true);
-        assert_eq!(toks[1]["special"], false);
+        for t in toks.as_array().unwrap() {
+            let special = [0, 100, 101, 102, 103].contains(&t["id"].as_u64().unwrap());
+            assert_eq!(t["special"], special, "{t}");
+        }
     }
     let r = post(
         srv.addr,
@@ -212,6 +216,24 @@ fn tokenize_decode_similarity_info_health_metrics() {
     let v = r.json();
     assert_eq!(v[0].as_array().unwrap().len(), 2);
     assert_eq!(v[0][0]["text"], "hello");
+    // Byte offsets into the input.
+    let r = post(srv.addr, "/tokenize", &json!({"inputs": "Héllo, wörld"}));
+    let spans: Vec<(Value, Value)> = r.json()[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["start"].clone(), t["stop"].clone()))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (Value::Null, Value::Null),
+            (json!(0), json!(6)),
+            (json!(6), json!(7)),
+            (json!(8), json!(14)),
+            (Value::Null, Value::Null),
+        ]
+    );
     // decode
     let r = post(
         srv.addr,
@@ -252,7 +274,7 @@ fn tokenize_decode_similarity_info_health_metrics() {
     let text = String::from_utf8(r.body).unwrap();
     for needle in [
         "embd_requests_total{route=\"/similarity\",status=\"200\"} 1",
-        "embd_requests_total{route=\"/tokenize\",status=\"200\"} 2",
+        "embd_requests_total{route=\"/tokenize\",status=\"200\"} 3",
         "embd_inputs_total 3",
         "embd_batch_size_count",
         "embd_queue_depth 0",
@@ -533,8 +555,10 @@ fn bad_requests_get_clear_errors_and_the_server_stays_up() {
     for path in ["/v1/embeddings", "/tokenize", "/similarity", "/decode", "/rerank"] {
         let r = request(a, "POST", path, b"{\"x\": ");
         assert_eq!(r.status, 400, "{path}");
+        // Deep nesting in the route's own field is a syntax error (400); in
+        // a field the route ignores, the field it needs is missing (422).
         let r = request(a, "POST", path, deep.as_bytes());
-        assert_eq!(r.status, 400, "{path}");
+        assert!(matches!(r.status, 400 | 422), "{path}: {}", r.status);
     }
     tei_error(
         &post(a, "/similarity", &json!({"inputs": {"source_sentence": "a", "sentences": []}})),
