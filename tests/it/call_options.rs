@@ -254,3 +254,36 @@ fn raw_ids_and_planned_batches() {
     let (ids, info) = e.wrap_ids(&vec![1000; 600], Truncation::Left).unwrap();
     assert_eq!((ids.len(), info.truncated), (256, true));
 }
+
+/// `embd serve` runs the `embd-serve` next to `embd` with the same arguments,
+/// and says how to build it when it is missing.
+#[test]
+fn cli_serve_execs_the_sibling_server_binary() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::TempDir::new("serve-cli");
+    let embd = dir.path().join("embd");
+    std::fs::copy(env!("CARGO_BIN_EXE_embd"), &embd).unwrap();
+    let out = std::process::Command::new(&embd)
+        .args(["serve", "-m", "model.weights", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("embd-serve") && err.contains("cargo build --release -p embd-server"),
+        "{err}"
+    );
+    // A stand-in server that prints its arguments: they arrive unchanged.
+    let fake = dir.path().join("embd-serve");
+    std::fs::write(&fake, "#!/bin/sh\nprintf '%s|' \"$@\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&embd)
+        .args(["serve", "-m", "a=x y.weights", "--help", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "-m|a=x y.weights|--help|--port|0|"
+    );
+}
