@@ -20,9 +20,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def reference() -> List[Dict[str, Any]]:
+def reference() -> list[dict[str, Any]]:
     p = shared_dir() / "reference" / "minilm_reference.jsonl"
     with open(p, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -55,10 +56,23 @@ def server() -> Iterator[str]:
     """embd-serve on 127.0.0.1, a free port; stopped with SIGTERM (must exit 0)."""
     for p in (BIN, MODEL):
         if not p.exists():
-            pytest.fail(f"{p} is missing (cargo build --release -p embd-server; scripts/fetch_model.sh)")
+            pytest.fail(
+                f"{p} is missing (cargo build --release -p embd-server; scripts/fetch_model.sh)"
+            )
     proc = subprocess.Popen(
-        [str(BIN), "-m", str(MODEL), "--host", "127.0.0.1", "--port", "0", "--threads", "2",
-         "--max-client-batch-size", "64"],
+        [
+            str(BIN),
+            "-m",
+            str(MODEL),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--threads",
+            "2",
+            "--max-client-batch-size",
+            "64",
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -78,7 +92,7 @@ def server() -> Iterator[str]:
         assert code == 0, f"embd-serve exited {code} after SIGTERM"
 
 
-def close(a: np.ndarray, b: List[float]) -> None:
+def close(a: np.ndarray, b: list[float]) -> None:
     v = np.asarray(a, dtype=np.float32)
     w = np.asarray(b, dtype=np.float32)
     assert v.shape == w.shape
@@ -87,13 +101,13 @@ def close(a: np.ndarray, b: List[float]) -> None:
     assert float(np.max(np.abs(v - w))) < 2e-3
 
 
-def texts_of(reference: List[Dict[str, Any]], n: int) -> List[Dict[str, Any]]:
+def texts_of(reference: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """The first n reference lines with words (OpenAI refuses "", and the
     token-id inputs need ids)."""
     return [r for r in reference if len(r["input_ids"]) > 2][:n]
 
 
-def test_openai_sdk_base64_and_float(server: str, reference: List[Dict[str, Any]]) -> None:
+def test_openai_sdk_base64_and_float(server: str, reference: list[dict[str, Any]]) -> None:
     from openai import OpenAI
 
     client = OpenAI(base_url=server + "/v1", api_key="unused", max_retries=0, timeout=60)
@@ -108,7 +122,9 @@ def test_openai_sdk_base64_and_float(server: str, reference: List[Dict[str, Any]
     flt = client.embeddings.create(model="m", input=texts, encoding_format="float")
     for a, b in zip(got.data, flt.data):
         assert a.index == b.index
-        assert np.array_equal(np.asarray(a.embedding, np.float32), np.asarray(b.embedding, np.float32))
+        assert np.array_equal(
+            np.asarray(a.embedding, np.float32), np.asarray(b.embedding, np.float32)
+        )
     # Token ids in, and a single string.
     ids = [r["input_ids"][1:-1] for r in rows[:4]]
     by_ids = client.embeddings.create(model="m", input=ids, encoding_format="float")
@@ -125,7 +141,7 @@ def test_openai_sdk_base64_and_float(server: str, reference: List[Dict[str, Any]
         client.embeddings.create(model="m", input=[[1, 99999999]])
 
 
-def test_huggingface_inference_client(server: str, reference: List[Dict[str, Any]]) -> None:
+def test_huggingface_inference_client(server: str, reference: list[dict[str, Any]]) -> None:
     from huggingface_hub import InferenceClient
 
     client = InferenceClient(base_url=server, timeout=60)
@@ -136,7 +152,7 @@ def test_huggingface_inference_client(server: str, reference: List[Dict[str, Any
         close(v[0], r["embedding"])
 
 
-def test_requests_tokenize_similarity_rerank(server: str, reference: List[Dict[str, Any]]) -> None:
+def test_requests_tokenize_similarity_rerank(server: str, reference: list[dict[str, Any]]) -> None:
     s = requests.Session()
     rows = [r for r in reference if len(r["input_ids"]) < 256][:20]
     got = s.post(server + "/tokenize", json={"inputs": [r["text"] for r in rows]}, timeout=60)
@@ -145,7 +161,12 @@ def test_requests_tokenize_similarity_rerank(server: str, reference: List[Dict[s
         assert [t["id"] for t in toks] == r["input_ids"], r["text"]
     sims = s.post(
         server + "/similarity",
-        json={"inputs": {"source_sentence": rows[1]["text"], "sentences": [rows[1]["text"], rows[2]["text"]]}},
+        json={
+            "inputs": {
+                "source_sentence": rows[1]["text"],
+                "sentences": [rows[1]["text"], rows[2]["text"]],
+            }
+        },
         timeout=60,
     ).json()
     assert abs(sims[0] - 1.0) < 1e-5
@@ -163,9 +184,18 @@ def test_schemathesis_finds_no_server_error(server: str) -> None:
     get a 5xx or break the connection."""
     n = os.environ.get("SCHEMATHESIS_EXAMPLES", "25")
     st = Path(sys.executable).parent / "schemathesis"
-    cmd = [str(st), "run", server + "/openapi.json", "--checks", "not_a_server_error",
-           "--max-examples", n, "--request-timeout", "30"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    cmd = [
+        str(st),
+        "run",
+        server + "/openapi.json",
+        "--checks",
+        "not_a_server_error",
+        "--max-examples",
+        n,
+        "--request-timeout",
+        "30",
+    ]
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
     out = p.stdout + p.stderr
     print(out[-4000:])
     assert p.returncode == 0, out[-4000:]
@@ -173,7 +203,7 @@ def test_schemathesis_finds_no_server_error(server: str) -> None:
     assert requests.get(server + "/health", timeout=10).status_code == 200
 
 
-def test_load_64_concurrent_clients(server: str, reference: List[Dict[str, Any]]) -> None:
+def test_load_64_concurrent_clients(server: str, reference: list[dict[str, Any]]) -> None:
     """64 keep-alive clients, each sending LOAD_REQUESTS single-text requests
     (bounded at 240 s in all); every answer must be complete and match the
     reference."""

@@ -589,9 +589,7 @@ class Embedder:
                 watch.start = start
                 if call is not None:
                     ptr = dest.ctypes.data_as(c_float_p)
-                    status = L.embd_encode_with(
-                        h, call.handle, arr, k, ptr, dest.size, tok_p, tr_p
-                    )
+                    status = L.embd_encode_with(h, call.handle, arr, k, ptr, dest.size, tok_p, tr_p)
                 elif code == 0:
                     ptr = dest.ctypes.data_as(c_float_p)
                     status = L.embd_encode_ex(h, arr, k, ptr, dest.size, tok_p, tr_p)
