@@ -459,8 +459,8 @@ func TestEmbedWith(t *testing.T) {
 		}
 	}
 	// Truncation: refused with StatusLimitExceeded, or cut from either end.
-	long := strings.Repeat("dog cat ", 400)
-	_, err = m.EmbedWith([]string{long}, embedder.CallOptions{Truncation: embedder.TruncateRefuse})
+	long := "the first words " + strings.Repeat("cat ", 400) + "and the last"
+	_, _, err = m.EmbedWith([]string{long}, embedder.CallOptions{Truncation: embedder.TruncateRefuse})
 	var e *embedder.Error
 	if !errors.As(err, &e) || e.Status != embedder.StatusLimitExceeded {
 		t.Errorf("refuse: %v, want StatusLimitExceeded", err)
