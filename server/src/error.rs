@@ -91,12 +91,20 @@ impl ApiError {
 
     /// 422 validation.
     pub fn validation(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorType::Validation, message)
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorType::Validation,
+            message,
+        )
     }
 
     /// 413 validation (a limit).
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorType::Validation, message)
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorType::Validation,
+            message,
+        )
     }
 
     /// 400 empty.

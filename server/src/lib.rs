@@ -41,7 +41,12 @@ pub struct Config {
     /// A model to serve: PATH, or NAME=PATH (NAME is what a request's "model"
     /// field picks; default: the file's model name). Repeat for several; the
     /// first is the default.
-    #[arg(short = 'm', long = "model", required = true, value_name = "[NAME=]PATH")]
+    #[arg(
+        short = 'm',
+        long = "model",
+        required = true,
+        value_name = "[NAME=]PATH"
+    )]
     pub models: Vec<String>,
     /// Address to listen on.
     #[arg(long, alias = "hostname", default_value = "127.0.0.1")]

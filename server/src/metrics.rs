@@ -64,7 +64,9 @@ impl Histogram {
 const SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
+const SIZES: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
 const TOKENS: &[f64] = &[
     16.0, 64.0, 256.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
 ];
@@ -147,7 +149,11 @@ impl Metrics {
         let mut o = String::new();
         o.push_str("# HELP embd_requests_total HTTP requests answered, by route and status.\n");
         o.push_str("# TYPE embd_requests_total counter\n");
-        for ((route, status), n) in self.requests.lock().unwrap_or_else(|e| e.into_inner()).iter()
+        for ((route, status), n) in self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
         {
             let _ = writeln!(
                 o,
@@ -166,7 +172,12 @@ impl Metrics {
         }
         o.push_str("# HELP embd_request_duration_seconds Time from request to answer, by route.\n");
         o.push_str("# TYPE embd_request_duration_seconds histogram\n");
-        for (route, h) in self.latency.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (route, h) in self
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             h.render(
                 &mut o,
                 "embd_request_duration_seconds",
@@ -174,15 +185,27 @@ impl Metrics {
             );
         }
         let gauges = [
-            ("embd_queue_depth", "Requests waiting for the engine.", queue_depth),
-            ("embd_requests_in_flight", "Inference requests being served.", in_flight),
+            (
+                "embd_queue_depth",
+                "Requests waiting for the engine.",
+                queue_depth,
+            ),
+            (
+                "embd_requests_in_flight",
+                "Inference requests being served.",
+                in_flight,
+            ),
         ];
         for (name, help, v) in gauges {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
         let counters = [
             ("embd_inputs_total", "Inputs embedded.", &self.inputs),
-            ("embd_tokens_total", "Tokens embedded ([CLS] and [SEP] included).", &self.tokens),
+            (
+                "embd_tokens_total",
+                "Tokens embedded ([CLS] and [SEP] included).",
+                &self.tokens,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(
@@ -192,10 +215,26 @@ impl Metrics {
             );
         }
         let hists = [
-            ("embd_batch_size", "Sequences per engine call.", &self.batch_sizes),
-            ("embd_batch_tokens", "Tokens per engine call.", &self.batch_tokens),
-            ("embd_inference_duration_seconds", "Time of one engine call.", &self.inference),
-            ("embd_queue_duration_seconds", "Time a request waits for the engine.", &self.queue),
+            (
+                "embd_batch_size",
+                "Sequences per engine call.",
+                &self.batch_sizes,
+            ),
+            (
+                "embd_batch_tokens",
+                "Tokens per engine call.",
+                &self.batch_tokens,
+            ),
+            (
+                "embd_inference_duration_seconds",
+                "Time of one engine call.",
+                &self.inference,
+            ),
+            (
+                "embd_queue_duration_seconds",
+                "Time a request waits for the engine.",
+                &self.queue,
+            ),
         ];
         for (name, help, h) in hists {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");

@@ -15,10 +15,10 @@ fn tei_error() -> Value {
 
 fn openai_error() -> Value {
     json!({"type": "object", "required": ["error"], "properties": {"error": {
-        "type": "object", "required": ["message", "type", "code"], "properties": {
-            "message": {"type": "string"}, "type": {"type": "string"},
-            "param": {"nullable": true}, "code": {"type": "string", "nullable": true}
-        }}}})
+    "type": "object", "required": ["message", "type", "code"], "properties": {
+        "message": {"type": "string"}, "type": {"type": "string"},
+        "param": {"nullable": true}, "code": {"type": "string", "nullable": true}
+    }}}})
 }
 
 fn inputs_schema() -> Value {

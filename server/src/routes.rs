@@ -157,7 +157,9 @@ async fn read_json<T: DeserializeOwned>(st: &AppState, body: Body) -> Result<T, 
         Ok(Ok(c)) => c.to_bytes(),
     };
     if collected.is_empty() {
-        return Err(ApiError::empty("the request body is empty; send a JSON object"));
+        return Err(ApiError::empty(
+            "the request body is empty; send a JSON object",
+        ));
     }
     serde_json::from_slice(&collected).map_err(|e| {
         let status = if e.is_data() {
@@ -215,9 +217,9 @@ fn parse_ids(a: &[Value], field: &str) -> Result<Vec<u32>, ApiError> {
 fn parse_inputs(v: &Value, field: &str) -> Result<Vec<Input>, ApiError> {
     match v {
         Value::String(s) => Ok(vec![Input::Text(s.clone())]),
-        Value::Array(a) if a.is_empty() => Err(ApiError::empty(format!(
-            "`{field}` cannot be empty"
-        ))),
+        Value::Array(a) if a.is_empty() => {
+            Err(ApiError::empty(format!("`{field}` cannot be empty")))
+        }
         Value::Array(a) if a.iter().all(Value::is_number) => {
             Ok(vec![Input::Ids(parse_ids(a, field)?)])
         }
@@ -673,9 +675,7 @@ async fn similarity(State(st): State<St>, body: Body) -> Result<Response, ApiErr
     let e = embed_inputs(&st, model, inputs, opts, true).await?;
     let mut rows = e.rows();
     let src = rows.next().unwrap_or(&[]);
-    let sims: Vec<f32> = rows
-        .map(|v| embedder::cosine_similarity(src, v))
-        .collect();
+    let sims: Vec<f32> = rows.map(|v| embedder::cosine_similarity(src, v)).collect();
     let mut resp = Json(sims).into_response();
     e.headers(&mut resp);
     Ok(resp)

@@ -57,16 +57,30 @@ fn embed_matches_the_reference_and_the_engine_bit_for_bit() {
 
 #[test]
 fn embed_options_normalize_dimensions_truncation() {
-    let Some(m) = minilm("embed_options") else { return };
+    let Some(m) = minilm("embed_options") else {
+        return;
+    };
     let srv = start(&m, |_| {});
     let raw = Embedder::open(&m, &Options::new().threads(2).normalize(false)).unwrap();
     let cut = Embedder::open(&m, &Options::new().threads(2).dimensions(128)).unwrap();
     let text = "A man is playing guitar";
-    let r = post(srv.addr, "/embed", &json!({"inputs": text, "normalize": false}));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "normalize": false}),
+    );
     assert!(same(&floats(&r.json()[0]), &raw.embed(&[text]).unwrap()));
-    let r = post(srv.addr, "/embed", &json!({"inputs": text, "dimensions": 128}));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "dimensions": 128}),
+    );
     assert!(same(&floats(&r.json()[0]), &cut.embed(&[text]).unwrap()));
-    let r = post(srv.addr, "/embed", &json!({"inputs": text, "dimensions": 0}));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "dimensions": 0}),
+    );
     tei_error(&r, 422, "validation");
     // A text over the model's 256 tokens: truncated by default, refused with
     // truncate false (413), and cut from the left when asked.
@@ -74,7 +88,11 @@ fn embed_options_normalize_dimensions_truncation() {
     let r = post(srv.addr, "/embed", &json!({"inputs": long}));
     assert_eq!(r.status, 200);
     let msg = tei_error(
-        &post(srv.addr, "/embed", &json!({"inputs": long, "truncate": false})),
+        &post(
+            srv.addr,
+            "/embed",
+            &json!({"inputs": long, "truncate": false}),
+        ),
         413,
         "validation",
     );
@@ -93,7 +111,11 @@ fn embed_options_normalize_dimensions_truncation() {
     );
     tei_error(&r, 422, "validation");
     // No such prompt.
-    let r = post(srv.addr, "/embed", &json!({"inputs": "x", "prompt_name": "query"}));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": "x", "prompt_name": "query"}),
+    );
     let msg = tei_error(&r, 422, "validation");
     assert!(msg.contains("stores none"), "{msg}");
 }
@@ -124,7 +146,10 @@ fn openai_embeddings_float_base64_and_token_ids() {
         for (i, d) in v["data"].as_array().unwrap().iter().enumerate() {
             assert_eq!(d["object"], "embedding");
             assert_eq!(d["index"], i);
-            assert!(same(&floats(&d["embedding"]), &want[i * 384..(i + 1) * 384]));
+            assert!(same(
+                &floats(&d["embedding"]),
+                &want[i * 384..(i + 1) * 384]
+            ));
         }
     }
     // base64: little-endian f32 bytes.
@@ -149,12 +174,26 @@ fn openai_embeddings_float_base64_and_token_ids() {
         .iter()
         .map(|c| c.1[1..c.1.len() - 1].to_vec())
         .collect();
-    let r = post(srv.addr, "/v1/embeddings", &json!({"input": ids, "model": "m"}));
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": ids, "model": "m"}),
+    );
     for (i, d) in r.json()["data"].as_array().unwrap().iter().enumerate() {
-        assert!(same(&floats(&d["embedding"]), &want[i * 384..(i + 1) * 384]));
+        assert!(same(
+            &floats(&d["embedding"]),
+            &want[i * 384..(i + 1) * 384]
+        ));
     }
-    let r = post(srv.addr, "/v1/embeddings", &json!({"input": ids[0], "model": "m"}));
-    assert!(same(&floats(&r.json()["data"][0]["embedding"]), &want[..384]));
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": ids[0], "model": "m"}),
+    );
+    assert!(same(
+        &floats(&r.json()["data"][0]["embedding"]),
+        &want[..384]
+    ));
     // Ids out of range, an empty string, a bad format: OpenAI's error body.
     let msg = openai_error(
         &post(srv.addr, "/v1/embeddings", &json!({"input": [[5, 30522]]})),
@@ -177,8 +216,15 @@ fn openai_embeddings_float_base64_and_token_ids() {
         "validation",
     );
     // dimensions
-    let r = post(srv.addr, "/v1/embeddings", &json!({"input": "a", "dimensions": 32}));
-    assert_eq!(r.json()["data"][0]["embedding"].as_array().unwrap().len(), 32);
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": "a", "dimensions": 32}),
+    );
+    assert_eq!(
+        r.json()["data"][0]["embedding"].as_array().unwrap().len(),
+        32
+    );
 }
 
 #[test]
@@ -243,7 +289,10 @@ fn tokenize_decode_similarity_info_health_metrics() {
     assert_eq!(r.json(), json!(["hello world"]));
     // similarity: the cosine of the engine's vectors.
     let e = engine(&m);
-    let (src, s) = ("A man is playing guitar", ["A man plays a guitar", "Stocks fell"]);
+    let (src, s) = (
+        "A man is playing guitar",
+        ["A man plays a guitar", "Stocks fell"],
+    );
     let r = post(
         srv.addr,
         "/similarity",
@@ -290,7 +339,11 @@ fn rerank_routes_name_the_missing_capability() {
     let Some(m) = minilm("rerank") else { return };
     let srv = start(&m, |_| {});
     let msg = tei_error(
-        &post(srv.addr, "/rerank", &json!({"query": "q", "texts": ["a", "b"]})),
+        &post(
+            srv.addr,
+            "/rerank",
+            &json!({"query": "q", "texts": ["a", "b"]}),
+        ),
         424,
         "backend",
     );
@@ -306,7 +359,11 @@ fn rerank_routes_name_the_missing_capability() {
     );
     assert!(msg.contains("rerankers"), "{msg}");
     // A malformed rerank request is still a validation error first.
-    tei_error(&post(srv.addr, "/rerank", &json!({"query": 1})), 422, "validation");
+    tei_error(
+        &post(srv.addr, "/rerank", &json!({"query": 1})),
+        422,
+        "validation",
+    );
 }
 
 #[test]
@@ -333,7 +390,11 @@ fn openapi_document_lists_exactly_the_routes() {
     // answers with a status the document lists.
     for (method, path) in &routes {
         let r = request(srv.addr, method, path, b"{}");
-        assert!(r.status != 404 && r.status != 405, "{method} {path}: {}", r.status);
+        assert!(
+            r.status != 404 && r.status != 405,
+            "{method} {path}: {}",
+            r.status
+        );
         let responses = &paths[path][method.to_ascii_lowercase()]["responses"];
         assert!(
             responses.get(r.status.to_string()).is_some(),
@@ -404,9 +465,15 @@ fn a_token_budget_splits_calls_and_mixed_options_do_not_mix() {
             let (e, raw) = (&e, &raw);
             s.spawn(move || {
                 let normalize = i % 2 == 0;
-                let r = post(addr, "/embed", &json!({"inputs": t, "normalize": normalize}));
+                let r = post(
+                    addr,
+                    "/embed",
+                    &json!({"inputs": t, "normalize": normalize}),
+                );
                 assert_eq!(r.status, 200);
-                let want = if normalize { e } else { raw }.embed(&[t.as_str()]).unwrap();
+                let want = if normalize { e } else { raw }
+                    .embed(&[t.as_str()])
+                    .unwrap();
                 assert!(same(&floats(&r.json()[0]), &want), "text {i}");
             });
         }
@@ -464,11 +531,18 @@ fn limits_answer_413_and_429() {
         c.max_concurrent_requests = 1;
     });
     let msg = tei_error(
-        &post(srv.addr, "/embed", &json!({"inputs": ["a", "b", "c", "d", "e"]})),
+        &post(
+            srv.addr,
+            "/embed",
+            &json!({"inputs": ["a", "b", "c", "d", "e"]}),
+        ),
         413,
         "validation",
     );
-    assert!(msg.contains("batch size 5 > maximum allowed batch size 4"), "{msg}");
+    assert!(
+        msg.contains("batch size 5 > maximum allowed batch size 4"),
+        "{msg}"
+    );
     assert_eq!(
         post(srv.addr, "/embed", &json!({"inputs": ["a", "b", "c", "d"]})).status,
         200
@@ -504,7 +578,10 @@ fn limits_answer_413_and_429() {
     slow.write_all(b"uts\": \"hello\"} ").unwrap();
     let r = read_response(&mut slow);
     assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
-    assert_eq!(post(srv.addr, "/embed", &json!({"inputs": "a"})).status, 200);
+    assert_eq!(
+        post(srv.addr, "/embed", &json!({"inputs": "a"})).status,
+        200
+    );
 }
 
 // ---------------------------------------------------------------- bad input
@@ -522,8 +599,16 @@ fn bad_requests_get_clear_errors_and_the_server_stays_up() {
     tei_error(&body(b"[1, 2]"), 422, "validation");
     tei_error(&body(b"{\"inputs\": 5}"), 422, "validation");
     tei_error(&body(b"{\"inputs\": [\"a\", {}]}"), 422, "validation");
-    tei_error(&body(b"{\"inputs\": \"a\", \"normalize\": \"yes\"}"), 422, "validation");
-    tei_error(&body(b"{\"inputs\": \"a\", \"dimensions\": -3}"), 422, "validation");
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"normalize\": \"yes\"}"),
+        422,
+        "validation",
+    );
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"dimensions\": -3}"),
+        422,
+        "validation",
+    );
     tei_error(&body(b"{\"inputs\": []}"), 400, "empty");
     tei_error(&body(b"{}"), 422, "validation");
     tei_error(&body(b"{\"inputs\": [[]]}"), 400, "empty");
@@ -544,15 +629,29 @@ fn bad_requests_get_clear_errors_and_the_server_stays_up() {
         422,
         "validation",
     );
-    tei_error(&body(b"{\"inputs\": \"a\", \"dimensions\": 4294967296}"), 422, "validation");
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"dimensions\": 4294967296}"),
+        422,
+        "validation",
+    );
     // Ids out of range.
     let msg = tei_error(&body(b"{\"inputs\": [101, 40000, 102]}"), 422, "validation");
     assert!(msg.contains("40000"), "{msg}");
     // Deep nesting: refused by the parser's depth limit, no stack overflow.
-    let deep = format!("{{\"inputs\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep = format!(
+        "{{\"inputs\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
     tei_error(&body(deep.as_bytes()), 400, "validation");
     // The same on the other routes.
-    for path in ["/v1/embeddings", "/tokenize", "/similarity", "/decode", "/rerank"] {
+    for path in [
+        "/v1/embeddings",
+        "/tokenize",
+        "/similarity",
+        "/decode",
+        "/rerank",
+    ] {
         let r = request(a, "POST", path, b"{\"x\": ");
         assert_eq!(r.status, 400, "{path}");
         // Deep nesting in the route's own field is a syntax error (400); in
@@ -561,18 +660,33 @@ fn bad_requests_get_clear_errors_and_the_server_stays_up() {
         assert!(matches!(r.status, 400 | 422), "{path}: {}", r.status);
     }
     tei_error(
-        &post(a, "/similarity", &json!({"inputs": {"source_sentence": "a", "sentences": []}})),
+        &post(
+            a,
+            "/similarity",
+            &json!({"inputs": {"source_sentence": "a", "sentences": []}}),
+        ),
         400,
         "empty",
     );
-    tei_error(&post(a, "/tokenize", &json!({"inputs": [1, 2]})), 422, "validation");
-    tei_error(&post(a, "/decode", &json!({"ids": "abc"})), 422, "validation");
+    tei_error(
+        &post(a, "/tokenize", &json!({"inputs": [1, 2]})),
+        422,
+        "validation",
+    );
+    tei_error(
+        &post(a, "/decode", &json!({"ids": "abc"})),
+        422,
+        "validation",
+    );
     // Garbage that is not HTTP: the connection is closed, nothing else happens.
     let mut s = connect(a);
     s.write_all(b"\x00\x01\x02 garbage \r\n\r\n").unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
-    assert!(buf.is_empty() || buf.starts_with(b"HTTP/1.1 400"), "{buf:?}");
+    assert!(
+        buf.is_empty() || buf.starts_with(b"HTTP/1.1 400"),
+        "{buf:?}"
+    );
     // Still serving.
     assert_eq!(post(a, "/embed", &json!({"inputs": "ok"})).status, 200);
     let text = String::from_utf8(get(a, "/metrics").body).unwrap();
@@ -599,10 +713,8 @@ fn slow_and_vanishing_clients() {
     );
     // A body that never completes: 408 with TEI's body.
     let mut s = connect(a);
-    s.write_all(
-        b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"inputs\": ",
-    )
-    .unwrap();
+    s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"inputs\": ")
+        .unwrap();
     let r = read_response(&mut s);
     tei_error(&r, 408, "timeout");
     // Clients that vanish mid-body and right after sending: the server goes on.
@@ -630,7 +742,9 @@ fn slow_and_vanishing_clients() {
         s.write_all(&request_bytes(
             "POST",
             "/embed",
-            json!({ "inputs": format!("text {i}") }).to_string().as_bytes(),
+            json!({ "inputs": format!("text {i}") })
+                .to_string()
+                .as_bytes(),
         ))
         .unwrap();
         assert_eq!(read_response(&mut s).status, 200);
@@ -666,7 +780,8 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
         .parse()
         .unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let inflight = std::thread::spawn(move || post(addr, "/embed", &json!({"inputs": "in flight"})));
+    let inflight =
+        std::thread::spawn(move || post(addr, "/embed", &json!({"inputs": "in flight"})));
     std::thread::sleep(Duration::from_millis(250));
     let t = Instant::now();
     let kill = std::process::Command::new("kill")
@@ -681,7 +796,10 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
             assert!(status.success(), "{status:?}");
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(10), "no exit 10 s after SIGTERM");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no exit 10 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut rest = String::new();
@@ -711,7 +829,10 @@ fn start_up_is_quick() {
     let Some(m) = minilm("startup") else { return };
     let srv = start(&m, |_| {});
     let t = Instant::now();
-    assert_eq!(post(srv.addr, "/embed", &json!({"inputs": "first"})).status, 200);
+    assert_eq!(
+        post(srv.addr, "/embed", &json!({"inputs": "first"})).status,
+        200
+    );
     eprintln!(
         "start-up {:?}, first request {:?}",
         srv.startup,

@@ -187,7 +187,12 @@ impl Embedder {
         self.wrap(raw, truncation, self.max_seq_length)
     }
 
-    fn wrap(&self, raw: &[u32], truncation: Truncation, max: usize) -> Result<(Vec<u32>, TextInfo)> {
+    fn wrap(
+        &self,
+        raw: &[u32],
+        truncation: Truncation,
+        max: usize,
+    ) -> Result<(Vec<u32>, TextInfo)> {
         let body = max - 2;
         let kept = if raw.len() <= body {
             raw
@@ -284,8 +289,9 @@ impl Embedder {
         {
             let base = g * TEXT_GROUP;
             let tokenize = |(k, t): (usize, &S)| {
-                self.tokenize_planned(t.as_ref(), &plan)
-                    .map_err(|e| Error::new(e.kind(), format!("text {}: {}", base + k, e.message())))
+                self.tokenize_planned(t.as_ref(), &plan).map_err(|e| {
+                    Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
+                })
             };
             let seqs: Vec<(Vec<u32>, TextInfo)> = match &self.pool {
                 Some(pool) if group.len() > 1 => pool.install(|| {
@@ -295,7 +301,11 @@ impl Embedder {
                         .map(tokenize)
                         .collect::<Result<_>>()
                 })?,
-                _ => group.iter().enumerate().map(tokenize).collect::<Result<_>>()?,
+                _ => group
+                    .iter()
+                    .enumerate()
+                    .map(tokenize)
+                    .collect::<Result<_>>()?,
             };
             if let Some(info) = info.as_deref_mut() {
                 for (k, (_, ti)) in seqs.iter().enumerate() {

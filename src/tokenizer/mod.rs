@@ -13,10 +13,10 @@
 //!    for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
 
 pub mod normalizer;
+mod offsets;
 pub mod pre_tokenizer;
 pub mod vocab;
 pub mod wordpiece;
-mod offsets;
 pub use offsets::TokenSpan;
 
 use std::cell::RefCell;

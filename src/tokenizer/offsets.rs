@@ -62,7 +62,8 @@ impl Tokenizer {
         let (mut one, mut scratch) = (String::new(), String::new());
         for (i, c) in text[from..to].char_indices() {
             let (s, e) = (from + i, from + i + c.len_utf8());
-            self.normalizer.normalize(&text[s..e], &mut one, &mut scratch);
+            self.normalizer
+                .normalize(&text[s..e], &mut one, &mut scratch);
             norm.push_str(&one);
             origin.extend(std::iter::repeat_n((s, e), one.len()));
         }

@@ -32,8 +32,13 @@ fn embed_with(e: &Embedder, texts: &[&str], o: &CallOptions) -> embedder::Result
 
 /// A text of `n` distinct-looking words, so that its first and last tokens differ.
 fn long_text(n: usize) -> String {
-    const W: [&str; 7] = ["river", "stone", "quiet", "lamp", "north", "garden", "violin"];
-    (0..n).map(|i| W[(i * 5 + i / 7) % 7]).collect::<Vec<_>>().join(" ")
+    const W: [&str; 7] = [
+        "river", "stone", "quiet", "lamp", "north", "garden", "violin",
+    ];
+    (0..n)
+        .map(|i| W[(i * 5 + i / 7) % 7])
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]
@@ -159,7 +164,10 @@ fn prompts_per_call_match_handles_opened_with_them() {
         prompt_name: Some("b".into()),
         ..CallOptions::default()
     };
-    assert_eq!(e.plan(&both).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        e.plan(&both).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
 }
 
 #[test]
@@ -212,7 +220,10 @@ fn truncation_keeps_either_end_or_refuses() {
     let err = e.embed_with(&texts, &refuse, &mut out, None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
     let msg = err.to_string();
-    assert!(msg.contains("text 1") && msg.contains(&full.len().to_string()), "{msg}");
+    assert!(
+        msg.contains("text 1") && msg.contains(&full.len().to_string()),
+        "{msg}"
+    );
     // A text that fits passes under every mode.
     e.embed_with(&texts[..1], &refuse, &mut out, None).unwrap();
     assert!(same(&out[..384], &e.embed(&[TEXTS[0]]).unwrap()));
@@ -249,7 +260,9 @@ fn raw_ids_and_planned_batches() {
     let err = e.wrap_ids(&[7, 30522], Truncation::Right).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("30522"), "{err}");
-    let err = e.wrap_ids(&vec![1000; 600], Truncation::Refuse).unwrap_err();
+    let err = e
+        .wrap_ids(&vec![1000; 600], Truncation::Refuse)
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
     let (ids, info) = e.wrap_ids(&vec![1000; 600], Truncation::Left).unwrap();
     assert_eq!((ids.len(), info.truncated), (256, true));

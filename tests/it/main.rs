@@ -1,7 +1,7 @@
 //! Integration tests: one binary, one module per area.
 
-mod common;
 mod call_options;
+mod common;
 mod compat_header;
 mod containers;
 mod convert;

@@ -75,7 +75,10 @@ fn read_answer(s: &mut BufReader<TcpStream>) -> Result<Vec<u8>, String> {
         }
         if let Some((k, v)) = l.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().map_err(|e| format!("content-length: {e}"))?;
+                len = v
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("content-length: {e}"))?;
             }
         }
     }
@@ -131,7 +134,11 @@ fn first(args: &Args) -> Result<(), String> {
 
 fn main() {
     let args = Args::parse();
-    let r = if args.first { first(&args) } else { load(&args) };
+    let r = if args.first {
+        first(&args)
+    } else {
+        load(&args)
+    };
     if let Err(e) = r {
         eprintln!("embd-serve-bench: {e}");
         std::process::exit(1);
@@ -172,7 +179,9 @@ fn load(args: &Args) -> Result<(), String> {
                 let mut done = 0;
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((body, n)) = bodies.get(i) else { break };
+                    let Some((body, n)) = bodies.get(i) else {
+                        break;
+                    };
                     if Instant::now() > deadline {
                         return Err("over the time limit".into());
                     }
