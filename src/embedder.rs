@@ -18,12 +18,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, ChecksumStatus, FormatKind, ModelFile, ReadHint, ReadOptions};
 use crate::kernels::Par;
 use crate::limits::MAX_THREADS;
-use crate::model::bert::{BertModel, JoinOnDrop, LayerPrecision, Workspace};
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
+use crate::model::encoder::{Encoder, Workspace};
 use crate::model::pooling::{Pooling, SentencePooling};
+use crate::model::precision::LayerPrecision;
 use crate::options::{Options, Precision, ProgressFn};
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
+use crate::threads::JoinOnDrop;
 use crate::tokenizer::Tokenizer;
 
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
@@ -109,7 +111,7 @@ const PREPACK_FIRST_TOKENS: usize = 8 * CHUNK_TOKENS;
 pub struct Embedder {
     cfg: ModelConfig,
     format: FormatKind,
-    model: BertModel,
+    model: Encoder,
     max_seq_length: usize,
     normalize: bool,
     precision: Precision,
@@ -226,7 +228,7 @@ impl Embedder {
         } else {
             None
         };
-        let tokenizer = cfg.tokenizer(vocab);
+        let tokenizer = crate::model::tokenizer::tokenizer_of(&file, &cfg, vocab)?;
         let prompt = resolve_prompt(&file.metadata, opts)?;
         let include_prompt = file
             .metadata
@@ -261,7 +263,7 @@ impl Embedder {
         // vectors).
         let calib = if plan.any_int8() && !has_stored_smoothing(&file) {
             let f32_model =
-                BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
+                Encoder::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
             let texts = calibrate::builtin_texts();
             let run =
                 || calibrate::calibrate_texts(&f32_model, &tokenizer, cfg.max_seq_length, &texts);
@@ -272,7 +274,7 @@ impl Embedder {
         } else {
             None
         };
-        let load = || BertModel::load(&file, &cfg, plan, calib.as_ref());
+        let load = || Encoder::load(&file, &cfg, plan, calib.as_ref());
         let model = match &pool {
             Some(p) => p.install(load),
             None => load(),

@@ -26,6 +26,7 @@ pub mod options;
 pub mod quantize;
 #[doc(hidden)]
 pub mod testutil;
+pub mod threads;
 pub mod tokenizer;
 pub mod vector;
 

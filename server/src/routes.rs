@@ -557,19 +557,18 @@ async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError
     for t in &texts {
         let text = format!("{}{t}", plan.prompt());
         let mut spans = Vec::new();
-        let sp = tok.vocab().specials();
+        let (pre, post) = tok.single_frame();
+        let frame = |ids: &[u32]| {
+            ids.iter()
+                .map(|&id| TokenSpan { id, offsets: None })
+                .collect::<Vec<_>>()
+        };
         if special {
-            spans.push(TokenSpan {
-                id: sp.cls,
-                offsets: None,
-            });
+            spans.extend(frame(&pre));
         }
         spans.extend(tok.encode_raw_with_offsets(&text));
         if special {
-            spans.push(TokenSpan {
-                id: sp.sep,
-                offsets: None,
-            });
+            spans.extend(frame(&post));
         }
         let toks: Vec<Value> = spans
             .iter()

@@ -158,7 +158,8 @@ impl Embedder {
         }
         let mut raw = Vec::new();
         self.tokenizer.encode_raw(text, &mut raw);
-        let body = max - 2;
+        let (pre, post) = self.tokenizer.single_frame();
+        let body = max.saturating_sub(pre.len() + post.len());
         if plan.truncation == Truncation::Left && raw.len() > body && plan.pass.pool_from > 0 {
             return Err(Error::invalid_argument(
                 "left truncation would cut into the prompt, which this model leaves out of \
@@ -193,7 +194,11 @@ impl Embedder {
         truncation: Truncation,
         max: usize,
     ) -> Result<(Vec<u32>, TextInfo)> {
-        let body = max - 2;
+        // The frame the tokenizer puts around one text ([CLS] ... [SEP],
+        // <s> ... </s>).
+        let (pre, post) = self.tokenizer.single_frame();
+        let frame = pre.len() + post.len();
+        let body = max.saturating_sub(frame);
         let kept = if raw.len() <= body {
             raw
         } else {
@@ -206,17 +211,16 @@ impl Embedder {
                         format!(
                             "input has {} tokens with [CLS] and [SEP], more than the model's \
                              max_seq_length {max}, and truncation is off",
-                            raw.len() + 2
+                            raw.len() + frame
                         ),
                     ))
                 }
             }
         };
-        let sp = self.tokenizer.vocab().specials();
-        let mut ids = Vec::with_capacity(kept.len() + 2);
-        ids.push(sp.cls);
+        let mut ids = Vec::with_capacity(kept.len() + frame);
+        ids.extend_from_slice(&pre);
         ids.extend_from_slice(kept);
-        ids.push(sp.sep);
+        ids.extend_from_slice(&post);
         let tokens = ids.len();
         Ok((
             ids,

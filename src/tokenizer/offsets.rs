@@ -10,7 +10,7 @@
 //! `strip_accents`): such a segment is detected (the two normalizations are
 //! compared) and its tokens get no offsets rather than wrong ones.
 
-use super::{pre_tokenizer, Tokenizer};
+use super::{pre_tokenizer, Bert, Kind, Tokenizer};
 
 /// One token of [`Tokenizer::encode_raw_with_offsets`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,8 +28,24 @@ impl Tokenizer {
     /// its string; a word the vocabulary cannot split (`[UNK]`) covers the
     /// whole word; pieces of one character that normalizes to several (`ß`
     /// lower-cased stays one, but `İ` becomes two) share that character's
-    /// range.
+    /// range. The SentencePiece Unigram and byte-level BPE tokenizers give
+    /// their ids without offsets (not computed for them yet).
     pub fn encode_raw_with_offsets(&self, text: &str) -> Vec<TokenSpan> {
+        match &self.kind {
+            Kind::WordPiece(b) => b.spans(self, text),
+            Kind::Pipeline(_) => {
+                let mut ids = Vec::new();
+                self.encode_raw(text, &mut ids);
+                ids.into_iter()
+                    .map(|id| TokenSpan { id, offsets: None })
+                    .collect()
+            }
+        }
+    }
+}
+
+impl Bert {
+    fn spans(&self, tok: &Tokenizer, text: &str) -> Vec<TokenSpan> {
         let mut out = Vec::new();
         let mut pos = 0usize;
         while pos < text.len() {
@@ -38,7 +54,7 @@ impl Tokenizer {
                 None => (text.len(), None),
             };
             if seg_end > pos {
-                self.segment_spans(text, pos, seg_end, &mut out);
+                self.segment_spans(tok, text, pos, seg_end, &mut out);
             }
             match next {
                 Some((s, e, id)) => {
@@ -55,7 +71,14 @@ impl Tokenizer {
     }
 
     /// The tokens of `text[from..to]` (a segment without raw specials).
-    fn segment_spans(&self, text: &str, from: usize, to: usize, out: &mut Vec<TokenSpan>) {
+    fn segment_spans(
+        &self,
+        tok: &Tokenizer,
+        text: &str,
+        from: usize,
+        to: usize,
+        out: &mut Vec<TokenSpan>,
+    ) {
         let mut norm = String::new();
         // For each byte of `norm`: the input character it came from.
         let mut origin: Vec<(usize, usize)> = Vec::new();
@@ -85,7 +108,7 @@ impl Tokenizer {
                 let ws = base + (w.as_ptr() as usize - part.as_ptr() as usize);
                 ids.clear();
                 self.wordpiece.tokenize_word(w, &mut ids);
-                let pieces = self.piece_lengths(&ids);
+                let pieces = piece_lengths(tok, &ids);
                 match pieces {
                     Some(lens) if lens.iter().sum::<usize>() == w.len() => {
                         let mut at = ws;
@@ -128,28 +151,28 @@ impl Tokenizer {
             }
         }
     }
+}
 
-    /// The byte length each id of one word's pieces spells (the continuation
-    /// prefix left out after the first); `None` for `[UNK]` or an id outside
-    /// the vocabulary.
-    fn piece_lengths(&self, ids: &[u32]) -> Option<Vec<usize>> {
-        let unk = self.vocab.specials().unk;
-        let prefix = self.config.continuation_prefix.as_str();
-        ids.iter()
-            .enumerate()
-            .map(|(k, &id)| {
-                if id == unk {
-                    return None;
-                }
-                let t = self.vocab.token(id)?;
-                Some(if k > 0 {
-                    t.strip_prefix(prefix).unwrap_or(t).len()
-                } else {
-                    t.len()
-                })
+/// The byte length each id of one word's pieces spells (the continuation
+/// prefix left out after the first); `None` for `[UNK]` or an id outside the
+/// vocabulary.
+fn piece_lengths(tok: &Tokenizer, ids: &[u32]) -> Option<Vec<usize>> {
+    let unk = tok.vocab.specials().unk;
+    let prefix = tok.config.continuation_prefix.as_str();
+    ids.iter()
+        .enumerate()
+        .map(|(k, &id)| {
+            if id == unk {
+                return None;
+            }
+            let t = tok.vocab.token(id)?;
+            Some(if k > 0 {
+                t.strip_prefix(prefix).unwrap_or(t).len()
+            } else {
+                t.len()
             })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area.
 
+mod bpe;
 mod call_options;
 mod common;
 mod compat_header;
@@ -15,3 +16,4 @@ mod mpnet;
 mod options;
 mod precision;
 mod tokenizer;
+mod unigram;
