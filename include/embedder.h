@@ -203,6 +203,16 @@ typedef int32_t embd_status;
 #endif // __cplusplus
 
 /**
+ * Options of one embedding call, for `embd_encode_with`: created by
+ * `embd_call_options_new` (every option at "as the model was opened"),
+ * changed by the `embd_call_options_set_*` functions, destroyed by
+ * `embd_call_options_free`. Not changed from two threads at once;
+ * `embd_encode_with` only reads it, so one object may serve many concurrent
+ * calls.
+ */
+typedef struct embd_call_options embd_call_options;
+
+/**
  * An open model. Immutable after `embd_open`; every function taking a
  * `const embd_model *` may be called on the same handle from many threads at
  * once. Created by `embd_open`, destroyed by `embd_free`.
@@ -241,6 +251,13 @@ typedef int32_t embd_precision;
 typedef int (*embd_progress_fn)(void *user, size_t done, size_t total);
 
 /**
+ * What a call does with a text longer than `embd_max_seq_length` tokens: one
+ * of the `EMBD_TRUNCATION_*` constants (a plain `int32_t`; an unknown value
+ * is refused with `EMBD_STATUS_INVALID_ARGUMENT`).
+ */
+typedef int32_t embd_truncation;
+
+/**
  * A length-delimited UTF-8 text: `len` bytes at `ptr`, no NUL terminator
  * needed (Go and Swift strings pass as they are). `ptr` may be NULL when `len`
  * is 0. A NUL byte inside the text is ordinary text (BERT cleaning drops it as
@@ -265,6 +282,22 @@ typedef struct {
  * `int32_t`; an unknown value gives `EMBD_STATUS_INVALID_ARGUMENT`.
  */
 typedef int32_t embd_output_precision;
+
+/**
+ * Keep the first tokens (the default, as sentence-transformers).
+ */
+#define EMBD_TRUNCATION_RIGHT 0
+
+/**
+ * Keep the last tokens.
+ */
+#define EMBD_TRUNCATION_LEFT 1
+
+/**
+ * Refuse the text: `embd_encode_with` returns `EMBD_STATUS_LIMIT_EXCEEDED`
+ * naming the text and its token count.
+ */
+#define EMBD_TRUNCATION_REFUSE 2
 
 /**
  * `float` components (what `embd_encode` gives). Buffer type: `float`.
@@ -729,6 +762,164 @@ int embd_normalizes(const embd_model *model);
  * Thread safety: safe to call concurrently on the same model.
  */
 embd_precision embd_model_precision(const embd_model *model);
+
+/**
+ * Creates a call options object with every option unset (a call with it
+ * gives the vectors of `embd_encode_ex`, bit for bit).
+ *
+ * Returns a new object, owned by the caller, free with
+ * `embd_call_options_free`; NULL only if an internal error occurred (then
+ * `embd_last_error()` says why).
+ *
+ * Thread safety: safe from any thread.
+ */
+embd_call_options *embd_call_options_new(void);
+
+/**
+ * Destroys a call options object.
+ *
+ * - `options`: owned by the caller, created by `embd_call_options_new`; NULL
+ *   is a no-op. A pointer that is not a live call options object is
+ *   detected, ignored, and recorded in `embd_last_error()`.
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+void embd_call_options_free(embd_call_options *options);
+
+/**
+ * L2 normalization of this call's vectors.
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `normalize`: 1 to normalize, 0 for raw pooled vectors, -1 as the model
+ *   was opened (the default).
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (another
+ * value).
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+embd_status embd_call_options_set_normalize(embd_call_options *options, int normalize);
+
+/**
+ * Matryoshka size of this call's vectors: the first `dimensions` components
+ * of the model's full vector (normalized again when normalizing), whatever
+ * `embd_options_set_dimensions` chose at open. Checked by `embd_encode_with`
+ * (must be at most the model's hidden size, else
+ * `EMBD_STATUS_INVALID_ARGUMENT`).
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `dimensions`: 0 means `embd_dim(model)` (the default).
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+ * `EMBD_STATUS_INVALID_HANDLE`.
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+embd_status embd_call_options_set_dimensions(embd_call_options *options, size_t dimensions);
+
+/**
+ * The prompt of this call, replacing the one the model was opened with
+ * (`""`: no prompt).
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `prompt`: NUL-terminated UTF-8, copied; NULL: as the model was opened.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT` (`options`),
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_UTF8`. Both a prompt
+ * and a prompt name make `embd_encode_with` fail with
+ * `EMBD_STATUS_INVALID_ARGUMENT`.
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ *
+ * # Safety
+ * `prompt` must be NULL or NUL-terminated.
+ */
+embd_status embd_call_options_set_prompt(embd_call_options *options, const char *prompt);
+
+/**
+ * The name of one of the model's stored prompts for this call (checked by
+ * `embd_encode_with`: an unknown name gives `EMBD_STATUS_INVALID_ARGUMENT`
+ * naming the stored ones).
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `name`: NUL-terminated UTF-8, copied; NULL removes a name set before.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT` (`options`),
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_UTF8`.
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+embd_status embd_call_options_set_prompt_name(embd_call_options *options, const char *name);
+
+/**
+ * What this call does with a text longer than `embd_max_seq_length` tokens.
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `truncation`: `EMBD_TRUNCATION_RIGHT` (the default),
+ *   `EMBD_TRUNCATION_LEFT` or `EMBD_TRUNCATION_REFUSE`.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT` (another
+ * value; `options` is left unchanged).
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ */
+embd_status embd_call_options_set_truncation(embd_call_options *options, embd_truncation truncation);
+
+/**
+ * Floats per vector of a call with `options` on `model`: `embd_dim(model)`,
+ * or the call's dimensions.
+ *
+ * - `model`: borrowed for the duration of the call.
+ * - `options`: borrowed; NULL means every option unset.
+ * - `dim_out`: receives the size.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT` (`model`,
+ * `dim_out`), `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_ARGUMENT`
+ * (options the model refuses, named in the message),
+ * `EMBD_STATUS_UNSUPPORTED` (options on a static word-embedding model).
+ *
+ * Thread safety: safe to call concurrently.
+ *
+ * # Safety
+ * `dim_out` must be NULL or writable.
+ */
+embd_status embd_call_dim(const embd_model *model, const embd_call_options *options, size_t *dim_out);
+
+/**
+ * Embeds a batch of length-delimited texts like `embd_encode_ex`, under the
+ * per-call `options`: normalization, Matryoshka size, prompt, truncation.
+ * With `options` NULL or unchanged the vectors are those of `embd_encode_ex`
+ * bit for bit; otherwise each text gets the vector it gets alone under the
+ * same options.
+ *
+ * - `model`: borrowed for the duration of the call.
+ * - `options`: borrowed; NULL means every option unset.
+ * - `texts`, `n_texts`: as for `embd_encode_texts`.
+ * - `out`: caller-owned buffer of `out_len` floats, row i for text i, each
+ *   row `embd_call_dim(model, options)` floats.
+ * - `out_len`: at least `n_texts * embd_call_dim(model, options)`.
+ * - `tokens_out`, `truncated_out`: as for `embd_encode_ex` (NULL when not
+ *   wanted).
+ *
+ * Returns the statuses of `embd_encode_ex`; `EMBD_STATUS_INVALID_ARGUMENT`
+ * for options the model refuses (an unknown prompt name, dimensions above
+ * the hidden size, a prompt and a prompt name); `EMBD_STATUS_LIMIT_EXCEEDED`
+ * for a text longer than the model with `EMBD_TRUNCATION_REFUSE` (the
+ * message names the text and its token count); `EMBD_STATUS_UNSUPPORTED`
+ * for options on a static word-embedding model or on a model opened with
+ * windows.
+ *
+ * Thread safety: safe to call concurrently on the same model and options.
+ *
+ * # Safety
+ * As `embd_encode_ex`.
+ */
+embd_status embd_encode_with(const embd_model *model, const embd_call_options *options, const embd_text *texts, size_t n_texts, float *out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
 
 /**
  * Embeds a batch of NUL-terminated texts into a row-major `n_texts x dim`

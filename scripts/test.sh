@@ -17,11 +17,18 @@ EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
 EMBD_BIN="$root/target/release/embd" scripts/fetch_mpnet.sh
 
 step "format and lint"
-cargo fmt --check
+cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
+cargo clippy --release -p embd-server --all-targets -- -D warnings
 
 step "cargo test (unit, integration, reference parity, header freshness)"
 cargo test --release
+
+step "HTTP server: cargo test -p embd-server (routes vs reference, batching, limits, bad input, slow clients, SIGTERM)"
+cargo test --release -p embd-server
+
+step "HTTP server with real clients: openai SDK, huggingface_hub, requests, HF tokenizers offsets, schemathesis, 64-client load"
+server/clients/run.sh
 
 step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy, pytest (incl. Ray)"
 scripts/test_python.sh --fresh

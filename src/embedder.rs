@@ -30,6 +30,9 @@ use crate::tokenizer::Tokenizer;
 
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 
+mod call;
+pub use call::CallPlan;
+
 /// Facts about an open model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
@@ -118,6 +121,10 @@ pub struct Embedder {
     output_ranges: Option<OutputRanges>,
     /// Prepended to every text (empty: none).
     prompt: String,
+    /// The model's stored prompts (name -> prompt), for per-call prompt names.
+    prompts: std::collections::BTreeMap<String, String>,
+    /// The model's pooling includes the prompt's tokens.
+    include_prompt: bool,
     /// Tokens at the start of each prompted text left out of pooling
     /// (`include_prompt: false`: `[CLS]` and the prompt's tokens), else 0.
     pool_from: usize,
@@ -291,6 +298,8 @@ impl Embedder {
             dim,
             output_ranges,
             prompt,
+            prompts: parse_prompts(&file.metadata)?,
+            include_prompt,
             pool_from,
             window_overlap: opts.window_overlap,
             progress: opts.progress.clone(),
@@ -496,7 +505,7 @@ impl Embedder {
             }
             let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
             track.base = call_base + g * TEXT_GROUP;
-            self.run(&refs, self.pool_from, dst, track)?;
+            self.run(&refs, self.pass(), dst, track)?;
         }
         Ok(())
     }
@@ -561,7 +570,7 @@ impl Embedder {
             }
             let refs: Vec<&[u32]> = windows.iter().map(Vec::as_slice).collect();
             let mut vecs = vec![0.0f32; refs.len() * dim];
-            self.run(&refs, self.pool_from, &mut vecs, &mut Track::new(None, 0))?;
+            self.run(&refs, self.pass(), &mut vecs, &mut Track::new(None, 0))?;
             combine_windows(&vecs, dim, &refs, &owner, self.normalize, dst);
             track.report(call_base + g * group_len + group.len())?;
         }
@@ -649,7 +658,11 @@ impl Embedder {
             }
         }
         let mut track = Track::new(self.progress.as_ref(), ids.len());
-        self.run(ids, 0, &mut out[..need], &mut track)
+        let pass = Pass {
+            pool_from: 0,
+            ..self.pass()
+        };
+        self.run(ids, pass, &mut out[..need], &mut track)
     }
 
     /// Checks the batch size and output length; returns `n x dim`.
@@ -672,28 +685,31 @@ impl Embedder {
             .push(ws);
     }
 
-    fn forward_chunk(
-        &self,
-        seqs: &[&[u32]],
-        pool_from: usize,
-        par: Par,
-        out: &mut [f32],
-    ) -> Result<()> {
+    /// The pass every call runs unless its [`crate::CallOptions`] say otherwise.
+    fn pass(&self) -> Pass {
+        Pass {
+            pool_from: self.pool_from,
+            normalize: self.normalize,
+            dim: self.dim,
+        }
+    }
+
+    fn forward_chunk(&self, seqs: &[&[u32]], pass: Pass, par: Par, out: &mut [f32]) -> Result<()> {
         let mut ws = self.take_workspace();
         let hidden = self.model.hidden_size();
-        let norm = self.normalize;
+        let norm = pass.normalize;
         let pooling = SentencePooling {
-            skip: pool_from,
+            skip: pass.pool_from,
             ..SentencePooling::new(self.cfg.pooling, norm)
         };
         let mut forward = |o: &mut [f32]| self.model.forward(seqs, &mut ws, par, pooling, o);
-        let r = if self.dim == hidden {
+        let r = if pass.dim == hidden {
             forward(out)
         } else {
             // Matryoshka: the full vectors (normalized as the model says), then
             // their first `dim` components, normalized again.
             let mut full = vec![0.0f32; seqs.len() * hidden];
-            forward(&mut full).map(|()| cut_rows(&full, hidden, out, self.dim, norm))
+            forward(&mut full).map(|()| cut_rows(&full, hidden, out, pass.dim, norm))
         };
         self.put_workspace(ws);
         r
@@ -706,7 +722,7 @@ impl Embedder {
     fn run(
         &self,
         seqs: &[&[u32]],
-        pool_from: usize,
+        pass: Pass,
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
@@ -720,7 +736,7 @@ impl Embedder {
         if start_packing && total >= PREPACK_FIRST_TOKENS {
             self.model.prepack(true);
         }
-        let r = self.run_chunks(seqs, total, pool_from, out, track);
+        let r = self.run_chunks(seqs, total, pass, out, track);
         if start_packing && total < PREPACK_FIRST_TOKENS {
             self.model.prepack(true);
         }
@@ -731,11 +747,11 @@ impl Embedder {
         &self,
         seqs: &[&[u32]],
         total: usize,
-        pool_from: usize,
+        pass: Pass,
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
-        let dim = self.dim();
+        let dim = pass.dim;
         let mut chunks: Vec<(&[&[u32]], &mut [f32])> = Vec::new();
         let mut rest_out = out;
         let mut start = 0;
@@ -746,23 +762,23 @@ impl Embedder {
             start = end;
         }
         if track.cb.is_some() {
-            return self.run_waves(chunks, pool_from, track);
+            return self.run_waves(chunks, pass, track);
         }
         match &self.pool {
             None => chunks
                 .into_iter()
-                .try_for_each(|(s, o)| self.forward_chunk(s, pool_from, Par::Serial, o)),
+                .try_for_each(|(s, o)| self.forward_chunk(s, pass, Par::Serial, o)),
             Some(pool) if chunks.len() >= self.threads => pool.install(|| {
                 chunks
                     .into_par_iter()
-                    .try_for_each(|(s, o)| self.forward_chunk(s, pool_from, Par::Serial, o))
+                    .try_for_each(|(s, o)| self.forward_chunk(s, pass, Par::Serial, o))
             }),
             Some(pool) => pool.install(|| {
                 chunks.into_iter().try_for_each(|(s, o)| {
                     // Even a short text's products are split: each core then
                     // streams half of the weights, the bound for short inputs.
                     let par = Par::Threads(self.threads);
-                    self.forward_chunk(s, pool_from, par, o)
+                    self.forward_chunk(s, pass, par, o)
                 })
             }),
         }
@@ -777,7 +793,7 @@ impl Embedder {
     fn run_waves(
         &self,
         chunks: Vec<(&[&[u32]], &mut [f32])>,
-        pool_from: usize,
+        pass: Pass,
         track: &mut Track<'_>,
     ) -> Result<()> {
         let split = chunks.len() < self.threads;
@@ -790,15 +806,15 @@ impl Embedder {
             match &self.pool {
                 None => wave
                     .into_iter()
-                    .try_for_each(|(s, o)| self.forward_chunk(s, pool_from, Par::Serial, o))?,
+                    .try_for_each(|(s, o)| self.forward_chunk(s, pass, Par::Serial, o))?,
                 Some(pool) if split => pool.install(|| {
                     wave.into_iter().try_for_each(|(s, o)| {
-                        self.forward_chunk(s, pool_from, Par::Threads(self.threads), o)
+                        self.forward_chunk(s, pass, Par::Threads(self.threads), o)
                     })
                 })?,
                 Some(pool) => pool.install(|| {
                     wave.into_par_iter()
-                        .try_for_each(|(s, o)| self.forward_chunk(s, pool_from, Par::Serial, o))
+                        .try_for_each(|(s, o)| self.forward_chunk(s, pass, Par::Serial, o))
                 })?,
             }
             done += seqs;
@@ -806,6 +822,18 @@ impl Embedder {
         }
         Ok(())
     }
+}
+
+/// How one forward pass pools and shapes its vectors: the open-time settings
+/// ([`Embedder::pass`]) or a call's ([`CallPlan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pass {
+    /// Tokens at the start of each sequence left out of pooling.
+    pool_from: usize,
+    /// L2-normalize the pooled (and cut) vectors.
+    normalize: bool,
+    /// Output dimension (below the hidden size: Matryoshka cut).
+    dim: usize,
 }
 
 /// Progress reporting of one embedding call to [`Options::progress`].
@@ -1040,14 +1068,7 @@ pub(crate) fn resolve_prompt(
     md: &std::collections::BTreeMap<String, String>,
     opts: &Options,
 ) -> Result<String> {
-    let prompts: std::collections::BTreeMap<String, String> = match md.get("prompts") {
-        Some(j) => serde_json::from_str(j).map_err(|e| {
-            Error::model(format!(
-                "metadata 'prompts' is not a JSON object of strings: {e}"
-            ))
-        })?,
-        None => Default::default(),
-    };
+    let prompts = parse_prompts(md)?;
     let names = || {
         if prompts.is_empty() {
             "it stores none".to_string()
@@ -1076,6 +1097,21 @@ pub(crate) fn resolve_prompt(
             }),
             None => Ok(String::new()),
         },
+    }
+}
+
+/// The model's stored prompts: metadata `prompts`, a JSON object of name ->
+/// prompt (none without it).
+pub(crate) fn parse_prompts(
+    md: &std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    match md.get("prompts") {
+        Some(j) => serde_json::from_str(j).map_err(|e| {
+            Error::model(format!(
+                "metadata 'prompts' is not a JSON object of strings: {e}"
+            ))
+        }),
+        None => Ok(Default::default()),
     }
 }
 

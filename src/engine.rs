@@ -375,6 +375,41 @@ impl Engine {
         }
     }
 
+    /// Floats per vector of a call with `opts` ([`Embedder::plan`]).
+    ///
+    /// # Errors
+    /// As [`Embedder::plan`]; [`crate::ErrorKind::Unsupported`] for non-default
+    /// options on a static word-embedding model.
+    pub fn call_dim(&self, opts: &crate::CallOptions) -> Result<usize> {
+        match self {
+            Engine::Bert(e) => Ok(e.plan(opts)?.dim()),
+            Engine::Static(s) if *opts == crate::CallOptions::default() => Ok(s.dim()),
+            Engine::Static(_) => Err(static_call_options()),
+        }
+    }
+
+    /// [`Embedder::embed_with`]: per-call options (static word-embedding
+    /// models take only the defaults).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_with`]; [`crate::ErrorKind::Unsupported`] for
+    /// non-default options on a static model.
+    pub fn embed_with<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        opts: &crate::CallOptions,
+        out: &mut [f32],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        match self {
+            Engine::Bert(e) => e.embed_with(texts, opts, out, info),
+            Engine::Static(s) if *opts == crate::CallOptions::default() => {
+                s.embed_into_ex(texts, out, info)
+            }
+            Engine::Static(_) => Err(static_call_options()),
+        }
+    }
+
     /// Embeds a batch into a new row-major vector, with each text's [`TextInfo`].
     pub fn embed_with_info<S: AsRef<str> + Sync>(
         &self,
@@ -431,4 +466,8 @@ impl Engine {
             Engine::Static(_) => None,
         }
     }
+}
+
+fn static_call_options() -> Error {
+    Error::unsupported("per-call options are not supported by static word-embedding models")
 }

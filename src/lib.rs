@@ -30,14 +30,14 @@ pub mod threads;
 pub mod tokenizer;
 pub mod vector;
 
-pub use embedder::{Embedder, ModelInfo, TextInfo};
+pub use embedder::{CallPlan, Embedder, ModelInfo, TextInfo};
 pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use limits::{MAX_BATCH, MAX_TEXT_BYTES};
 pub use model::config::{Activation, ModelConfig};
 pub use model::pooling::Pooling;
-pub use options::{Options, Precision};
+pub use options::{CallOptions, Options, Precision, Truncation};
 pub use quantize::{OutputPrecision, OutputRanges};
 pub use tokenizer::vocab::{SpecialIds, Vocab};
 /// Cosine similarity of two embeddings (0 when either is zero): [`vector::cosine`].

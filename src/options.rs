@@ -107,6 +107,62 @@ impl PartialEq for ProgressFn {
 
 impl Eq for ProgressFn {}
 
+/// What one embedding call does with a text longer than the model's
+/// `max_seq_length` ([`CallOptions::truncation`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Truncation {
+    /// Keep the first tokens (sentence-transformers' default).
+    #[default]
+    Right,
+    /// Keep the last tokens (HF `truncation_side="left"`, TEI's
+    /// `truncation_direction: "left"`).
+    Left,
+    /// Refuse the text with [`crate::ErrorKind::LimitExceeded`] (TEI's
+    /// `truncate: false`).
+    Refuse,
+}
+
+impl Truncation {
+    /// The lowercase name: `right`, `left` or `refuse`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Truncation::Right => "right",
+            Truncation::Left => "left",
+            Truncation::Refuse => "refuse",
+        }
+    }
+
+    /// Parses a name of [`Truncation::name`] (ASCII case-insensitive).
+    pub fn from_name(s: &str) -> Option<Truncation> {
+        [Truncation::Right, Truncation::Left, Truncation::Refuse]
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// Options of one embedding call ([`crate::Embedder::embed_with`]), over the
+/// ones the model was opened with: one open model serves queries and
+/// documents, normalized or not, at any Matryoshka size. `CallOptions::default()`
+/// changes nothing (the vectors are bit-identical to [`crate::Embedder::embed_into`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// L2-normalize the vectors (`None`: as the model was opened).
+    pub normalize: Option<bool>,
+    /// Keep the first `K` components of each vector, `K` in `1..=hidden_size`
+    /// (the model's full output, whatever [`Options::dimensions`] was); cut
+    /// from the full vector and normalized again when normalizing. `None`: the
+    /// open-time output dimension.
+    pub dimensions: Option<usize>,
+    /// The prompt prepended to every text of this call, replacing the
+    /// open-time one (`Some("")`: none). Exclusive with `prompt_name`.
+    pub prompt: Option<String>,
+    /// The name of one of the model's stored prompts, replacing the open-time
+    /// prompt.
+    pub prompt_name: Option<String>,
+    /// What a text longer than `max_seq_length` tokens becomes.
+    pub truncation: Truncation,
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

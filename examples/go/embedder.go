@@ -97,6 +97,48 @@ static embd_status embd_go_encode(const embd_model *m, const char *buf, const si
 	return st;
 }
 
+// As embd_go_encode, under per-call options (embd_call_options, created and
+// freed here): normalize -1/0/1, dims 0 = the model's, prompt / prompt_name
+// NULL = unset, truncation an EMBD_TRUNCATION_* constant.
+static embd_status embd_go_encode_with(const embd_model *m, int normalize, size_t dims,
+                                       const char *prompt, const char *prompt_name,
+                                       embd_truncation truncation, const char *buf,
+                                       const size_t *lens, size_t n, float *out, size_t out_len,
+                                       size_t *tokens, uint8_t *truncated, char **err) {
+	*err = NULL;
+	embd_call_options *o = embd_call_options_new();
+	if (o == NULL) {
+		*err = embd_go_copy_error();
+		return EMBD_STATUS_INTERNAL;
+	}
+	embd_status st = embd_call_options_set_normalize(o, normalize);
+	if (st == EMBD_STATUS_OK) st = embd_call_options_set_dimensions(o, dims);
+	if (st == EMBD_STATUS_OK) st = embd_call_options_set_prompt(o, prompt);
+	if (st == EMBD_STATUS_OK) st = embd_call_options_set_prompt_name(o, prompt_name);
+	if (st == EMBD_STATUS_OK) st = embd_call_options_set_truncation(o, truncation);
+	if (st != EMBD_STATUS_OK) {
+		*err = embd_go_copy_error();
+		embd_call_options_free(o);
+		return st;
+	}
+	embd_text *texts = (embd_text *)malloc((n ? n : 1) * sizeof(embd_text));
+	if (texts == NULL) {
+		embd_call_options_free(o);
+		return EMBD_STATUS_OUT_OF_MEMORY;
+	}
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		texts[i].ptr = lens[i] ? buf + off : NULL;
+		texts[i].len = lens[i];
+		off += lens[i];
+	}
+	st = embd_encode_with(m, o, texts, n, out, out_len, tokens, truncated);
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
+	free(texts);
+	embd_call_options_free(o);
+	return st;
+}
+
 // As embd_go_encode, into a buffer of the output precision's element type.
 static embd_status embd_go_encode_quantized(const embd_model *m, const char *buf, const size_t *lens,
                                             size_t n, embd_output_precision p, void *out, size_t out_len,
@@ -559,17 +601,53 @@ func (m *Model) Precision() Precision {
 // (each text gets exactly the vector it gets alone). Texts are UTF-8 (invalid
 // UTF-8 gives StatusInvalidUTF8); NUL bytes are ordinary text.
 func (m *Model) Embed(texts []string) ([][]float32, error) {
-	v, _, err := m.embed(texts, false)
+	v, _, err := m.embed(texts, false, nil)
 	return v, err
+}
+
+// Truncation is what a call does with a text longer than MaxSeqLength()
+// tokens (CallOptions.Truncation).
+type Truncation int32
+
+const (
+	// TruncateRight keeps the first tokens (the default).
+	TruncateRight Truncation = C.EMBD_TRUNCATION_RIGHT
+	// TruncateLeft keeps the last tokens.
+	TruncateLeft Truncation = C.EMBD_TRUNCATION_LEFT
+	// TruncateRefuse fails the call with StatusLimitExceeded.
+	TruncateRefuse Truncation = C.EMBD_TRUNCATION_REFUSE
+)
+
+// CallOptions are the options of one EmbedWith call on an open model (no
+// second Open for queries and documents); the zero value changes nothing.
+type CallOptions struct {
+	// Normalize overrides the model's L2 normalization; nil keeps it.
+	Normalize *bool
+	// Dimensions keeps the first components of the model's full vector
+	// (renormalized when normalizing); 0 means Dim().
+	Dimensions int
+	// Prompt replaces the prompt the model was opened with ("" = none); nil
+	// keeps it.
+	Prompt *string
+	// PromptName picks one of the model's stored prompts; nil: unset.
+	PromptName *string
+	// Truncation of texts longer than MaxSeqLength().
+	Truncation Truncation
+}
+
+// EmbedWith is EmbedWithInfo under per-call options: each vector has
+// o.Dimensions floats (Dim() when 0).
+func (m *Model) EmbedWith(texts []string, o CallOptions) ([][]float32, []TextInfo, error) {
+	return m.embed(texts, true, &o)
 }
 
 // EmbedWithInfo is Embed, also returning for each text its token count and
 // whether it was truncated.
 func (m *Model) EmbedWithInfo(texts []string) ([][]float32, []TextInfo, error) {
-	return m.embed(texts, true)
+	return m.embed(texts, true, nil)
 }
 
-func (m *Model) embed(texts []string, withInfo bool) ([][]float32, []TextInfo, error) {
+func (m *Model) embed(texts []string, withInfo bool, o *CallOptions) ([][]float32, []TextInfo, error) {
 	h, err := m.acquire()
 	if err != nil {
 		return nil, nil, err
@@ -594,7 +672,14 @@ func (m *Model) embed(texts []string, withInfo bool) ([][]float32, []TextInfo, e
 		lens[i] = C.size_t(len(t))
 	}
 	buf = append(buf, 0) // never empty: &buf[0] is always valid
-	flat := make([]float32, len(texts)*m.dim)
+	dim := m.dim
+	if o != nil && o.Dimensions < 0 {
+		return nil, nil, &Error{Status: StatusInvalidArgument, Message: "dimensions must not be negative"}
+	}
+	if o != nil && o.Dimensions > 0 {
+		dim = o.Dimensions
+	}
+	flat := make([]float32, len(texts)*dim)
 	var tokens []C.size_t
 	var truncated []C.uint8_t
 	var tokPtr *C.size_t
@@ -605,14 +690,38 @@ func (m *Model) embed(texts []string, withInfo bool) ([][]float32, []TextInfo, e
 		tokPtr, truncPtr = &tokens[0], &truncated[0]
 	}
 	var msg *C.char
-	st := C.embd_go_encode(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(texts)),
-		(*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)), tokPtr, truncPtr, &msg)
+	var st C.embd_status
+	if o == nil {
+		st = C.embd_go_encode(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(texts)),
+			(*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)), tokPtr, truncPtr, &msg)
+	} else {
+		normalize := C.int(-1)
+		if o.Normalize != nil {
+			normalize = 0
+			if *o.Normalize {
+				normalize = 1
+			}
+		}
+		var cprompt, cpromptName *C.char
+		if o.Prompt != nil {
+			cprompt = C.CString(*o.Prompt)
+			defer C.free(unsafe.Pointer(cprompt))
+		}
+		if o.PromptName != nil {
+			cpromptName = C.CString(*o.PromptName)
+			defer C.free(unsafe.Pointer(cpromptName))
+		}
+		st = C.embd_go_encode_with(h, normalize, C.size_t(o.Dimensions), cprompt, cpromptName,
+			C.embd_truncation(o.Truncation), (*C.char)(unsafe.Pointer(&buf[0])), &lens[0],
+			C.size_t(len(texts)), (*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)),
+			tokPtr, truncPtr, &msg)
+	}
 	if st != C.EMBD_STATUS_OK {
 		return nil, nil, newError(st, msg)
 	}
 	out := make([][]float32, len(texts))
 	for i := range out {
-		out[i] = flat[i*m.dim : (i+1)*m.dim : (i+1)*m.dim]
+		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
 	}
 	var info []TextInfo
 	if withInfo {

@@ -404,6 +404,85 @@ func TestPrompts(t *testing.T) {
 	}
 }
 
+// sameVecs reports whether two sets of vectors are equal bit for bit.
+func sameVecs(a, b [][]float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestEmbedWith(t *testing.T) {
+	texts := []string{"The cat sits outside", "A man is playing guitar", ""}
+	m := openModel(t, embedder.WithThreads(1))
+	plain, err := m.Embed(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zero value changes nothing.
+	got, info, err := m.EmbedWith(texts, embedder.CallOptions{})
+	if err != nil || !sameVecs(got, plain) || info[0].Tokens != 6 {
+		t.Fatalf("zero CallOptions: %v, tokens %v", err, info)
+	}
+	// Each option equals a model opened with it.
+	off := false
+	raw := openModel(t, embedder.WithThreads(1), embedder.WithNormalize(false))
+	cut := openModel(t, embedder.WithThreads(1), embedder.WithDimensions(32))
+	query := openModel(t, embedder.WithThreads(1), embedder.WithPrompt("query: "))
+	prompt := "query: "
+	for _, c := range []struct {
+		name string
+		o    embedder.CallOptions
+		m    *embedder.Model
+	}{
+		{"normalize", embedder.CallOptions{Normalize: &off}, raw},
+		{"dimensions", embedder.CallOptions{Dimensions: 32}, cut},
+		{"prompt", embedder.CallOptions{Prompt: &prompt}, query},
+	} {
+		want, err := c.m.Embed(texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := m.EmbedWith(texts, c.o)
+		if err != nil || !sameVecs(got, want) {
+			t.Errorf("%s: %v, or vectors differ from a model opened with it", c.name, err)
+		}
+	}
+	// Truncation: refused with StatusLimitExceeded, or cut from either end.
+	long := "the first words " + strings.Repeat("cat ", 400) + "and the last"
+	_, _, err = m.EmbedWith([]string{long}, embedder.CallOptions{Truncation: embedder.TruncateRefuse})
+	var e *embedder.Error
+	if !errors.As(err, &e) || e.Status != embedder.StatusLimitExceeded {
+		t.Errorf("refuse: %v, want StatusLimitExceeded", err)
+	}
+	left, info, err := m.EmbedWith([]string{long}, embedder.CallOptions{Truncation: embedder.TruncateLeft})
+	if err != nil || info[0].Tokens != 256 || !info[0].Truncated {
+		t.Fatalf("left: %v %v", err, info)
+	}
+	right, err := m.Embed([]string{long})
+	if err != nil || sameVecs(left, right) {
+		t.Errorf("left truncation gave the right-truncated vector (%v)", err)
+	}
+	_, _, err = m.EmbedWith(texts, embedder.CallOptions{Dimensions: 999})
+	if !errors.As(err, &e) || e.Status != embedder.StatusInvalidArgument {
+		t.Errorf("dimensions 999: %v, want StatusInvalidArgument", err)
+	}
+	_, _, err = m.EmbedWith(texts, embedder.CallOptions{Truncation: 9})
+	if !errors.As(err, &e) || e.Status != embedder.StatusInvalidArgument {
+		t.Errorf("truncation 9: %v, want StatusInvalidArgument", err)
+	}
+}
+
 func TestWindows(t *testing.T) {
 	long := strings.TrimSpace(strings.Repeat("cat ", 40)) // 40 tokens > 14 per window
 	w := openModel(t, embedder.WithThreads(1), embedder.WithMaxSeqLength(16), embedder.WithWindows(4))

@@ -23,6 +23,7 @@ pub mod options;
 
 pub mod model;
 
+pub mod call;
 pub mod encode;
 pub mod tokens;
 pub mod vectors;
@@ -38,6 +39,7 @@ pub mod version;
 
 // Every C object's exports, at `embedder::capi::*` (globs, so a new function
 // needs no line here).
+pub use call::*;
 pub use encode::*;
 pub use handles::{embd_model, embd_options};
 pub use last_error::*;

@@ -27,6 +27,7 @@ pub mod byte_level;
 mod byte_level_tables;
 pub mod normalizer;
 pub mod normalizers;
+mod offsets;
 pub mod pipeline;
 pub mod pre_tokenizer;
 pub mod pre_tokenizers;
@@ -36,6 +37,7 @@ pub mod template;
 pub mod unigram;
 pub mod vocab;
 pub mod wordpiece;
+pub use offsets::TokenSpan;
 
 use std::cell::RefCell;
 

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area.
 
 mod bpe;
+mod call_options;
 mod common;
 mod compat_header;
 mod containers;

@@ -417,6 +417,10 @@ class Embedder:
         precision: str = ...,
         return_token_info: Literal[False] = ...,
         progress_callback: Optional[ProgressCallback] = ...,
+        prompt: Optional[str] = ...,
+        prompt_name: Optional[str] = ...,
+        dimensions: Optional[int] = ...,
+        truncation: Optional[str] = ...,
     ) -> npt.NDArray[Any]: ...
 
     @overload
@@ -431,6 +435,10 @@ class Embedder:
         precision: str = ...,
         return_token_info: Literal[True],
         progress_callback: Optional[ProgressCallback] = ...,
+        prompt: Optional[str] = ...,
+        prompt_name: Optional[str] = ...,
+        dimensions: Optional[int] = ...,
+        truncation: Optional[str] = ...,
     ) -> Tuple[npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.bool_]]: ...
 
     def encode(
@@ -444,6 +452,10 @@ class Embedder:
         precision: str = "float32",
         return_token_info: bool = False,
         progress_callback: Optional[ProgressCallback] = None,
+        prompt: Optional[str] = None,
+        prompt_name: Optional[str] = None,
+        dimensions: Optional[int] = None,
+        truncation: Optional[str] = None,
     ) -> Union[
         npt.NDArray[Any], Tuple[npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.bool_]]
     ]:
@@ -467,6 +479,15 @@ class Embedder:
         per text the number of tokens the model saw (int64, ``[CLS]``/``[SEP]``
         and the prompt included) and whether it was cut at ``max_seq_length``
         (bool); 0-d arrays for a ``str``.
+
+        Per-call options, on the one open model (no second handle): ``prompt``
+        / ``prompt_name`` replace the prompt the embedder was opened with
+        (``prompt=""``: none); ``dimensions`` keeps the first components of
+        the model's full vector (renormalized when normalizing);
+        ``truncation`` is ``"right"`` (keep the first tokens, the default),
+        ``"left"`` (keep the last) or ``"refuse"`` (a longer text raises
+        :class:`~embedder.InvalidArgumentError` with status
+        ``LIMIT_EXCEEDED``). These apply to ``float32`` output only.
 
         ``show_progress_bar`` prints progress to stderr; ``progress_callback``
         is called as ``callback(done, total)`` (texts of this call, rising)
@@ -492,31 +513,45 @@ class Embedder:
         code, dtype = OUTPUT_PRECISIONS[precision]
         data = [_utf8(t, f"texts[{i}]") for i, t in enumerate(items)]
         n = len(data)
-        h = self._handle(normalize_embeddings)
-        width = self._dim if precision in ("float32", "int8", "uint8") else (self._dim + 7) // 8
-        shape = (width,) if single else (n, width)
-        result = _check_out(out, shape, dtype) if out is not None else np.empty(shape, dtype)
-        flat = result.reshape(n, width)
+        per_call = (prompt, prompt_name, dimensions, truncation) != (None, None, None, None)
+        if per_call and code != 0:
+            raise InvalidArgumentError(
+                Status.INVALID_ARGUMENT,
+                "prompt, prompt_name, dimensions and truncation apply to float32 output only",
+            )
+        call = None
+        if code == 0 and (per_call or self._options.window_overlap is None):
+            # float32: every per-call option (normalize too) goes through one
+            # embd_call_options on the model's own handle (a windowed model
+            # takes none: its per-call normalize uses a second handle).
+            h = self._handle()
+            call = _CallOptions(normalize_embeddings, prompt, prompt_name, dimensions, truncation)
+        else:
+            h = self._handle(normalize_embeddings)
         tokens = np.zeros(n, np.uintp)  # size_t
         truncated = np.zeros(n, np.uint8)
-        L = lib()
         bar = _Progress(n) if show_progress_bar else None
-        with _Watch(n, bar, progress_callback) as watch:
-            for start in range(0, n, batch_size):
-                chunk = data[start : start + batch_size]
-                k = len(chunk)
-                arr = (EmbdText * k)(*[EmbdText(b, len(b)) for b in chunk])
-                dest = flat[start : start + k]
-                tok_p = tokens[start:].ctypes.data_as(c_size_p) if return_token_info else None
-                tr_p = truncated[start:].ctypes.data_as(c_uint8_p) if return_token_info else None
-                watch.start = start
-                if code == 0:
-                    ptr = dest.ctypes.data_as(c_float_p)
-                    status = L.embd_encode_ex(h, arr, k, ptr, dest.size, tok_p, tr_p)
-                else:
-                    vptr = dest.ctypes.data_as(ctypes.c_void_p)
-                    status = L.embd_encode_quantized(h, arr, k, code, vptr, dest.size, tok_p, tr_p)
-                watch.check(status)
+        try:
+            dim = self._dim if call is None else call.dim(h)
+            width = dim if precision in ("float32", "int8", "uint8") else (dim + 7) // 8
+            shape = (width,) if single else (n, width)
+            result = _check_out(out, shape, dtype) if out is not None else np.empty(shape, dtype)
+            self._encode_batches(
+                h,
+                call,
+                code,
+                data,
+                result.reshape(n, width),
+                tokens,
+                truncated,
+                return_token_info,
+                batch_size,
+                bar,
+                progress_callback,
+            )
+        finally:
+            if call is not None:
+                call.free()
         if bar is not None:
             bar.done()
         if not return_token_info:
@@ -527,9 +562,100 @@ class Embedder:
             return result, tok.reshape(()), trunc.reshape(())
         return result, tok, trunc
 
+    def _encode_batches(
+        self,
+        h: int,
+        call: Optional["_CallOptions"],
+        code: int,
+        data: List[bytes],
+        flat: npt.NDArray[Any],
+        tokens: npt.NDArray[Any],
+        truncated: npt.NDArray[Any],
+        return_token_info: bool,
+        batch_size: int,
+        bar: Optional["_Progress"],
+        progress_callback: Optional[ProgressCallback],
+    ) -> None:
+        L = lib()
+        n = len(data)
+        with _Watch(n, bar, progress_callback) as watch:
+            for start in range(0, n, batch_size):
+                chunk = data[start : start + batch_size]
+                k = len(chunk)
+                arr = (EmbdText * k)(*[EmbdText(b, len(b)) for b in chunk])
+                dest = flat[start : start + k]
+                tok_p = tokens[start:].ctypes.data_as(c_size_p) if return_token_info else None
+                tr_p = truncated[start:].ctypes.data_as(c_uint8_p) if return_token_info else None
+                watch.start = start
+                if call is not None:
+                    ptr = dest.ctypes.data_as(c_float_p)
+                    status = L.embd_encode_with(h, call.handle, arr, k, ptr, dest.size, tok_p, tr_p)
+                elif code == 0:
+                    ptr = dest.ctypes.data_as(c_float_p)
+                    status = L.embd_encode_ex(h, arr, k, ptr, dest.size, tok_p, tr_p)
+                else:
+                    vptr = dest.ctypes.data_as(ctypes.c_void_p)
+                    status = L.embd_encode_quantized(h, arr, k, code, vptr, dest.size, tok_p, tr_p)
+                watch.check(status)
+
     def similarity(self, a: npt.ArrayLike, b: npt.ArrayLike) -> Union[float, FloatArray]:
         """Cosine similarity; see :func:`embedder.similarity`."""
         return similarity(a, b)
+
+
+TRUNCATIONS = {"right": 0, "left": 1, "refuse": 2}
+
+
+class _CallOptions:
+    """One ``embd_call_options`` for one :meth:`Embedder.encode` call."""
+
+    def __init__(
+        self,
+        normalize: Optional[bool],
+        prompt: Optional[str],
+        prompt_name: Optional[str],
+        dimensions: Optional[int],
+        truncation: Optional[str],
+    ) -> None:
+        if truncation is not None and truncation not in TRUNCATIONS:
+            raise InvalidArgumentError(
+                Status.INVALID_ARGUMENT,
+                f"truncation {truncation!r} is not supported; accepted: right, left, refuse",
+            )
+        dims = _non_negative("dimensions", dimensions)
+        if dims == 0:
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "dimensions must be at least 1")
+        L = lib()
+        h = L.embd_call_options_new()
+        if not h:
+            raise_status(Status.INTERNAL)
+        self.handle: Optional[int] = h
+        try:
+            if normalize is not None:
+                raise_status(L.embd_call_options_set_normalize(h, 1 if normalize else 0))
+            if dims is not None:
+                raise_status(L.embd_call_options_set_dimensions(h, dims))
+            if prompt is not None:
+                raise_status(L.embd_call_options_set_prompt(h, _cstr(prompt, "prompt")))
+            if prompt_name is not None:
+                raise_status(
+                    L.embd_call_options_set_prompt_name(h, _cstr(prompt_name, "prompt_name"))
+                )
+            if truncation is not None:
+                raise_status(L.embd_call_options_set_truncation(h, TRUNCATIONS[truncation]))
+        except BaseException:
+            self.free()
+            raise
+
+    def dim(self, model: int) -> int:
+        d = ctypes.c_size_t(0)
+        raise_status(lib().embd_call_dim(model, self.handle, ctypes.byref(d)))
+        return int(d.value)
+
+    def free(self) -> None:
+        if self.handle is not None:
+            lib().embd_call_options_free(self.handle)
+            self.handle = None
 
 
 def _check_out(out: Any, shape: Tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:

@@ -119,6 +119,27 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
         c_size_p,
         c_uint8_p,
     )
+    _fn(dll, "embd_call_options_new", vp)
+    _fn(dll, "embd_call_options_free", None, vp)
+    _fn(dll, "embd_call_options_set_normalize", st, vp, ctypes.c_int)
+    _fn(dll, "embd_call_options_set_dimensions", st, vp, sz)
+    _fn(dll, "embd_call_options_set_prompt", st, vp, ctypes.c_char_p)
+    _fn(dll, "embd_call_options_set_prompt_name", st, vp, ctypes.c_char_p)
+    _fn(dll, "embd_call_options_set_truncation", st, vp, ctypes.c_int32)
+    _fn(dll, "embd_call_dim", st, vp, vp, c_size_p)
+    _fn(
+        dll,
+        "embd_encode_with",
+        st,
+        vp,
+        vp,
+        ctypes.POINTER(EmbdText),
+        sz,
+        c_float_p,
+        sz,
+        c_size_p,
+        c_uint8_p,
+    )
     _fn(dll, "embd_output_len", st, vp, ctypes.c_int32, sz, c_size_p)
     _fn(
         dll,

@@ -153,6 +153,15 @@ enum Cmd {
         #[arg(long)]
         no_truncate: bool,
     },
+    /// Serve models over HTTP (TEI's and OpenAI's embedding APIs; see
+    /// docs/SERVER.md). Runs the `embd-serve` binary installed next to `embd`
+    /// with these arguments (`embd serve --help` lists them).
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// Arguments of `embd-serve`, e.g. `-m models/all-MiniLM-L6-v2.weights --port 8080`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Time one configuration over a corpus; print JSON (see bench/README.md).
     Bench {
         #[command(flatten)]
@@ -396,6 +405,31 @@ fn open_model(
     }
     opts.precision = precision;
     Engine::open(&path, &embed.apply(opts))
+}
+
+/// `embd serve`: replaces this process with the `embd-serve` binary next to
+/// `embd` (the server lives in its own crate, `server/`, so that the library
+/// never links an HTTP stack), passing `args` on.
+fn serve(args: &[std::ffi::OsString]) -> Result<ExitCode, Error> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot find the embd binary: {e}")))?;
+    let server = exe.with_file_name("embd-serve");
+    if !server.is_file() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "embd serve needs the embd-serve binary at {}; build it with \
+                 `cargo build --release -p embd-server` (it is built beside embd)",
+                server.display()
+            ),
+        ));
+    }
+    let e = std::process::Command::new(&server).args(args).exec();
+    Err(Error::new(
+        ErrorKind::Io,
+        format!("cannot run {}: {e}", server.display()),
+    ))
 }
 
 fn main() -> ExitCode {
@@ -643,6 +677,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             out.flush().map_err(stdout_err)?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Serve { args } => serve(&args),
         Cmd::Bench {
             model,
             precision,

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates (idempotently) the virtual environment of the server's client tests
+# in server/clients/.venv (git-ignored): the real clients from PyPI (openai,
+# huggingface_hub, requests), schemathesis, pytest, numpy. Prints its python.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="${EMBD_SERVE_VENV:-$HERE/.venv}"
+REQS="$HERE/requirements.txt"
+stamp="$VENV/.requirements.sha256"
+want="$(sha256sum "$REQS" | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV" >&2 || {
+    # Debian without the venv module: install it, then try again.
+    apt-get install -y python3-venv >&2
+    python3 -m venv "$VENV" >&2
+  }
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+  "$VENV/bin/python" -m pip install --quiet -r "$REQS" >&2
+  echo "$want" > "$stamp"
+fi
+echo "$VENV/bin/python"

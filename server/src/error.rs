@@ -1,0 +1,160 @@
+//! Errors of the HTTP API in the two shapes clients read: TEI's flat
+//! `{"error", "error_type"}` on the native routes and OpenAI's nested
+//! `{"error": {"message", "type", "param", "code"}}` on `/v1/*`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use embedder::ErrorKind;
+use serde_json::json;
+
+/// TEI's `error_type`, plus the transport errors TEI leaves to its HTTP stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorType {
+    /// A request that does not validate (422, or 413 for limits).
+    Validation,
+    /// The tokenizer refused the input (422).
+    Tokenizer,
+    /// The engine failed, or the model cannot do this (424).
+    Backend,
+    /// Over `--max-concurrent-requests` (429).
+    Overloaded,
+    /// No input (400).
+    Empty,
+    /// The body did not arrive in time (408).
+    Timeout,
+    /// No such route or method (404 / 405).
+    NotFound,
+    /// The server is stopping (503).
+    Unavailable,
+}
+
+impl ErrorType {
+    /// The name in error bodies and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorType::Validation => "validation",
+            ErrorType::Tokenizer => "tokenizer",
+            ErrorType::Backend => "backend",
+            ErrorType::Overloaded => "overloaded",
+            ErrorType::Empty => "empty",
+            ErrorType::Timeout => "timeout",
+            ErrorType::NotFound => "not_found",
+            ErrorType::Unavailable => "unavailable",
+        }
+    }
+
+    /// Every type, for the metrics.
+    pub const ALL: [ErrorType; 8] = [
+        ErrorType::Validation,
+        ErrorType::Tokenizer,
+        ErrorType::Backend,
+        ErrorType::Overloaded,
+        ErrorType::Empty,
+        ErrorType::Timeout,
+        ErrorType::NotFound,
+        ErrorType::Unavailable,
+    ];
+}
+
+/// Which body shape an error takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// TEI's flat body.
+    Tei,
+    /// OpenAI's nested body.
+    OpenAi,
+}
+
+/// An error answer: status, type, message, and the body shape.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// TEI's error type.
+    pub kind: ErrorType,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// The body's shape.
+    pub dialect: Dialect,
+}
+
+impl ApiError {
+    /// An error with TEI's body.
+    pub fn new(status: StatusCode, kind: ErrorType, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            dialect: Dialect::Tei,
+        }
+    }
+
+    /// 422 validation.
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorType::Validation,
+            message,
+        )
+    }
+
+    /// 413 validation (a limit).
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorType::Validation,
+            message,
+        )
+    }
+
+    /// 400 empty.
+    pub fn empty(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorType::Empty, message)
+    }
+
+    /// 424 backend.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FAILED_DEPENDENCY, ErrorType::Backend, message)
+    }
+
+    /// The same error in `dialect`'s shape.
+    pub fn dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// An engine error: limits are 413, bad arguments 422, the rest 424.
+    pub fn from_engine(e: &embedder::Error) -> Self {
+        match e.kind() {
+            ErrorKind::LimitExceeded => Self::too_large(e.to_string()),
+            ErrorKind::InvalidArgument => Self::validation(e.to_string()),
+            _ => Self::backend(e.to_string()),
+        }
+    }
+
+    /// OpenAI's `type` for this status.
+    fn openai_type(&self) -> &'static str {
+        match self.status.as_u16() {
+            429 => "rate_limit_error",
+            s if s >= 500 || s == 424 => "server_error",
+            _ => "invalid_request_error",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match self.dialect {
+            Dialect::Tei => json!({"error": self.message, "error_type": self.kind.name()}),
+            Dialect::OpenAi => json!({"error": {
+                "message": self.message,
+                "type": self.openai_type(),
+                "param": null,
+                "code": self.kind.name(),
+            }}),
+        };
+        let mut r = (self.status, axum::Json(body)).into_response();
+        r.extensions_mut().insert(self.kind);
+        r
+    }
+}

@@ -1,0 +1,259 @@
+//! The server's OpenAPI 3.0 document (`GET /openapi.json`). A test checks
+//! that its paths and methods are exactly [`crate::routes::ROUTES`].
+
+use serde_json::{json, Map, Value};
+
+use crate::routes::ROUTES;
+
+fn tei_error() -> Value {
+    json!({"type": "object", "required": ["error", "error_type"], "properties": {
+        "error": {"type": "string"},
+        "error_type": {"type": "string", "enum": ["validation", "tokenizer", "backend",
+            "overloaded", "empty", "timeout", "not_found", "unavailable"]}
+    }})
+}
+
+fn openai_error() -> Value {
+    json!({"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "required": ["message", "type", "code"], "properties": {
+        "message": {"type": "string"}, "type": {"type": "string"},
+        "param": {"nullable": true}, "code": {"type": "string", "nullable": true}
+    }}}})
+}
+
+fn inputs_schema() -> Value {
+    json!({"oneOf": [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        {"type": "array", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}}
+    ]})
+}
+
+fn errors(openai: bool, codes: &[&str]) -> Map<String, Value> {
+    let schema = if openai { openai_error() } else { tei_error() };
+    codes
+        .iter()
+        .map(|c| {
+            (
+                c.to_string(),
+                json!({"description": "error",
+                    "content": {"application/json": {"schema": schema}}}),
+            )
+        })
+        .collect()
+}
+
+const INFER_ERRORS: &[&str] = &["400", "408", "413", "422", "424", "429", "503"];
+const PARSE_ERRORS: &[&str] = &["400", "408", "413", "422"];
+
+fn post(summary: &str, body: Value, ok: Value, openai: bool, codes: &[&str]) -> Value {
+    let mut responses = errors(openai, codes);
+    responses.insert(
+        "200".into(),
+        json!({"description": "OK", "content": {"application/json": {"schema": ok}}}),
+    );
+    json!({"post": {
+        "summary": summary,
+        "requestBody": {"required": true,
+            "content": {"application/json": {"schema": body}}},
+        "responses": responses,
+    }})
+}
+
+fn get(summary: &str, content_type: &str, ok: Value) -> Value {
+    let ok = if ok.is_null() {
+        json!({"description": "OK"})
+    } else {
+        json!({"description": "OK", "content": {content_type: {"schema": ok}}})
+    };
+    json!({"get": {"summary": summary, "responses": {"200": ok}}})
+}
+
+fn embed_request() -> Value {
+    json!({"type": "object", "required": ["inputs"], "properties": {
+        "inputs": inputs_schema(),
+        "normalize": {"type": "boolean", "default": true},
+        "truncate": {"type": "boolean", "nullable": true},
+        "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+        "prompt_name": {"type": "string", "nullable": true},
+        "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
+        "model": {"type": "string", "nullable": true}
+    }})
+}
+
+fn matrix() -> Value {
+    json!({"type": "array", "items": {"type": "array", "items": {"type": "number"}}})
+}
+
+fn path_item(method: &str, path: &str) -> Value {
+    let health = json!({"get": {"summary": "200 while serving, 503 once stopping",
+        "responses": {"200": {"description": "OK"}, "503": {"description": "stopping",
+            "content": {"application/json": {"schema": tei_error()}}}}}});
+    match (method, path) {
+        ("POST", "/embed") | ("POST", "/") => post(
+            "Embed inputs (TEI)",
+            embed_request(),
+            matrix(),
+            false,
+            INFER_ERRORS,
+        ),
+        ("POST", "/v1/embeddings") | ("POST", "/embeddings") => post(
+            "Embed inputs (OpenAI)",
+            json!({"type": "object", "required": ["input"], "properties": {
+                "input": inputs_schema(),
+                "model": {"type": "string"},
+                "encoding_format": {"type": "string", "enum": ["float", "base64"]},
+                "dimensions": {"type": "integer", "minimum": 1},
+                "user": {"type": "string"}
+            }}),
+            json!({"type": "object", "required": ["object", "data", "model", "usage"],
+                "properties": {
+                "object": {"type": "string", "enum": ["list"]},
+                "data": {"type": "array", "items": {"type": "object",
+                    "required": ["object", "embedding", "index"], "properties": {
+                    "object": {"type": "string", "enum": ["embedding"]},
+                    "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}},
+                        {"type": "string", "format": "byte"}]},
+                    "index": {"type": "integer"}}}},
+                "model": {"type": "string"},
+                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
+                    "properties": {"prompt_tokens": {"type": "integer"},
+                        "total_tokens": {"type": "integer"}}}
+            }}),
+            true,
+            INFER_ERRORS,
+        ),
+        ("POST", "/tokenize") => post(
+            "Tokenize inputs",
+            json!({"type": "object", "required": ["inputs"], "properties": {
+                "inputs": {"oneOf": [{"type": "string"},
+                    {"type": "array", "items": {"type": "string"}}]},
+                "add_special_tokens": {"type": "boolean", "default": true},
+                "prompt_name": {"type": "string", "nullable": true},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
+                "required": ["id", "text", "special", "start", "stop"], "properties": {
+                "id": {"type": "integer"}, "text": {"type": "string"},
+                "special": {"type": "boolean"},
+                "start": {"type": "integer", "nullable": true},
+                "stop": {"type": "integer", "nullable": true}}}}}),
+            false,
+            PARSE_ERRORS,
+        ),
+        ("POST", "/decode") => post(
+            "Decode token ids",
+            json!({"type": "object", "required": ["ids"], "properties": {
+                "ids": {"oneOf": [
+                    {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                    {"type": "array", "items": {"type": "array",
+                        "items": {"type": "integer", "minimum": 0}}}]},
+                "skip_special_tokens": {"type": "boolean", "default": true},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "array", "items": {"type": "string"}}),
+            false,
+            PARSE_ERRORS,
+        ),
+        ("POST", "/similarity") => post(
+            "Cosine of each sentence to the source sentence",
+            json!({"type": "object", "required": ["inputs"], "properties": {
+                "inputs": {"type": "object", "required": ["source_sentence", "sentences"],
+                    "properties": {"source_sentence": {"type": "string"},
+                        "sentences": {"type": "array", "items": {"type": "string"}}}},
+                "parameters": {"type": "object", "nullable": true, "properties": {
+                    "truncate": {"type": "boolean", "nullable": true},
+                    "truncation_direction": {"type": "string", "enum": ["right", "left"]},
+                    "prompt_name": {"type": "string", "nullable": true}}},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "array", "items": {"type": "number"}}),
+            false,
+            INFER_ERRORS,
+        ),
+        ("POST", "/rerank") => post(
+            "Rerank texts against a query (TEI): 424 until a reranker is served",
+            json!({"type": "object", "required": ["query", "texts"], "properties": {
+                "query": {"type": "string"},
+                "texts": {"type": "array", "items": {"type": "string"}},
+                "truncate": {"type": "boolean", "nullable": true},
+                "truncation_direction": {"type": "string", "enum": ["right", "left"]},
+                "raw_scores": {"type": "boolean", "default": false},
+                "return_text": {"type": "boolean", "default": false},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "array", "items": {"type": "object", "required": ["index", "score"],
+                "properties": {"index": {"type": "integer"}, "score": {"type": "number"},
+                    "text": {"type": "string"}}}}),
+            false,
+            INFER_ERRORS,
+        ),
+        ("POST", "/v1/rerank") => post(
+            "Rerank documents (Jina / Cohere shape): 424 until a reranker is served",
+            json!({"type": "object", "required": ["query", "documents"], "properties": {
+                "model": {"type": "string"},
+                "query": {"type": "string"},
+                "documents": {"type": "array", "items": {"type": "string"}},
+                "top_n": {"type": "integer", "minimum": 0},
+                "return_documents": {"type": "boolean", "default": false}
+            }}),
+            json!({"type": "object", "required": ["model", "object", "results"],
+                "properties": {"model": {"type": "string"}, "object": {"type": "string"},
+                "results": {"type": "array", "items": {"type": "object",
+                    "required": ["index", "relevance_score"], "properties": {
+                    "index": {"type": "integer"}, "relevance_score": {"type": "number"},
+                    "document": {"type": "object",
+                        "properties": {"text": {"type": "string"}}}}}},
+                "usage": {"type": "object"}}}),
+            true,
+            INFER_ERRORS,
+        ),
+        ("GET", "/info") => get(
+            "Models and limits",
+            "application/json",
+            json!({"type": "object", "required": ["model_id", "max_input_length",
+                "max_batch_tokens", "max_client_batch_size", "version", "models"]}),
+        ),
+        ("GET", "/health") | ("GET", "/ping") => health,
+        ("GET", "/metrics") => get(
+            "Prometheus metrics",
+            "text/plain",
+            json!({"type": "string"}),
+        ),
+        ("GET", "/openapi.json") => get(
+            "This document",
+            "application/json",
+            json!({"type": "object"}),
+        ),
+        (m, p) => unreachable!("route {m} {p} has no OpenAPI entry"),
+    }
+}
+
+/// The document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for &(m, p) in ROUTES {
+        let item = path_item(m, p);
+        match paths.get_mut(p).and_then(Value::as_object_mut) {
+            Some(existing) => {
+                if let Some(o) = item.as_object() {
+                    existing.extend(o.clone());
+                }
+            }
+            None => {
+                paths.insert(p.to_string(), item);
+            }
+        }
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "embd serve",
+            "version": crate::VERSION,
+            "description": "Sentence embeddings over HTTP: text-embeddings-inference's routes \
+                and OpenAI's /v1/embeddings (see docs/SERVER.md)."
+        },
+        "paths": paths,
+    })
+}

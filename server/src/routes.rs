@@ -1,0 +1,817 @@
+//! The routes: TEI 1.9's native ones and OpenAI's embeddings, with their
+//! exact request and response shapes (unknown request fields are ignored).
+//!
+//! [`ROUTES`] is the one list of routes: [`router`] is built from it, and the
+//! OpenAPI document's test checks it against `/openapi.json`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::{Json, Router};
+use base64::Engine as _;
+use embedder::tokenizer::TokenSpan;
+use embedder::{CallOptions, CallPlan, Truncation};
+use http_body_util::BodyExt;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::batcher::Job;
+use crate::error::{ApiError, Dialect, ErrorType};
+use crate::{AppState, Model};
+
+type St = Arc<AppState>;
+
+/// Every route: method and path. The router and the OpenAPI document both
+/// follow this list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/embed"),
+    ("POST", "/"),
+    ("POST", "/v1/embeddings"),
+    ("POST", "/embeddings"),
+    ("POST", "/tokenize"),
+    ("POST", "/decode"),
+    ("POST", "/similarity"),
+    ("POST", "/rerank"),
+    ("POST", "/v1/rerank"),
+    ("GET", "/info"),
+    ("GET", "/health"),
+    ("GET", "/ping"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+];
+
+fn handler(method: &str, path: &str) -> MethodRouter<St> {
+    let filter = match method {
+        "GET" => MethodFilter::GET,
+        _ => MethodFilter::POST,
+    };
+    match path {
+        "/embed" | "/" => on(filter, embed),
+        "/v1/embeddings" | "/embeddings" => on(filter, openai_embeddings),
+        "/tokenize" => on(filter, tokenize),
+        "/decode" => on(filter, decode),
+        "/similarity" => on(filter, similarity),
+        "/rerank" => on(filter, rerank),
+        "/v1/rerank" => on(filter, openai_rerank),
+        "/info" => on(filter, info),
+        "/health" | "/ping" => on(filter, health),
+        "/metrics" => on(filter, metrics),
+        "/openapi.json" => on(filter, openapi),
+        other => unreachable!("route {other} in ROUTES has no handler"),
+    }
+}
+
+/// The application: every route of [`ROUTES`], JSON errors for unknown
+/// routes and methods, and the metrics and timing layer.
+pub fn router(state: St) -> Router {
+    let mut r = Router::new();
+    for &(m, p) in ROUTES {
+        let not_allowed = move || async move {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorType::NotFound,
+                format!("{p} answers {m} only"),
+            )
+        };
+        r = r.route(p, handler(m, p).fallback(not_allowed));
+    }
+    r.fallback(|req: Request| async move {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorType::NotFound,
+            format!("no route {} {}", req.method(), req.uri().path()),
+        )
+    })
+    .layer(axum::middleware::from_fn_with_state(
+        Arc::clone(&state),
+        observe,
+    ))
+    .with_state(state)
+}
+
+/// Counts every answer by route and status, errors by type, and adds
+/// `x-total-time`.
+async fn observe(State(st): State<St>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let path = req.uri().path().to_string();
+    let route = ROUTES
+        .iter()
+        .find(|(_, p)| *p == path)
+        .map_or("other", |(_, p)| p);
+    let mut resp = next.run(req).await;
+    let took = start.elapsed();
+    st.metrics
+        .observe_request(route, resp.status().as_u16(), took);
+    if let Some(&kind) = resp.extensions().get::<ErrorType>() {
+        st.metrics.observe_error(kind);
+    }
+    set_ms(&mut resp, "x-total-time", took);
+    resp
+}
+
+fn set_ms(resp: &mut Response, name: &'static str, d: Duration) {
+    if let Ok(v) = HeaderValue::from_str(&d.as_millis().to_string()) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+fn set_num(resp: &mut Response, name: &'static str, n: usize) {
+    resp.headers_mut().insert(name, HeaderValue::from(n));
+}
+
+/// Reads and parses a JSON body: at most `payload_limit` bytes (else 413),
+/// within the read timeout (else 408).
+async fn read_json<T: DeserializeOwned>(st: &AppState, body: Body) -> Result<T, ApiError> {
+    let limited = http_body_util::Limited::new(body, st.cfg.payload_limit);
+    let timeout = Duration::from_secs(st.cfg.read_timeout_secs.max(1));
+    let collected = match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorType::Timeout,
+                format!("the request body did not arrive within {timeout:?}"),
+            ))
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(ApiError::too_large(format!(
+                "the request body is larger than the payload limit of {} bytes",
+                st.cfg.payload_limit
+            )))
+        }
+        Ok(Err(e)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorType::Validation,
+                format!("cannot read the request body: {e}"),
+            ))
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    if collected.is_empty() {
+        return Err(ApiError::empty(
+            "the request body is empty; send a JSON object",
+        ));
+    }
+    serde_json::from_slice(&collected).map_err(|e| {
+        let status = if e.is_data() {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        ApiError::new(
+            status,
+            ErrorType::Validation,
+            format!("invalid JSON request: {e}"),
+        )
+    })
+}
+
+/// An inference request's permit (else 429).
+fn permit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    Arc::clone(&st.permits).try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorType::Overloaded,
+            format!(
+                "the server is overloaded: {} requests are in flight (--max-concurrent-requests)",
+                st.cfg.max_concurrent_requests
+            ),
+        )
+    })
+}
+
+/// One input: a text or token ids (without `[CLS]`/`[SEP]`).
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A text.
+    Text(String),
+    /// Token ids of a text.
+    Ids(Vec<u32>),
+}
+
+fn parse_ids(a: &[Value], field: &str) -> Result<Vec<u32>, ApiError> {
+    a.iter()
+        .enumerate()
+        .map(|(j, v)| {
+            v.as_u64()
+                .and_then(|x| u32::try_from(x).ok())
+                .ok_or_else(|| {
+                    ApiError::validation(format!(
+                        "`{field}`: token id at position {j} ({v}) is not an integer in 0..2^32"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// `str | [str] | [int] | [[int] | str]`.
+fn parse_inputs(v: &Value, field: &str) -> Result<Vec<Input>, ApiError> {
+    match v {
+        Value::String(s) => Ok(vec![Input::Text(s.clone())]),
+        Value::Array(a) if a.is_empty() => {
+            Err(ApiError::empty(format!("`{field}` cannot be empty")))
+        }
+        Value::Array(a) if a.iter().all(Value::is_number) => {
+            Ok(vec![Input::Ids(parse_ids(a, field)?)])
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::String(s) => Ok(Input::Text(s.clone())),
+                Value::Array(ids) => Ok(Input::Ids(parse_ids(ids, &format!("{field}[{i}]"))?)),
+                _ => Err(ApiError::validation(format!(
+                    "`{field}[{i}]` must be a string or a list of token ids"
+                ))),
+            })
+            .collect(),
+        Value::Null => Err(ApiError::validation(format!("`{field}` is missing"))),
+        _ => Err(ApiError::validation(format!(
+            "`{field}` must be a string, a list of strings, or token ids"
+        ))),
+    }
+}
+
+/// What one embedding request came to.
+struct Embedded {
+    /// `n x dim` floats.
+    vectors: Vec<f32>,
+    dim: usize,
+    tokens: usize,
+    characters: usize,
+    tokenize_time: Duration,
+    queue_time: Duration,
+    inference_time: Duration,
+}
+
+impl Embedded {
+    fn headers(&self, resp: &mut Response) {
+        resp.headers_mut()
+            .insert("x-compute-type", HeaderValue::from_static("cpu"));
+        set_num(resp, "x-compute-tokens", self.tokens);
+        set_num(resp, "x-compute-characters", self.characters);
+        set_ms(resp, "x-tokenization-time", self.tokenize_time);
+        set_ms(resp, "x-queue-time", self.queue_time);
+        set_ms(resp, "x-inference-time", self.inference_time);
+        set_ms(
+            resp,
+            "x-compute-time",
+            self.tokenize_time + self.queue_time + self.inference_time,
+        );
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &[f32]> {
+        self.vectors.chunks_exact(self.dim.max(1))
+    }
+}
+
+/// Texts longer than this many bytes in all are tokenized off the async
+/// workers.
+const INLINE_TOKENIZE_BYTES: usize = 16 << 10;
+
+/// Tokenizes `inputs` under `opts` on `model`, queues them, and waits for
+/// the vectors. `allow_empty`: an empty string is an input (TEI) or refused
+/// (OpenAI).
+async fn embed_inputs(
+    st: &AppState,
+    model: &Model,
+    inputs: Vec<Input>,
+    opts: CallOptions,
+    allow_empty: bool,
+) -> Result<Embedded, ApiError> {
+    if inputs.len() > st.cfg.max_client_batch_size {
+        return Err(ApiError::too_large(format!(
+            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
+            inputs.len(),
+            st.cfg.max_client_batch_size
+        )));
+    }
+    for (i, x) in inputs.iter().enumerate() {
+        match x {
+            Input::Text(t) if t.is_empty() && !allow_empty => {
+                return Err(ApiError::empty(format!("input {i} is an empty string")))
+            }
+            Input::Ids(ids) if ids.is_empty() => {
+                return Err(ApiError::empty(format!("input {i} has no token ids")))
+            }
+            _ => {}
+        }
+    }
+    let plan = model
+        .engine
+        .plan(&opts)
+        .map_err(|e| ApiError::from_engine(&e))?;
+    if plan.pool_from() > 0 && inputs.iter().any(|x| matches!(x, Input::Ids(_))) {
+        return Err(ApiError::validation(
+            "token-id inputs cannot be combined with a prompt this model leaves out of pooling",
+        ));
+    }
+    let characters: usize = inputs
+        .iter()
+        .map(|x| match x {
+            Input::Text(t) => t.chars().count(),
+            Input::Ids(_) => 0,
+        })
+        .sum();
+    let t0 = Instant::now();
+    let engine = Arc::clone(&model.engine);
+    let p = plan.clone();
+    let tokenize = move || -> Result<Vec<Vec<u32>>, ApiError> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let r = match x {
+                    Input::Text(t) => engine.tokenize_planned(t, &p),
+                    Input::Ids(ids) => engine.wrap_ids(ids, p.truncation()),
+                };
+                r.map(|(ids, _)| ids).map_err(|e| {
+                    let mut err = ApiError::from_engine(&e);
+                    err.message = format!("input {i}: {}", err.message);
+                    err
+                })
+            })
+            .collect()
+    };
+    let seqs = if characters > INLINE_TOKENIZE_BYTES {
+        tokio::task::spawn_blocking(tokenize)
+            .await
+            .map_err(|_| ApiError::backend("tokenization failed"))??
+    } else {
+        tokenize()?
+    };
+    let tokenize_time = t0.elapsed();
+    let tokens: usize = seqs.iter().map(Vec::len).sum();
+    let n = seqs.len();
+    st.metrics.observe_inputs(n, tokens);
+    let dim = plan.dim();
+    let vectors = run_job(st, model, seqs, plan).await?;
+    debug_assert_eq!(vectors.0.len(), n * dim);
+    Ok(Embedded {
+        vectors: vectors.0,
+        dim,
+        tokens,
+        characters,
+        tokenize_time,
+        queue_time: vectors.1,
+        inference_time: vectors.2,
+    })
+}
+
+/// Queues sequences on the model's batcher and waits for their vectors.
+async fn run_job(
+    st: &AppState,
+    model: &Model,
+    seqs: Vec<Vec<u32>>,
+    plan: CallPlan,
+) -> Result<(Vec<f32>, Duration, Duration), ApiError> {
+    let (tx, rx) = oneshot::channel();
+    if model.batcher.submit(Job::new(seqs, plan, tx)).is_err() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Unavailable,
+            "the server is shutting down",
+        ));
+    }
+    let done = rx
+        .await
+        .map_err(|_| ApiError::backend("the engine stopped before answering"))?;
+    st.metrics.observe_queue(done.queue_time);
+    let v = done.vectors.map_err(|e| ApiError::from_engine(&e))?;
+    Ok((v, done.queue_time, done.inference_time))
+}
+
+fn truncation(
+    st: &AppState,
+    truncate: Option<bool>,
+    direction: Option<&str>,
+) -> Result<Truncation, ApiError> {
+    let left = match direction {
+        None => false,
+        Some(d) if d.eq_ignore_ascii_case("right") => false,
+        Some(d) if d.eq_ignore_ascii_case("left") => true,
+        Some(d) => {
+            return Err(ApiError::validation(format!(
+                "`truncation_direction` must be \"right\" or \"left\", not {d:?}"
+            )))
+        }
+    };
+    Ok(match (truncate.unwrap_or(st.cfg.auto_truncate), left) {
+        (false, _) => Truncation::Refuse,
+        (true, false) => Truncation::Right,
+        (true, true) => Truncation::Left,
+    })
+}
+
+#[derive(Deserialize)]
+struct EmbedRequest {
+    #[serde(default)]
+    inputs: Value,
+    normalize: Option<bool>,
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    prompt_name: Option<String>,
+    dimensions: Option<usize>,
+    model: Option<String>,
+}
+
+/// `POST /embed` and `POST /`: `[[f32]]`.
+async fn embed(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: EmbedRequest = read_json(&st, body).await?;
+    let inputs = parse_inputs(&req.inputs, "inputs")?;
+    let opts = CallOptions {
+        normalize: Some(req.normalize.unwrap_or(true)),
+        dimensions: req.dimensions,
+        prompt_name: req.prompt_name,
+        truncation: truncation(&st, req.truncate, req.truncation_direction.as_deref())?,
+        ..CallOptions::default()
+    };
+    let model = st.model(req.model.as_deref());
+    let e = embed_inputs(&st, model, inputs, opts, true).await?;
+    let rows: Vec<&[f32]> = e.rows().collect();
+    let mut resp = Json(rows).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+struct OpenAiRequest {
+    #[serde(default)]
+    input: Value,
+    model: Option<String>,
+    encoding_format: Option<String>,
+    dimensions: Option<usize>,
+}
+
+/// `POST /v1/embeddings` and `/embeddings`, OpenAI's shape and errors.
+async fn openai_embeddings(State(st): State<St>, body: Body) -> Response {
+    match openai_embeddings_inner(&st, body).await {
+        Ok(r) => r,
+        Err(e) => e.dialect(Dialect::OpenAi).into_response(),
+    }
+}
+
+async fn openai_embeddings_inner(st: &AppState, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(st)?;
+    let req: OpenAiRequest = read_json(st, body).await?;
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(f) => {
+            return Err(ApiError::validation(format!(
+                "`encoding_format` must be \"float\" or \"base64\", not {f:?}"
+            )))
+        }
+    };
+    let inputs = parse_inputs(&req.input, "input")?;
+    let opts = CallOptions {
+        normalize: Some(true),
+        dimensions: req.dimensions,
+        truncation: truncation(st, None, None)?,
+        ..CallOptions::default()
+    };
+    let model = st.model(req.model.as_deref());
+    let e = embed_inputs(st, model, inputs, opts, false).await?;
+    let data: Vec<Value> = e
+        .rows()
+        .enumerate()
+        .map(|(i, v)| {
+            let embedding = if base64 {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v)
+            };
+            json!({"object": "embedding", "embedding": embedding, "index": i})
+        })
+        .collect();
+    let body = json!({
+        "object": "list",
+        "data": data,
+        "model": model.name,
+        "usage": {"prompt_tokens": e.tokens, "total_tokens": e.tokens},
+    });
+    let mut resp = Json(body).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    #[serde(default)]
+    inputs: Value,
+    add_special_tokens: Option<bool>,
+    prompt_name: Option<String>,
+    model: Option<String>,
+}
+
+/// `POST /tokenize`: `[[{"id", "text", "special", "start", "stop"}]]`.
+/// `text` is the vocabulary piece; `start`/`stop` are byte offsets into the
+/// input (`null` for the added `[CLS]`/`[SEP]` and a prompt's tokens).
+async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let req: TokenizeRequest = read_json(&st, body).await?;
+    let texts: Vec<String> = match parse_inputs(&req.inputs, "inputs")? {
+        v if v.iter().all(|x| matches!(x, Input::Text(_))) => v
+            .into_iter()
+            .filter_map(|x| match x {
+                Input::Text(t) => Some(t),
+                Input::Ids(_) => None,
+            })
+            .collect(),
+        _ => {
+            return Err(ApiError::validation(
+                "`inputs` of /tokenize must be a string or a list of strings",
+            ))
+        }
+    };
+    if texts.len() > st.cfg.max_client_batch_size {
+        return Err(ApiError::too_large(format!(
+            "batch size {} > maximum allowed batch size {}",
+            texts.len(),
+            st.cfg.max_client_batch_size
+        )));
+    }
+    let model = st.model(req.model.as_deref());
+    let plan = model
+        .engine
+        .plan(&CallOptions {
+            prompt_name: req.prompt_name,
+            ..CallOptions::default()
+        })
+        .map_err(|e| ApiError::from_engine(&e))?;
+    let special = req.add_special_tokens.unwrap_or(true);
+    let tok = model.engine.tokenizer();
+    let specials = tok.vocab().specials().as_array();
+    let mut out = Vec::with_capacity(texts.len());
+    let plen = plan.prompt().len();
+    for t in &texts {
+        let text = format!("{}{t}", plan.prompt());
+        let mut spans = Vec::new();
+        let (pre, post) = tok.single_frame();
+        let frame = |ids: &[u32]| {
+            ids.iter()
+                .map(|&id| TokenSpan { id, offsets: None })
+                .collect::<Vec<_>>()
+        };
+        if special {
+            spans.extend(frame(&pre));
+        }
+        spans.extend(tok.encode_raw_with_offsets(&text));
+        if special {
+            spans.extend(frame(&post));
+        }
+        let toks: Vec<Value> = spans
+            .iter()
+            .map(|s| {
+                // Offsets into the request's text; the prompt's tokens and
+                // the added [CLS]/[SEP] have none.
+                let (start, stop) = match s.offsets {
+                    Some((a, b)) if a >= plen => (json!(a - plen), json!(b - plen)),
+                    _ => (Value::Null, Value::Null),
+                };
+                json!({
+                    "id": s.id,
+                    "text": tok.vocab().token(s.id).unwrap_or(""),
+                    "special": specials.contains(&s.id),
+                    "start": start,
+                    "stop": stop,
+                })
+            })
+            .collect();
+        out.push(Value::Array(toks));
+    }
+    Ok(Json(out).into_response())
+}
+
+#[derive(Deserialize)]
+struct DecodeRequest {
+    #[serde(default)]
+    ids: Value,
+    skip_special_tokens: Option<bool>,
+    model: Option<String>,
+}
+
+/// `POST /decode`: `[str]`.
+async fn decode(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let req: DecodeRequest = read_json(&st, body).await?;
+    let seqs: Vec<Vec<u32>> = match parse_inputs(&req.ids, "ids")? {
+        v if v.iter().all(|x| matches!(x, Input::Ids(_))) => v
+            .into_iter()
+            .filter_map(|x| match x {
+                Input::Ids(i) => Some(i),
+                Input::Text(_) => None,
+            })
+            .collect(),
+        _ => {
+            return Err(ApiError::validation(
+                "`ids` must be a list of token ids or a list of such lists",
+            ))
+        }
+    };
+    if seqs.len() > st.cfg.max_client_batch_size {
+        return Err(ApiError::too_large(format!(
+            "batch size {} > maximum allowed batch size {}",
+            seqs.len(),
+            st.cfg.max_client_batch_size
+        )));
+    }
+    let model = st.model(req.model.as_deref());
+    let tok = model.engine.tokenizer();
+    let skip = req.skip_special_tokens.unwrap_or(true);
+    let out: Vec<String> = seqs.iter().map(|s| tok.decode(s, skip)).collect();
+    Ok(Json(out).into_response())
+}
+
+#[derive(Deserialize)]
+struct SimilarityInputs {
+    source_sentence: String,
+    sentences: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct SimilarityParameters {
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    prompt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SimilarityRequest {
+    inputs: SimilarityInputs,
+    #[serde(default)]
+    parameters: Option<SimilarityParameters>,
+    model: Option<String>,
+}
+
+/// `POST /similarity`: the cosine of each sentence to the source, `[f32]`.
+async fn similarity(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: SimilarityRequest = read_json(&st, body).await?;
+    if req.inputs.sentences.is_empty() {
+        return Err(ApiError::empty("`inputs.sentences` cannot be empty"));
+    }
+    let p = req.parameters.unwrap_or_default();
+    let opts = CallOptions {
+        normalize: Some(true),
+        prompt_name: p.prompt_name,
+        truncation: truncation(&st, p.truncate, p.truncation_direction.as_deref())?,
+        ..CallOptions::default()
+    };
+    let mut inputs = vec![Input::Text(req.inputs.source_sentence)];
+    inputs.extend(req.inputs.sentences.into_iter().map(Input::Text));
+    let model = st.model(req.model.as_deref());
+    // The source counts against the client batch size like any input.
+    let e = embed_inputs(&st, model, inputs, opts, true).await?;
+    let mut rows = e.rows();
+    let src = rows.next().unwrap_or(&[]);
+    let sims: Vec<f32> = rows.map(|v| embedder::cosine_similarity(src, v)).collect();
+    let mut resp = Json(sims).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // Read once rerankers are served.
+struct RerankRequest {
+    query: String,
+    texts: Vec<String>,
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    raw_scores: Option<bool>,
+    return_text: Option<bool>,
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // Read once rerankers are served.
+struct OpenAiRerankRequest {
+    model: Option<String>,
+    query: String,
+    documents: Vec<String>,
+    top_n: Option<usize>,
+    return_documents: Option<bool>,
+}
+
+/// The answer of the rerank routes while no reranker can be served: TEI's
+/// 424 naming the missing capability. Rerankers plug in here: find a
+/// reranker model by `name` (else the first), score, sort.
+fn no_reranker(st: &AppState, name: Option<&str>) -> ApiError {
+    let m = st.model(name);
+    ApiError::backend(format!(
+        "model '{}' is not a re-ranker model, and this server has none: \
+         serving rerankers (cross-encoders) is not supported yet",
+        m.name
+    ))
+}
+
+/// `POST /rerank` (TEI's shape).
+async fn rerank(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let req: RerankRequest = read_json(&st, body).await?;
+    Err(no_reranker(&st, req.model.as_deref()))
+}
+
+/// `POST /v1/rerank` (Jina / Cohere shape).
+async fn openai_rerank(State(st): State<St>, body: Body) -> Response {
+    let r = async {
+        let req: OpenAiRerankRequest = read_json(&st, body).await?;
+        Err::<Response, _>(no_reranker(&st, req.model.as_deref()))
+    };
+    match r.await {
+        Ok(r) => r,
+        Err(e) => e.dialect(Dialect::OpenAi).into_response(),
+    }
+}
+
+/// `GET /info`: TEI's fields, and every served model.
+async fn info(State(st): State<St>) -> Response {
+    let models: Vec<Value> = st
+        .models
+        .iter()
+        .map(|m| {
+            let i = m.engine.info();
+            json!({
+                "model_id": m.name,
+                "path": m.path.display().to_string(),
+                "model_type": {"embedding": {"pooling": i.pooling.name()}},
+                "dim": i.dim,
+                "hidden_size": i.hidden_size,
+                "max_input_length": i.max_seq_length,
+                "normalize": i.normalize,
+                "precision": i.precision.name(),
+                "threads": m.engine.threads(),
+                "prompt": m.engine.prompt(),
+            })
+        })
+        .collect();
+    let first = &models[0];
+    Json(json!({
+        "model_id": first["model_id"],
+        "model_sha": null,
+        "model_dtype": first["precision"],
+        "model_type": first["model_type"],
+        "max_input_length": first["max_input_length"],
+        "dim": first["dim"],
+        "max_concurrent_requests": st.cfg.max_concurrent_requests,
+        "max_batch_tokens": st.cfg.max_batch_tokens,
+        "max_batch_requests": null,
+        "max_client_batch_size": st.cfg.max_client_batch_size,
+        "payload_limit": st.cfg.payload_limit,
+        "auto_truncate": st.cfg.auto_truncate,
+        "tokenization_workers": null,
+        "version": crate::VERSION,
+        "sha": null,
+        "docker_label": null,
+        "models": models,
+    }))
+    .into_response()
+}
+
+/// `GET /health` and `/ping`: 200 while serving, 503 once stopping.
+async fn health(State(st): State<St>) -> Response {
+    if st.stopping.load(Ordering::SeqCst) {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Unavailable,
+            "the server is shutting down",
+        )
+        .into_response()
+    } else {
+        StatusCode::OK.into_response()
+    }
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(State(st): State<St>) -> Response {
+    let text = st.metrics.render(st.queue_depth(), st.in_flight());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`.
+async fn openapi(State(_st): State<St>) -> Response {
+    Json(crate::openapi::document()).into_response()
+}
+
+/// Methods of [`ROUTES`] as `http` methods.
+pub fn method_of(m: &str) -> Method {
+    match m {
+        "GET" => Method::GET,
+        _ => Method::POST,
+    }
+}

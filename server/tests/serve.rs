@@ -1,0 +1,843 @@
+//! The server on 127.0.0.1 port 0, started and stopped by each test: the
+//! routes' shapes and numbers (against the sentence-transformers reference
+//! and the in-process engine), batching across requests, limits, bad input
+//! of every kind, slow and vanishing clients, SIGTERM.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::*;
+use embedder::{Embedder, Options};
+use serde_json::{json, Value};
+
+fn engine(path: &std::path::Path) -> Embedder {
+    Embedder::open(path, &Options::new().threads(2)).unwrap()
+}
+
+// ---------------------------------------------------------------- routes
+
+#[test]
+fn embed_matches_the_reference_and_the_engine_bit_for_bit() {
+    let Some(m) = minilm("embed") else { return };
+    let srv = start(&m, |_| {});
+    let e = engine(&m);
+    let cases = reference();
+    let texts: Vec<&str> = cases.iter().take(24).map(|c| c.0.as_str()).collect();
+    let want = e.embed(&texts).unwrap();
+    // One request of 24 inputs, on both TEI routes.
+    for path in ["/embed", "/"] {
+        let r = post(srv.addr, path, &json!({ "inputs": texts }));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-compute-type"), Some("cpu"));
+        let rows = r.json();
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), texts.len());
+        for (i, row) in rows.iter().enumerate() {
+            let v = floats(row);
+            assert!(same(&v, &want[i * 384..(i + 1) * 384]), "{path} row {i}");
+            assert!(cosine(&v, &cases[i].2) > 0.9999, "{:?}", cases[i].0);
+        }
+    }
+    // A single string is still a list of one vector.
+    let r = post(srv.addr, "/embed", &json!({"inputs": texts[5]}));
+    let rows = r.json();
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    assert!(same(&floats(&rows[0]), &want[5 * 384..6 * 384]));
+    // Unknown fields are ignored.
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": texts[5], "whatever": [1, {"a": null}]}),
+    );
+    assert!(same(&floats(&r.json()[0]), &want[5 * 384..6 * 384]));
+}
+
+#[test]
+fn embed_options_normalize_dimensions_truncation() {
+    let Some(m) = minilm("embed_options") else {
+        return;
+    };
+    let srv = start(&m, |_| {});
+    let raw = Embedder::open(&m, &Options::new().threads(2).normalize(false)).unwrap();
+    let cut = Embedder::open(&m, &Options::new().threads(2).dimensions(128)).unwrap();
+    let text = "A man is playing guitar";
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "normalize": false}),
+    );
+    assert!(same(&floats(&r.json()[0]), &raw.embed(&[text]).unwrap()));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "dimensions": 128}),
+    );
+    assert!(same(&floats(&r.json()[0]), &cut.embed(&[text]).unwrap()));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": text, "dimensions": 0}),
+    );
+    tei_error(&r, 422, "validation");
+    // A text over the model's 256 tokens: truncated by default, refused with
+    // truncate false (413), and cut from the left when asked.
+    let long = vec!["garden river"; 200].join(" ") + " violin";
+    let r = post(srv.addr, "/embed", &json!({"inputs": long}));
+    assert_eq!(r.status, 200);
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/embed",
+            &json!({"inputs": long, "truncate": false}),
+        ),
+        413,
+        "validation",
+    );
+    assert!(msg.contains("max_seq_length 256"), "{msg}");
+    let left = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": long, "truncation_direction": "left"}),
+    );
+    assert_eq!(left.status, 200);
+    assert!(!same(&floats(&left.json()[0]), &floats(&r.json()[0])));
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": long, "truncation_direction": "up"}),
+    );
+    tei_error(&r, 422, "validation");
+    // No such prompt.
+    let r = post(
+        srv.addr,
+        "/embed",
+        &json!({"inputs": "x", "prompt_name": "query"}),
+    );
+    let msg = tei_error(&r, 422, "validation");
+    assert!(msg.contains("stores none"), "{msg}");
+}
+
+#[test]
+fn openai_embeddings_float_base64_and_token_ids() {
+    let Some(m) = minilm("openai") else { return };
+    let srv = start(&m, |_| {});
+    let all = reference();
+    // Texts with words (OpenAI refuses "", and token-id inputs need ids).
+    let cases: Vec<_> = all.iter().filter(|c| c.1.len() > 2).take(4).collect();
+    let e = engine(&m);
+    let texts: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
+    let want = e.embed(&texts).unwrap();
+    let ntok: usize = cases.iter().map(|c| c.1.len()).sum();
+    for path in ["/v1/embeddings", "/embeddings"] {
+        let r = post(
+            srv.addr,
+            path,
+            &json!({"input": texts, "model": "text-embedding-3-small", "encoding_format": "float"}),
+        );
+        assert_eq!(r.status, 200);
+        let v = r.json();
+        assert_eq!(v["object"], "list");
+        assert_eq!(v["model"], "all-MiniLM-L6-v2");
+        assert_eq!(v["usage"]["prompt_tokens"], ntok);
+        assert_eq!(v["usage"]["total_tokens"], ntok);
+        for (i, d) in v["data"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(d["object"], "embedding");
+            assert_eq!(d["index"], i);
+            assert!(same(
+                &floats(&d["embedding"]),
+                &want[i * 384..(i + 1) * 384]
+            ));
+        }
+    }
+    // base64: little-endian f32 bytes.
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": texts, "model": "m", "encoding_format": "base64"}),
+    );
+    let v = r.json();
+    for (i, d) in v["data"].as_array().unwrap().iter().enumerate() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(d["embedding"].as_str().unwrap())
+            .unwrap();
+        let got: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert!(same(&got, &want[i * 384..(i + 1) * 384]));
+    }
+    // Token ids (the reference's, without [CLS]/[SEP]): [int] and [[int]].
+    let ids: Vec<Vec<u32>> = cases
+        .iter()
+        .map(|c| c.1[1..c.1.len() - 1].to_vec())
+        .collect();
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": ids, "model": "m"}),
+    );
+    for (i, d) in r.json()["data"].as_array().unwrap().iter().enumerate() {
+        assert!(same(
+            &floats(&d["embedding"]),
+            &want[i * 384..(i + 1) * 384]
+        ));
+    }
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": ids[0], "model": "m"}),
+    );
+    assert!(same(
+        &floats(&r.json()["data"][0]["embedding"]),
+        &want[..384]
+    ));
+    // Ids out of range, an empty string, a bad format: OpenAI's error body.
+    let msg = openai_error(
+        &post(srv.addr, "/v1/embeddings", &json!({"input": [[5, 30522]]})),
+        422,
+        "validation",
+    );
+    assert!(msg.contains("30522"), "{msg}");
+    openai_error(
+        &post(srv.addr, "/v1/embeddings", &json!({"input": ""})),
+        400,
+        "empty",
+    );
+    openai_error(
+        &post(
+            srv.addr,
+            "/v1/embeddings",
+            &json!({"input": "a", "encoding_format": "hex"}),
+        ),
+        422,
+        "validation",
+    );
+    // dimensions
+    let r = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": "a", "dimensions": 32}),
+    );
+    assert_eq!(
+        r.json()["data"][0]["embedding"].as_array().unwrap().len(),
+        32
+    );
+}
+
+#[test]
+fn tokenize_decode_similarity_info_health_metrics() {
+    let Some(m) = minilm("tokenize") else { return };
+    let srv = start(&m, |_| {});
+    let cases = reference();
+    let with_words: Vec<&(String, Vec<u32>, Vec<f32>)> =
+        cases.iter().filter(|c| c.1.len() > 4).take(6).collect();
+    let texts: Vec<&str> = with_words.iter().map(|c| c.0.as_str()).collect();
+    let r = post(srv.addr, "/tokenize", &json!({ "inputs": texts }));
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    for (c, toks) in with_words.iter().zip(v.as_array().unwrap()) {
+        let ids: Vec<u32> = toks
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_u64().unwrap() as u32)
+            .collect();
+        if c.1.len() < 256 {
+            assert_eq!(ids, c.1, "{:?}", c.0);
+        }
+        assert_eq!(toks[0]["text"], "[CLS]");
+        for t in toks.as_array().unwrap() {
+            let special = [0, 100, 101, 102, 103].contains(&t["id"].as_u64().unwrap());
+            assert_eq!(t["special"], special, "{t}");
+        }
+    }
+    let r = post(
+        srv.addr,
+        "/tokenize",
+        &json!({"inputs": "hello world", "add_special_tokens": false}),
+    );
+    let v = r.json();
+    assert_eq!(v[0].as_array().unwrap().len(), 2);
+    assert_eq!(v[0][0]["text"], "hello");
+    // Byte offsets into the input.
+    let r = post(srv.addr, "/tokenize", &json!({"inputs": "Héllo, wörld"}));
+    let spans: Vec<(Value, Value)> = r.json()[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["start"].clone(), t["stop"].clone()))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (Value::Null, Value::Null),
+            (json!(0), json!(6)),
+            (json!(6), json!(7)),
+            (json!(8), json!(14)),
+            (Value::Null, Value::Null),
+        ]
+    );
+    // decode
+    let r = post(
+        srv.addr,
+        "/decode",
+        &json!({"ids": [[101, 7592, 2088, 102]]}),
+    );
+    assert_eq!(r.json(), json!(["hello world"]));
+    // similarity: the cosine of the engine's vectors.
+    let e = engine(&m);
+    let (src, s) = (
+        "A man is playing guitar",
+        ["A man plays a guitar", "Stocks fell"],
+    );
+    let r = post(
+        srv.addr,
+        "/similarity",
+        &json!({"inputs": {"source_sentence": src, "sentences": s}}),
+    );
+    assert_eq!(r.status, 200);
+    let sims = floats(&r.json());
+    let v = e.embed(&[src, s[0], s[1]]).unwrap();
+    for (k, &sim) in sims.iter().enumerate() {
+        let want = embedder::cosine_similarity(&v[..384], &v[(k + 1) * 384..(k + 2) * 384]);
+        assert_eq!(sim.to_bits(), want.to_bits());
+    }
+    assert!(sims[0] > sims[1]);
+    // info
+    let v = get(srv.addr, "/info").json();
+    assert_eq!(v["model_id"], "all-MiniLM-L6-v2");
+    assert_eq!(v["max_input_length"], 256);
+    assert_eq!(v["max_batch_tokens"], 16384);
+    assert_eq!(v["max_client_batch_size"], 32);
+    assert_eq!(v["models"][0]["dim"], 384);
+    assert_eq!(v["model_type"]["embedding"]["pooling"], "mean");
+    assert_eq!(get(srv.addr, "/health").status, 200);
+    assert_eq!(get(srv.addr, "/ping").status, 200);
+    // metrics count what happened.
+    let r = get(srv.addr, "/metrics");
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    let text = String::from_utf8(r.body).unwrap();
+    for needle in [
+        "embd_requests_total{route=\"/similarity\",status=\"200\"} 1",
+        "embd_requests_total{route=\"/tokenize\",status=\"200\"} 3",
+        "embd_inputs_total 3",
+        "embd_batch_size_count",
+        "embd_queue_depth 0",
+        "embd_errors_total{type=\"validation\"} 0",
+        "embd_request_duration_seconds_bucket{route=\"/similarity\",le=\"+Inf\"} 1",
+    ] {
+        assert!(text.contains(needle), "{needle} not in\n{text}");
+    }
+}
+
+#[test]
+fn rerank_routes_name_the_missing_capability() {
+    let Some(m) = minilm("rerank") else { return };
+    let srv = start(&m, |_| {});
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/rerank",
+            &json!({"query": "q", "texts": ["a", "b"]}),
+        ),
+        424,
+        "backend",
+    );
+    assert!(msg.contains("not a re-ranker"), "{msg}");
+    let msg = openai_error(
+        &post(
+            srv.addr,
+            "/v1/rerank",
+            &json!({"model": "m", "query": "q", "documents": ["a"]}),
+        ),
+        424,
+        "backend",
+    );
+    assert!(msg.contains("rerankers"), "{msg}");
+    // A malformed rerank request is still a validation error first.
+    tei_error(
+        &post(srv.addr, "/rerank", &json!({"query": 1})),
+        422,
+        "validation",
+    );
+}
+
+#[test]
+fn openapi_document_lists_exactly_the_routes() {
+    let Some(m) = minilm("openapi") else { return };
+    let srv = start(&m, |_| {});
+    let doc = get(srv.addr, "/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.0.3");
+    let paths = doc["paths"].as_object().unwrap();
+    let mut in_doc: Vec<(String, String)> = Vec::new();
+    for (p, item) in paths {
+        for m in item.as_object().unwrap().keys() {
+            in_doc.push((m.to_ascii_uppercase(), p.clone()));
+        }
+    }
+    in_doc.sort();
+    let mut routes: Vec<(String, String)> = embd_server::routes::ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    routes.sort();
+    assert_eq!(in_doc, routes);
+    // Every listed route is served with its method (never 404/405), and
+    // answers with a status the document lists.
+    for (method, path) in &routes {
+        let r = request(srv.addr, method, path, b"{}");
+        assert!(
+            r.status != 404 && r.status != 405,
+            "{method} {path}: {}",
+            r.status
+        );
+        let responses = &paths[path][method.to_ascii_lowercase()]["responses"];
+        assert!(
+            responses.get(r.status.to_string()).is_some(),
+            "{method} {path} answered {} which the document does not list",
+            r.status
+        );
+    }
+    // And nothing else is.
+    assert_eq!(get(srv.addr, "/v2/embeddings").status, 404);
+    tei_error(&get(srv.addr, "/embed"), 405, "not_found");
+}
+
+// ---------------------------------------------------------------- batching
+
+#[test]
+fn concurrent_requests_are_batched_and_bit_identical_to_lone_calls() {
+    let Some(m) = minilm("batching") else { return };
+    // Hold each engine call 200 ms for more requests, so that concurrent ones
+    // surely share calls.
+    let srv = start(&m, |c| c.max_batch_wait_us = 200_000);
+    let e = engine(&m);
+    let cases = reference();
+    let texts: Vec<String> = cases.iter().take(32).map(|c| c.0.clone()).collect();
+    let addr = srv.addr;
+    let results: Vec<(usize, Vec<f32>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                s.spawn(move || {
+                    let r = post(addr, "/embed", &json!({"inputs": t}));
+                    assert_eq!(r.status, 200);
+                    (i, floats(&r.json()[0]))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, v) in results {
+        let lone = e.embed(&[texts[i].as_str()]).unwrap();
+        assert!(same(&v, &lone), "text {i}");
+    }
+    // Fewer engine calls than requests: they were batched.
+    let text = String::from_utf8(get(addr, "/metrics").body).unwrap();
+    let calls: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("embd_batch_size_count "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls < 32, "{calls} engine calls for 32 requests");
+}
+
+#[test]
+fn a_token_budget_splits_calls_and_mixed_options_do_not_mix() {
+    let Some(m) = minilm("budget") else { return };
+    let srv = start(&m, |c| {
+        c.max_batch_tokens = 64;
+        c.max_batch_wait_us = 100_000;
+    });
+    let e = engine(&m);
+    let raw = Embedder::open(&m, &Options::new().threads(2).normalize(false)).unwrap();
+    let cases = reference();
+    let texts: Vec<String> = cases.iter().take(16).map(|c| c.0.clone()).collect();
+    let addr = srv.addr;
+    std::thread::scope(|s| {
+        for (i, t) in texts.iter().enumerate() {
+            let (e, raw) = (&e, &raw);
+            s.spawn(move || {
+                let normalize = i % 2 == 0;
+                let r = post(
+                    addr,
+                    "/embed",
+                    &json!({"inputs": t, "normalize": normalize}),
+                );
+                assert_eq!(r.status, 200);
+                let want = if normalize { e } else { raw }
+                    .embed(&[t.as_str()])
+                    .unwrap();
+                assert!(same(&floats(&r.json()[0]), &want), "text {i}");
+            });
+        }
+    });
+}
+
+#[test]
+fn several_models_by_name() {
+    let Some(a) = minilm("models") else { return };
+    let Some(b) = model("all-mpnet-base-v2.weights", "models") else {
+        return;
+    };
+    let mut cfg = embd_server::Config::for_model(format!("mini={}", a.display()));
+    cfg.models.push(format!("mpnet={}", b.display()));
+    cfg.threads = Some(2);
+    let srv = embd_server::spawn(cfg).unwrap();
+    let dim = |model: Option<&str>| {
+        let mut body = json!({"inputs": "hello"});
+        if let Some(m) = model {
+            body["model"] = json!(m);
+        }
+        post(srv.addr, "/embed", &body).json()[0]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(dim(None), 384);
+    assert_eq!(dim(Some("mini")), 384);
+    assert_eq!(dim(Some("mpnet")), 768);
+    assert_eq!(dim(Some("unknown")), 384);
+    let v = post(
+        srv.addr,
+        "/v1/embeddings",
+        &json!({"input": "x", "model": "mpnet"}),
+    )
+    .json();
+    assert_eq!(v["model"], "mpnet");
+    let info = get(srv.addr, "/info").json();
+    assert_eq!(info["models"].as_array().unwrap().len(), 2);
+    // Duplicate names are refused at start.
+    let mut cfg = embd_server::Config::for_model(format!("x={}", a.display()));
+    cfg.models.push(format!("x={}", a.display()));
+    let err = embd_server::spawn(cfg).err().unwrap();
+    assert!(err.contains("two models are named 'x'"), "{err}");
+}
+
+// ---------------------------------------------------------------- limits
+
+#[test]
+fn limits_answer_413_and_429() {
+    let Some(m) = minilm("limits") else { return };
+    let srv = start(&m, |c| {
+        c.max_client_batch_size = 4;
+        c.payload_limit = 10_000;
+        c.max_concurrent_requests = 1;
+    });
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/embed",
+            &json!({"inputs": ["a", "b", "c", "d", "e"]}),
+        ),
+        413,
+        "validation",
+    );
+    assert!(
+        msg.contains("batch size 5 > maximum allowed batch size 4"),
+        "{msg}"
+    );
+    assert_eq!(
+        post(srv.addr, "/embed", &json!({"inputs": ["a", "b", "c", "d"]})).status,
+        200
+    );
+    let big = "word ".repeat(3000);
+    let msg = tei_error(
+        &post(srv.addr, "/embed", &json!({ "inputs": big })),
+        413,
+        "validation",
+    );
+    assert!(msg.contains("payload limit of 10000"), "{msg}");
+    openai_error(
+        &post(srv.addr, "/v1/embeddings", &json!({ "input": big })),
+        413,
+        "validation",
+    );
+    // One request holds the only permit (its body is slow to come); the next is 429.
+    let mut slow = connect(srv.addr);
+    slow.write_all(
+        b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"inp",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let r = post(srv.addr, "/embed", &json!({"inputs": "a"}));
+    tei_error(&r, 429, "overloaded");
+    openai_error(
+        &post(srv.addr, "/v1/embeddings", &json!({"input": "a"})),
+        429,
+        "overloaded",
+    );
+    // Non-inference routes still answer.
+    assert_eq!(get(srv.addr, "/health").status, 200);
+    slow.write_all(b"uts\": \"hello\"} ").unwrap();
+    let r = read_response(&mut slow);
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        post(srv.addr, "/embed", &json!({"inputs": "a"})).status,
+        200
+    );
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[test]
+fn bad_requests_get_clear_errors_and_the_server_stays_up() {
+    let Some(m) = minilm("bad_input") else { return };
+    let srv = start(&m, |_| {});
+    let a = srv.addr;
+    let body = |b: &[u8]| request(a, "POST", "/embed", b);
+    // Malformed JSON, wrong types, empty and missing inputs.
+    tei_error(&body(b"{\"inputs\": [\"a\""), 400, "validation");
+    tei_error(&body(b"not json"), 400, "validation");
+    tei_error(&body(b""), 400, "empty");
+    tei_error(&body(b"[1, 2]"), 422, "validation");
+    tei_error(&body(b"{\"inputs\": 5}"), 422, "validation");
+    tei_error(&body(b"{\"inputs\": [\"a\", {}]}"), 422, "validation");
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"normalize\": \"yes\"}"),
+        422,
+        "validation",
+    );
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"dimensions\": -3}"),
+        422,
+        "validation",
+    );
+    tei_error(&body(b"{\"inputs\": []}"), 400, "empty");
+    tei_error(&body(b"{}"), 422, "validation");
+    tei_error(&body(b"{\"inputs\": [[]]}"), 400, "empty");
+    // Invalid UTF-8 inside a JSON string, a lone surrogate escape.
+    tei_error(&body(b"{\"inputs\": \"a\xff\xfeb\"}"), 400, "validation");
+    tei_error(&body(b"{\"inputs\": \"\\ud800\"}"), 400, "validation");
+    // NULs and control characters are text like any other.
+    let r = body(b"{\"inputs\": [\"a\\u0000b\", \"\\u0001\\u0000\"]}");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json().as_array().unwrap().len(), 2);
+    // Huge numbers.
+    tei_error(&body(b"{\"inputs\": [1e400]}"), 400, "validation");
+    tei_error(&body(b"{\"inputs\": [99999999999]}"), 422, "validation");
+    tei_error(&body(b"{\"inputs\": [-1]}"), 422, "validation");
+    tei_error(&body(b"{\"inputs\": [1.5]}"), 422, "validation");
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"dimensions\": 18446744073709551616}"),
+        422,
+        "validation",
+    );
+    tei_error(
+        &body(b"{\"inputs\": \"a\", \"dimensions\": 4294967296}"),
+        422,
+        "validation",
+    );
+    // Ids out of range.
+    let msg = tei_error(&body(b"{\"inputs\": [101, 40000, 102]}"), 422, "validation");
+    assert!(msg.contains("40000"), "{msg}");
+    // Deep nesting: refused by the parser's depth limit, no stack overflow.
+    let deep = format!(
+        "{{\"inputs\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    tei_error(&body(deep.as_bytes()), 400, "validation");
+    // The same on the other routes.
+    for path in [
+        "/v1/embeddings",
+        "/tokenize",
+        "/similarity",
+        "/decode",
+        "/rerank",
+    ] {
+        let r = request(a, "POST", path, b"{\"x\": ");
+        assert_eq!(r.status, 400, "{path}");
+        // Deep nesting in the route's own field is a syntax error (400); in
+        // a field the route ignores, the field it needs is missing (422).
+        let r = request(a, "POST", path, deep.as_bytes());
+        assert!(matches!(r.status, 400 | 422), "{path}: {}", r.status);
+    }
+    tei_error(
+        &post(
+            a,
+            "/similarity",
+            &json!({"inputs": {"source_sentence": "a", "sentences": []}}),
+        ),
+        400,
+        "empty",
+    );
+    tei_error(
+        &post(a, "/tokenize", &json!({"inputs": [1, 2]})),
+        422,
+        "validation",
+    );
+    tei_error(
+        &post(a, "/decode", &json!({"ids": "abc"})),
+        422,
+        "validation",
+    );
+    // Garbage that is not HTTP: the connection is closed, nothing else happens.
+    let mut s = connect(a);
+    s.write_all(b"\x00\x01\x02 garbage \r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    assert!(
+        buf.is_empty() || buf.starts_with(b"HTTP/1.1 400"),
+        "{buf:?}"
+    );
+    // Still serving.
+    assert_eq!(post(a, "/embed", &json!({"inputs": "ok"})).status, 200);
+    let text = String::from_utf8(get(a, "/metrics").body).unwrap();
+    assert!(!text.contains("status=\"500\""), "{text}");
+}
+
+#[test]
+fn slow_and_vanishing_clients() {
+    let Some(m) = minilm("slow") else { return };
+    let srv = start(&m, |c| c.read_timeout_secs = 1);
+    let a = srv.addr;
+    // Headers that never end: the connection is closed after the read timeout.
+    let mut s = connect(a);
+    s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let t = Instant::now();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        buf.is_empty() || buf.starts_with(b"HTTP/1.1 408"),
+        "{:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    // A body that never completes: 408 with TEI's body.
+    let mut s = connect(a);
+    s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"inputs\": ")
+        .unwrap();
+    let r = read_response(&mut s);
+    tei_error(&r, 408, "timeout");
+    // Clients that vanish mid-body and right after sending: the server goes on.
+    for _ in 0..8 {
+        let mut s = connect(a);
+        s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"in")
+            .unwrap();
+        drop(s);
+        let mut s = connect(a);
+        let texts = vec!["some words to embed"; 32];
+        s.write_all(&request_bytes(
+            "POST",
+            "/embed",
+            json!({ "inputs": texts }).to_string().as_bytes(),
+        ))
+        .unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let r = post(a, "/embed", &json!({"inputs": "still here"}));
+    assert_eq!(r.status, 200);
+    // Keep-alive: several requests on one connection.
+    let mut s = connect(a);
+    for i in 0..5 {
+        s.write_all(&request_bytes(
+            "POST",
+            "/embed",
+            json!({ "inputs": format!("text {i}") })
+                .to_string()
+                .as_bytes(),
+        ))
+        .unwrap();
+        assert_eq!(read_response(&mut s).status, 200);
+    }
+}
+
+// ---------------------------------------------------------------- shutdown
+
+#[test]
+fn sigterm_finishes_in_flight_requests_and_exits_zero() {
+    let Some(m) = minilm("sigterm") else { return };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_embd-serve"))
+        .args(["-m", m.to_str().unwrap(), "--port", "0", "--threads", "2"])
+        // Each engine call waits 700 ms for company: a request is surely in
+        // flight when the signal comes.
+        .args(["--max-batch-wait-us", "700000"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\n") {
+        assert_eq!(err.read(&mut b).unwrap(), 1, "server exited: {line:?}");
+        line.push(b[0]);
+    }
+    let line = String::from_utf8(line).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let inflight =
+        std::thread::spawn(move || post(addr, "/embed", &json!({"inputs": "in flight"})));
+    std::thread::sleep(Duration::from_millis(250));
+    let t = Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let r = inflight.join().unwrap();
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no exit 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    assert!(rest.contains("stopped"), "{rest}");
+    // Nothing listens any more.
+    assert!(std::net::TcpStream::connect(addr).is_err());
+}
+
+#[test]
+fn stopping_a_handle_waits_for_in_flight_work() {
+    let Some(m) = minilm("stop") else { return };
+    let srv = start(&m, |c| c.max_batch_wait_us = 500_000);
+    let addr = srv.addr;
+    let h = std::thread::spawn(move || post(addr, "/embed", &json!({"inputs": ["a", "b"]})));
+    std::thread::sleep(Duration::from_millis(150));
+    let t = Instant::now();
+    srv.stop();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let r = h.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json().as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn start_up_is_quick() {
+    let Some(m) = minilm("startup") else { return };
+    let srv = start(&m, |_| {});
+    let t = Instant::now();
+    assert_eq!(
+        post(srv.addr, "/embed", &json!({"inputs": "first"})).status,
+        200
+    );
+    eprintln!(
+        "start-up {:?}, first request {:?}",
+        srv.startup,
+        t.elapsed()
+    );
+    let v: Value = get(srv.addr, "/info").json();
+    assert_eq!(v["version"], embd_server::VERSION);
+}

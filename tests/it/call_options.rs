@@ -1,0 +1,302 @@
+//! Per-call options ([`CallOptions`], [`Embedder::embed_with`]) on the real
+//! model: each against an independent surface (a handle opened with the same
+//! option, the reference file, the raw-id path), never against numbers the
+//! same path computed.
+
+use embedder::{CallOptions, Embedder, ErrorKind, Options, Truncation};
+
+use crate::common;
+
+const TEXTS: [&str; 4] = [
+    "The cat sits outside",
+    "A man is playing guitar",
+    "",
+    "Matryoshka embeddings keep their meaning when cut short.",
+];
+
+fn open(test: &str, opts: Options) -> Option<Embedder> {
+    let path = common::minilm_weights(test)?;
+    Some(Embedder::open(path, &opts.threads(2)).unwrap())
+}
+
+fn same(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+fn embed_with(e: &Embedder, texts: &[&str], o: &CallOptions) -> embedder::Result<Vec<f32>> {
+    let dim = e.plan(o)?.dim();
+    let mut out = vec![0.0; texts.len() * dim];
+    e.embed_with(texts, o, &mut out, None)?;
+    Ok(out)
+}
+
+/// A text of `n` distinct-looking words, so that its first and last tokens differ.
+fn long_text(n: usize) -> String {
+    const W: [&str; 7] = [
+        "river", "stone", "quiet", "lamp", "north", "garden", "violin",
+    ];
+    (0..n)
+        .map(|i| W[(i * 5 + i / 7) % 7])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn default_and_equivalent_options_are_bit_identical_and_match_the_reference() {
+    let Some(e) = open("call_default", Options::new()) else {
+        return;
+    };
+    let plain = e.embed(&TEXTS).unwrap();
+    assert!(same(
+        &embed_with(&e, &TEXTS, &CallOptions::default()).unwrap(),
+        &plain
+    ));
+    // Options equal to the model's own take the planned path, and agree to the bit.
+    let explicit = CallOptions {
+        normalize: Some(true),
+        dimensions: Some(384),
+        prompt: Some(String::new()),
+        ..CallOptions::default()
+    };
+    assert!(same(&embed_with(&e, &TEXTS, &explicit).unwrap(), &plain));
+    // And with the reference vectors of sentence-transformers.
+    let cases = common::read_reference("minilm_reference.jsonl");
+    let texts: Vec<&str> = cases.iter().take(40).map(|c| c.text.as_str()).collect();
+    let got = embed_with(&e, &texts, &explicit).unwrap();
+    for (c, v) in cases.iter().zip(got.chunks_exact(384)) {
+        let want = c.embedding.as_ref().unwrap();
+        let cos = embedder::cosine_similarity(v, want);
+        assert!(cos > 0.9999, "{:?}: cosine {cos}", c.text);
+    }
+}
+
+#[test]
+fn normalize_and_dimensions_per_call_match_handles_opened_with_them() {
+    let Some(e) = open("call_norm", Options::new()) else {
+        return;
+    };
+    let raw = open("call_norm", Options::new().normalize(false)).unwrap();
+    let o = CallOptions {
+        normalize: Some(false),
+        ..CallOptions::default()
+    };
+    assert!(same(
+        &embed_with(&e, &TEXTS, &o).unwrap(),
+        &raw.embed(&TEXTS).unwrap()
+    ));
+    for k in [1, 64, 256] {
+        let cut = open("call_dims", Options::new().dimensions(k)).unwrap();
+        let o = CallOptions {
+            dimensions: Some(k),
+            ..CallOptions::default()
+        };
+        assert_eq!(e.plan(&o).unwrap().dim(), k);
+        assert!(same(
+            &embed_with(&e, &TEXTS, &o).unwrap(),
+            &cut.embed(&TEXTS).unwrap()
+        ));
+        let raw_cut = open("call_dims", Options::new().dimensions(k).normalize(false)).unwrap();
+        let o = CallOptions {
+            dimensions: Some(k),
+            normalize: Some(false),
+            ..CallOptions::default()
+        };
+        assert!(same(
+            &embed_with(&e, &TEXTS, &o).unwrap(),
+            &raw_cut.embed(&TEXTS).unwrap()
+        ));
+    }
+    // A handle opened with a cut still answers the full size per call.
+    let cut = open("call_dims", Options::new().dimensions(64)).unwrap();
+    let o = CallOptions {
+        dimensions: Some(384),
+        ..CallOptions::default()
+    };
+    assert!(same(
+        &embed_with(&cut, &TEXTS, &o).unwrap(),
+        &e.embed(&TEXTS).unwrap()
+    ));
+    for bad in [0, 385] {
+        let o = CallOptions {
+            dimensions: Some(bad),
+            ..CallOptions::default()
+        };
+        let err = e.plan(&o).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("1..=384"), "{err}");
+    }
+}
+
+#[test]
+fn prompts_per_call_match_handles_opened_with_them() {
+    let Some(e) = open("call_prompt", Options::new()) else {
+        return;
+    };
+    let opened = open("call_prompt", Options::new().prompt("query: ")).unwrap();
+    let o = CallOptions {
+        prompt: Some("query: ".into()),
+        ..CallOptions::default()
+    };
+    assert!(same(
+        &embed_with(&e, &TEXTS, &o).unwrap(),
+        &opened.embed(&TEXTS).unwrap()
+    ));
+    // The opened prompt turned off for one call.
+    let off = CallOptions {
+        prompt: Some(String::new()),
+        normalize: Some(true),
+        ..CallOptions::default()
+    };
+    assert!(same(
+        &embed_with(&opened, &TEXTS, &off).unwrap(),
+        &e.embed(&TEXTS).unwrap()
+    ));
+    // The model stores no prompts: a name is refused, naming that.
+    let o = CallOptions {
+        prompt_name: Some("query".into()),
+        ..CallOptions::default()
+    };
+    let err = e.plan(&o).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("stores none"), "{err}");
+    let both = CallOptions {
+        prompt: Some("a".into()),
+        prompt_name: Some("b".into()),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        e.plan(&both).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn truncation_keeps_either_end_or_refuses() {
+    let Some(e) = open("call_trunc", Options::new()) else {
+        return;
+    };
+    let long = long_text(700);
+    let texts = [TEXTS[0], long.as_str()];
+    let full = e.tokenize_full(&long);
+    let max = e.max_seq_length();
+    assert_eq!(max, 256);
+    assert!(full.len() > max, "{}", full.len());
+    // Right: what the model does by default.
+    let right = CallOptions {
+        truncation: Truncation::Right,
+        normalize: Some(true),
+        ..CallOptions::default()
+    };
+    let mut info = [embedder::TextInfo::default(); 2];
+    let mut out = vec![0.0; 2 * 384];
+    e.embed_with(&texts, &right, &mut out, Some(&mut info))
+        .unwrap();
+    assert!(same(&out, &e.embed(&texts).unwrap()));
+    assert_eq!((info[1].tokens, info[1].truncated), (max, true));
+    assert!(!info[0].truncated);
+    // Left: [CLS], the last max - 2 ids of the text, [SEP], as the raw-id path embeds them.
+    let left = CallOptions {
+        truncation: Truncation::Left,
+        ..CallOptions::default()
+    };
+    e.embed_with(&texts, &left, &mut out, Some(&mut info))
+        .unwrap();
+    let mut kept = vec![full[0]];
+    kept.extend_from_slice(&full[full.len() - 1 - (max - 2)..full.len() - 1]);
+    kept.push(*full.last().unwrap());
+    assert_eq!(kept.len(), max);
+    let mut want = vec![0.0; 384];
+    e.embed_ids(&[&kept], &mut want).unwrap();
+    assert!(same(&out[384..], &want));
+    assert!(same(&out[..384], &e.embed(&[TEXTS[0]]).unwrap()));
+    assert_eq!((info[1].tokens, info[1].truncated), (max, true));
+    let right_vec = e.embed(&[long.as_str()]).unwrap();
+    assert!(!same(&right_vec, &want), "left and right truncation differ");
+    // Refuse: a clear error naming the text and its length.
+    let refuse = CallOptions {
+        truncation: Truncation::Refuse,
+        ..CallOptions::default()
+    };
+    let err = e.embed_with(&texts, &refuse, &mut out, None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("text 1") && msg.contains(&full.len().to_string()),
+        "{msg}"
+    );
+    // A text that fits passes under every mode.
+    e.embed_with(&texts[..1], &refuse, &mut out, None).unwrap();
+    assert!(same(&out[..384], &e.embed(&[TEXTS[0]]).unwrap()));
+}
+
+#[test]
+fn raw_ids_and_planned_batches() {
+    let Some(e) = open("call_ids", Options::new()) else {
+        return;
+    };
+    let plan = e.plan(&CallOptions::default()).unwrap();
+    // Token ids of the reference (without [CLS]/[SEP]) embed as the text does.
+    let cases = common::read_reference("minilm_reference.jsonl");
+    let mut seqs = Vec::new();
+    for c in cases.iter().take(12) {
+        let raw = &c.input_ids[1..c.input_ids.len() - 1];
+        let (ids, info) = e.wrap_ids(raw, Truncation::Right).unwrap();
+        assert_eq!(ids, c.input_ids);
+        assert_eq!(info.tokens, ids.len());
+        let (t, _) = e.tokenize_planned(&c.text, &plan).unwrap();
+        assert_eq!(t, c.input_ids, "{:?}", c.text);
+        seqs.push(ids);
+    }
+    // One planned call over all of them is bit-identical to lone calls.
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let mut all = vec![0.0; refs.len() * 384];
+    e.embed_planned(&refs, &plan, &mut all).unwrap();
+    for (s, v) in refs.iter().zip(all.chunks_exact(384)) {
+        let mut one = vec![0.0; 384];
+        e.embed_planned(&[s], &plan, &mut one).unwrap();
+        assert!(same(v, &one));
+    }
+    // Ids out of range are refused, naming the id.
+    let err = e.wrap_ids(&[7, 30522], Truncation::Right).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("30522"), "{err}");
+    let err = e
+        .wrap_ids(&vec![1000; 600], Truncation::Refuse)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    let (ids, info) = e.wrap_ids(&vec![1000; 600], Truncation::Left).unwrap();
+    assert_eq!((ids.len(), info.truncated), (256, true));
+}
+
+/// `embd serve` runs the `embd-serve` next to `embd` with the same arguments,
+/// and says how to build it when it is missing.
+#[test]
+fn cli_serve_execs_the_sibling_server_binary() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::TempDir::new("serve-cli");
+    let embd = dir.path().join("embd");
+    std::fs::copy(env!("CARGO_BIN_EXE_embd"), &embd).unwrap();
+    let out = std::process::Command::new(&embd)
+        .args(["serve", "-m", "model.weights", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("embd-serve") && err.contains("cargo build --release -p embd-server"),
+        "{err}"
+    );
+    // A stand-in server that prints its arguments: they arrive unchanged.
+    let fake = dir.path().join("embd-serve");
+    std::fs::write(&fake, "#!/bin/sh\nprintf '%s|' \"$@\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&embd)
+        .args(["serve", "-m", "a=x y.weights", "--help", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "-m|a=x y.weights|--help|--port|0|"
+    );
+}
