@@ -134,6 +134,48 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Special ids a BERT pair adds: `[CLS]`, `[SEP]`, `[SEP]`.
+const PAIR_SPECIALS: usize = 3;
+
+/// A text pair as the model reads it ([`Tokenizer::encode_pair`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairEncoding {
+    /// The ids, special tokens included.
+    pub ids: Vec<u32>,
+    /// The token type of each id (0: the first text's part, 1: the second's).
+    pub type_ids: Vec<u32>,
+    /// Ids of either text were cut to fit.
+    pub truncated: bool,
+}
+
+/// How many ids of each text of a pair HF's `longest_first` truncation keeps
+/// (`tokenizers` >= 0.13, which sentence-transformers' `CrossEncoder` runs):
+/// texts of `a` and `b` ids within a `budget` (the maximum length less the
+/// special tokens). When they do not fit and the shorter one fits in the
+/// budget beside half of it, only the longer is cut; otherwise both are cut to
+/// half the budget, the longer one (the second on a tie) keeping the odd id.
+pub fn longest_first(a: usize, b: usize, budget: usize) -> (usize, usize) {
+    if a + b <= budget {
+        return (a, b);
+    }
+    let swap = a > b;
+    let (short, long) = if swap { (b, a) } else { (a, b) };
+    let (mut ks, mut kl) = if short > budget {
+        (short, short)
+    } else {
+        (short, long.min(short.max(budget - short)))
+    };
+    if ks + kl > budget {
+        ks = budget / 2;
+        kl = ks + budget % 2;
+    }
+    if swap {
+        (kl, ks)
+    } else {
+        (ks, kl)
+    }
+}
+
 /// A BERT WordPiece tokenizer. Immutable, `Send + Sync`; share it between threads.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
@@ -364,6 +406,54 @@ impl Tokenizer {
         self.encode_raw(text, out);
     }
 
+    /// A text pair as a cross-encoder reads it: `[CLS] a [SEP] b [SEP]`, token
+    /// type 0 up to the first `[SEP]` and 1 after, the texts cut to `max_len`
+    /// ids in all by [`longest_first`] (as HF's fast tokenizer with
+    /// `truncation="longest_first"`; `None`: no cut). Long texts are tokenized
+    /// only as far as the cut needs ([`Tokenizer::encode_raw_bounded`]).
+    pub fn encode_pair(&self, a: &str, b: &str, max_len: Option<usize>) -> PairEncoding {
+        let sp = self.vocab.specials();
+        let (mut ia, mut ib) = (Vec::new(), Vec::new());
+        let budget = max_len.map(|m| m.saturating_sub(PAIR_SPECIALS));
+        match budget {
+            Some(n) => {
+                self.encode_raw_bounded(a, n + 1, &mut ia);
+                self.encode_raw_bounded(b, n + 1, &mut ib);
+                if ia.len() > n && ib.len() > n {
+                    // Both are cut to halves; which one gets the odd id
+                    // depends on their whole lengths.
+                    ia.clear();
+                    ib.clear();
+                    self.encode_raw(a, &mut ia);
+                    self.encode_raw(b, &mut ib);
+                }
+            }
+            None => {
+                self.encode_raw(a, &mut ia);
+                self.encode_raw(b, &mut ib);
+            }
+        }
+        let (ka, kb) = match budget {
+            Some(n) => longest_first(ia.len(), ib.len(), n),
+            None => (ia.len(), ib.len()),
+        };
+        let truncated = ka < ia.len() || kb < ib.len();
+        let mut ids = Vec::with_capacity(ka + kb + PAIR_SPECIALS);
+        ids.push(sp.cls);
+        ids.extend_from_slice(&ia[..ka]);
+        ids.push(sp.sep);
+        let first = ids.len();
+        ids.extend_from_slice(&ib[..kb]);
+        ids.push(sp.sep);
+        let mut type_ids = vec![0u32; ids.len()];
+        type_ids[first..].fill(1);
+        PairEncoding {
+            ids,
+            type_ids,
+            truncated,
+        }
+    }
+
     /// Turns ids back into text like HF's WordPiece decoder: tokens joined with
     /// spaces, continuation pieces (`##x`) glued to the previous token (a leading
     /// continuation piece keeps its prefix). Ids outside the vocabulary are skipped;
@@ -592,6 +682,47 @@ mod tests {
         assert_eq!(t.decode(&ids, false), "[CLS] οδοσ hi , [MASK] there [SEP]");
         assert_eq!(t.decode(&[8, 5, 9999], false), "##δ hi");
         assert_eq!(t.decode(&[], false), "");
+    }
+
+    #[test]
+    fn longest_first_as_hf() {
+        // Fits: nothing cut.
+        assert_eq!(longest_first(3, 4, 7), (3, 4));
+        // Only the longer one is cut (the shorter fits beside it).
+        assert_eq!(longest_first(2, 10, 7), (2, 5));
+        assert_eq!(longest_first(10, 2, 7), (5, 2));
+        // Both long: halves, the longer keeps the odd id; a tie gives it to
+        // the second.
+        assert_eq!(longest_first(10, 12, 7), (3, 4));
+        assert_eq!(longest_first(12, 10, 7), (4, 3));
+        assert_eq!(longest_first(9, 9, 7), (3, 4));
+        // The shorter one is more than half: both cut to halves.
+        assert_eq!(longest_first(5, 6, 8), (4, 4));
+        assert_eq!(longest_first(0, 9, 4), (0, 4));
+        assert_eq!(longest_first(5, 5, 0), (0, 0));
+    }
+
+    #[test]
+    fn pairs_with_types_and_truncation() {
+        let t = bert();
+        let p = t.encode_pair("hi there", "a b c", None);
+        assert_eq!(p.ids, [2, 5, 6, 3, 11, 12, 13, 3]);
+        assert_eq!(p.type_ids, [0, 0, 0, 0, 1, 1, 1, 1]);
+        assert!(!p.truncated);
+        let p = t.encode_pair("hi there", "a b c", Some(7));
+        assert_eq!(p.ids, [2, 5, 6, 3, 11, 12, 3]);
+        assert_eq!(p.type_ids, [0, 0, 0, 0, 1, 1, 1]);
+        assert!(p.truncated);
+        let p = t.encode_pair("", "", Some(2));
+        assert_eq!((p.ids, p.type_ids), (vec![2, 3, 3], vec![0, 0, 1]));
+        // Two long texts beyond the bounded prefix: the longer one keeps
+        // the odd id, as with the whole texts.
+        let long_a = "a ".repeat(20_000);
+        let long_b = "b ".repeat(20_001);
+        let p = t.encode_pair(&long_a, &long_b, Some(10));
+        assert_eq!(p.ids, [2, 11, 11, 11, 3, 12, 12, 12, 12, 3]);
+        let p = t.encode_pair(&long_b, &long_a, Some(10));
+        assert_eq!(p.ids, [2, 12, 12, 12, 12, 3, 11, 11, 11, 3]);
     }
 
     #[test]
