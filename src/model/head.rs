@@ -161,9 +161,11 @@ impl ScoreActivation {
             "Identity" => ScoreActivation::Identity,
             "Tanh" => ScoreActivation::Tanh,
             "Softmax" => ScoreActivation::Softmax,
-            _ => return Err(Error::unsupported(format!(
+            _ => {
+                return Err(Error::unsupported(format!(
                 "activation function '{path}' is not supported (Sigmoid, Identity, Tanh, Softmax)"
-            ))),
+            )))
+            }
         };
         Ok(Some(a))
     }

@@ -412,27 +412,52 @@ impl Tokenizer {
     /// `truncation="longest_first"`; `None`: no cut). Long texts are tokenized
     /// only as far as the cut needs ([`Tokenizer::encode_raw_bounded`]).
     pub fn encode_pair(&self, a: &str, b: &str, max_len: Option<usize>) -> PairEncoding {
-        let sp = self.vocab.specials();
-        let (mut ia, mut ib) = (Vec::new(), Vec::new());
-        let budget = max_len.map(|m| m.saturating_sub(PAIR_SPECIALS));
-        match budget {
-            Some(n) => {
-                self.encode_raw_bounded(a, n + 1, &mut ia);
-                self.encode_raw_bounded(b, n + 1, &mut ib);
-                if ia.len() > n && ib.len() > n {
-                    // Both are cut to halves; which one gets the odd id
-                    // depends on their whole lengths.
-                    ia.clear();
-                    ib.clear();
-                    self.encode_raw(a, &mut ia);
-                    self.encode_raw(b, &mut ib);
-                }
+        let mut ia = Vec::new();
+        let whole = match max_len {
+            Some(m) => {
+                self.encode_raw_bounded(a, m.saturating_sub(PAIR_SPECIALS) + 1, &mut ia);
+                false
             }
             None => {
                 self.encode_raw(a, &mut ia);
-                self.encode_raw(b, &mut ib);
+                true
             }
+        };
+        self.encode_pair_after(a, &mut ia, whole, b, max_len)
+    }
+
+    /// [`Tokenizer::encode_pair`] when the first text's raw ids are known
+    /// (`a_raw`: all of `encode_raw(a)` when `whole`, else at least its first
+    /// `max_len - 2` ids; completed here when the cut needs them): a query
+    /// paired with many passages is tokenized once.
+    pub fn encode_pair_after(
+        &self,
+        a: &str,
+        a_raw: &mut Vec<u32>,
+        whole: bool,
+        b: &str,
+        max_len: Option<usize>,
+    ) -> PairEncoding {
+        let sp = self.vocab.specials();
+        let mut ib = Vec::new();
+        let budget = max_len.map(|m| m.saturating_sub(PAIR_SPECIALS));
+        match budget {
+            Some(n) => {
+                self.encode_raw_bounded(b, n + 1, &mut ib);
+                if a_raw.len() > n && ib.len() > n {
+                    // Both are cut to halves; which one gets the odd id
+                    // depends on their whole lengths.
+                    if !whole {
+                        a_raw.clear();
+                        self.encode_raw(a, a_raw);
+                    }
+                    ib.clear();
+                    self.encode_raw(b, &mut ib);
+                }
+            }
+            None => self.encode_raw(b, &mut ib),
         }
+        let ia = a_raw.as_slice();
         let (ka, kb) = match budget {
             Some(n) => longest_first(ia.len(), ib.len(), n),
             None => (ia.len(), ib.len()),
@@ -723,6 +748,11 @@ mod tests {
         assert_eq!(p.ids, [2, 11, 11, 11, 3, 12, 12, 12, 12, 3]);
         let p = t.encode_pair(&long_b, &long_a, Some(10));
         assert_eq!(p.ids, [2, 12, 12, 12, 12, 3, 11, 11, 11, 3]);
+        // The first text tokenized once, whole, then paired.
+        let mut q = Vec::new();
+        t.encode_raw(&long_b, &mut q);
+        let again = t.encode_pair_after(&long_b, &mut q, true, &long_a, Some(10));
+        assert_eq!(again, p);
     }
 
     #[test]

@@ -13,4 +13,5 @@ mod header;
 mod mpnet;
 mod options;
 mod precision;
+mod reranker;
 mod tokenizer;
