@@ -423,7 +423,7 @@ impl Tokenizer {
                 true
             }
         };
-        self.encode_pair_after(a, &mut ia, whole, b, max_len)
+        self.encode_pair_after(a, &ia, whole, b, max_len)
     }
 
     /// [`Tokenizer::encode_pair`] when the first text's raw ids are known
@@ -433,23 +433,25 @@ impl Tokenizer {
     pub fn encode_pair_after(
         &self,
         a: &str,
-        a_raw: &mut Vec<u32>,
+        a_raw: &[u32],
         whole: bool,
         b: &str,
         max_len: Option<usize>,
     ) -> PairEncoding {
         let sp = self.vocab.specials();
         let mut ib = Vec::new();
+        let mut a_whole = Vec::new();
+        let mut ia = a_raw;
         let budget = max_len.map(|m| m.saturating_sub(PAIR_SPECIALS));
         match budget {
             Some(n) => {
                 self.encode_raw_bounded(b, n + 1, &mut ib);
-                if a_raw.len() > n && ib.len() > n {
+                if ia.len() > n && ib.len() > n {
                     // Both are cut to halves; which one gets the odd id
                     // depends on their whole lengths.
                     if !whole {
-                        a_raw.clear();
-                        self.encode_raw(a, a_raw);
+                        self.encode_raw(a, &mut a_whole);
+                        ia = &a_whole;
                     }
                     ib.clear();
                     self.encode_raw(b, &mut ib);
@@ -457,7 +459,6 @@ impl Tokenizer {
             }
             None => self.encode_raw(b, &mut ib),
         }
-        let ia = a_raw.as_slice();
         let (ka, kb) = match budget {
             Some(n) => longest_first(ia.len(), ib.len(), n),
             None => (ia.len(), ib.len()),
@@ -751,7 +752,7 @@ mod tests {
         // The first text tokenized once, whole, then paired.
         let mut q = Vec::new();
         t.encode_raw(&long_b, &mut q);
-        let again = t.encode_pair_after(&long_b, &mut q, true, &long_a, Some(10));
+        let again = t.encode_pair_after(&long_b, &q, true, &long_a, Some(10));
         assert_eq!(again, p);
     }
 
