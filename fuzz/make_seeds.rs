@@ -327,7 +327,7 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
     let m = tiny_bert(4, 1, 8);
     let v = m.vocab.as_ref().expect("vocab");
     let config = serde_json::json!({
-        "model_type": "bert", "architectures": ["BertModel"], "hidden_size": 4,
+        "model_type": "bert", "architectures": ["Encoder"], "hidden_size": 4,
         "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8,
         "max_position_embeddings": 8, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
         "hidden_act": "gelu", "position_embedding_type": "absolute"

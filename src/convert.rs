@@ -162,8 +162,9 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
 fn smoothed_int8(
     src: &ModelFile,
 ) -> Result<Option<std::collections::HashMap<String, Vec<TensorEntry>>>> {
-    use crate::model::bert::{self, BertModel, LayerPrecision};
     use crate::model::config::ModelConfig;
+    use crate::model::encoder::Encoder;
+    use crate::model::precision::{self, LayerPrecision};
     let (Ok(cfg), Some(vocab)) = (ModelConfig::from_metadata(&src.metadata), &src.vocab) else {
         return Ok(None);
     };
@@ -181,7 +182,7 @@ fn smoothed_int8(
         None,
         src.tensors.clone(),
     )?);
-    let f32_model = BertModel::load(
+    let f32_model = Encoder::load(
         &view,
         &cfg,
         LayerPrecision::uniform(crate::Precision::F32),
@@ -192,7 +193,7 @@ fn smoothed_int8(
     let calib =
         crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;
     let mut by_name: std::collections::HashMap<String, Vec<TensorEntry>> = Default::default();
-    for t in bert::int8_tensors(&view, &cfg, Some(&calib))? {
+    for t in precision::int8_tensors(&view, &cfg, Some(&calib))? {
         let base = t
             .name
             .strip_suffix("_scale")

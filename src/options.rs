@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::quantize::OutputRanges;
 
+pub use crate::model::precision::Precision;
+
 /// How to open a model. Every field has a sensible default; `Options::new()`
 /// gives the model's own settings, all threads of the machine and verified
 /// checksums.
@@ -104,49 +106,6 @@ impl PartialEq for ProgressFn {
 }
 
 impl Eq for ProgressFn {}
-
-/// Arithmetic of the encoder's dense (`Linear`) layers. Attention, LayerNorm,
-/// GELU and pooling always run in f32.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// f32 weights and activations, f32 accumulation: the reference numbers.
-    F32,
-    /// Weights and activations rounded to bfloat16 (round to nearest even),
-    /// f32 accumulation.
-    Bf16,
-    /// Weights symmetric int8 per output channel, activations quantized per
-    /// token row (asymmetric, 255 levels), exact int32 accumulation, f32
-    /// epilogues.
-    Int8,
-}
-
-impl Precision {
-    /// Every precision, in order of decreasing accuracy.
-    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Bf16, Precision::Int8];
-
-    /// The lowercase name used by the CLI and the C API's messages: `f32`,
-    /// `bf16` or `int8`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::Int8 => "int8",
-        }
-    }
-
-    /// Parses a name of [`Precision::name`] (ASCII case-insensitive).
-    pub fn from_name(s: &str) -> Option<Precision> {
-        Precision::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 impl Default for Options {
     fn default() -> Self {

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use crate::embedder::{Embedder, ModelInfo, TextInfo, Track};
+use crate::embedder::{Embedder, ModelInfo, Seqs, TextInfo, Track};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{ModelFile, ReadOptions};
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
@@ -112,7 +112,10 @@ impl Reranker {
             ("normalize", opts.normalize.is_some()),
             ("dimensions", opts.dimensions.is_some()),
             ("output_ranges", opts.output_ranges.is_some()),
-            ("prompt", opts.prompt.as_deref().is_some_and(|p| !p.is_empty())),
+            (
+                "prompt",
+                opts.prompt.as_deref().is_some_and(|p| !p.is_empty()),
+            ),
             ("prompt_name", opts.prompt_name.is_some()),
             ("window_overlap", opts.window_overlap.is_some()),
         ];
@@ -381,7 +384,9 @@ impl Reranker {
             let types: Vec<&[u32]> = encs.iter().map(|e| e.type_ids.as_slice()).collect();
             let h = &mut states[..(end - start) * hidden];
             track.base = start;
-            let r = self.embedder.run_typed(&ids, Some(&types), h, &mut track);
+            let r = self
+                .embedder
+                .run_seqs(Seqs::typed(&ids, &types), h, &mut track);
             // After a cancel, the rows the callback counted are complete.
             let done = match &r {
                 Ok(()) => end - start,

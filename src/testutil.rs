@@ -5,7 +5,7 @@
 //! Always compiled (a few dozen lines) and hidden from the documentation, so
 //! that every test target and the separate fuzz crate reach it without a
 //! feature flag. Tensor names and shapes come from the model
-//! ([`crate::model::bert::required_tensors`], names from
+//! ([`crate::model::encoder::required_tensors`], names from
 //! [`crate::model::arch`]); callers choose the values.
 
 use std::collections::BTreeMap;
@@ -90,14 +90,14 @@ impl TinyBert {
     }
 
     /// Names and shapes of every tensor the encoder needs, in order
-    /// ([`crate::model::bert::required_tensors`]).
+    /// ([`crate::model::encoder::required_tensors`]).
     pub fn shapes(&self) -> Vec<(String, Vec<usize>)> {
         let cfg = ModelConfig::from_metadata(&self.metadata()).expect("valid tiny config");
-        crate::model::bert::required_tensors(&cfg)
+        crate::model::encoder::required_tensors(&cfg)
     }
 
     /// Every tensor the encoder needs (names, shapes and order of
-    /// [`crate::model::bert::required_tensors`]) as f32, with the values
+    /// [`crate::model::encoder::required_tensors`]) as f32, with the values
     /// `values(name, shape)` returns (called once per tensor, in order).
     pub fn tensors(&self, mut values: impl FnMut(&str, &[usize]) -> Vec<f32>) -> Vec<TensorEntry> {
         self.shapes()

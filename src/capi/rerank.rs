@@ -113,7 +113,9 @@ pub extern "C" fn embd_rerank_free(reranker: *mut embd_reranker) {
 #[no_mangle]
 pub extern "C" fn embd_rerank_num_labels(reranker: *const embd_reranker) -> usize {
     ffi_boundary_or("embd_rerank_num_labels", 0, || {
-        Ok(handles::resolve(reranker, "reranker")?.reranker.num_labels())
+        Ok(handles::resolve(reranker, "reranker")?
+            .reranker
+            .num_labels())
     })
 }
 
@@ -246,7 +248,11 @@ pub unsafe extern "C" fn embd_rerank_score(
 ///
 /// # Safety
 /// As `texts_from_c`.
-unsafe fn named_texts<'a>(texts: *const embd_text, n: usize, param: &str) -> FfiResult<Vec<&'a str>> {
+unsafe fn named_texts<'a>(
+    texts: *const embd_text,
+    n: usize,
+    param: &str,
+) -> FfiResult<Vec<&'a str>> {
     // SAFETY: forwarded contract.
     unsafe { texts_from_c(texts, n) }.map_err(|f| Fail {
         msg: f.msg.replacen("texts", param, 1),
@@ -382,7 +388,10 @@ pub unsafe extern "C" fn embd_rerank_tokenize(
                 format!("capacity is {capacity}, the pair has {n} ids"),
             ));
         }
-        for (p, src, name) in [(ids_out, &enc.ids, "ids_out"), (types_out, &enc.type_ids, "types_out")] {
+        for (p, src, name) in [
+            (ids_out, &enc.ids, "ids_out"),
+            (types_out, &enc.type_ids, "types_out"),
+        ] {
             if !p.is_null() {
                 // SAFETY: writable for `capacity` >= `n` elements per the contract.
                 unsafe { slice_mut(p, n, name) }?.copy_from_slice(src);

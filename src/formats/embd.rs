@@ -82,8 +82,16 @@ pub const FLAG_TENSORS_ALIGNED: u32 = 1 << 1;
 pub const FLAG_CHECKSUM_ENABLED: u32 = 1 << 2;
 /// Flag bit 3: compressed tensor data (reserved by the seed; refused).
 pub const FLAG_COMPRESSED: u32 = 1 << 3;
-/// Flag bits 4-31: reserved (refused).
-pub const FLAG_RESERVED_MASK: u32 = !0xF;
+/// Flag bit 4: the file carries a tokenizer other than WordPiece, described by
+/// the metadata keys `tokenizer.kind` / `tokenizer.settings` and the
+/// `tokenizer.*` tensors (docs/formats/tokenizers.md). Set exactly when
+/// `tokenizer.kind` is present; a reader that predates the bit refuses the
+/// file as a reserved-bit file instead of tokenizing it as WordPiece.
+pub const FLAG_TOKENIZER: u32 = 1 << 4;
+/// Flag bits 5-31: reserved (refused).
+pub const FLAG_RESERVED_MASK: u32 = !0x1F;
+/// The metadata key naming a non-WordPiece tokenizer (see [`FLAG_TOKENIZER`]).
+pub const TOKENIZER_KIND_KEY: &str = "tokenizer.kind";
 /// The ten metadata keys every EMBD file carries.
 pub const REQUIRED_KEYS: [&str; 10] = [
     "model_name",
@@ -126,6 +134,7 @@ pub fn describe_flags(flags: u32) -> String {
         (FLAG_TENSORS_ALIGNED, "TENSORS_ALIGNED"),
         (FLAG_CHECKSUM_ENABLED, "CHECKSUM_ENABLED"),
         (FLAG_COMPRESSED, "COMPRESSED"),
+        (FLAG_TOKENIZER, "TOKENIZER"),
     ] {
         if flags & bit != 0 {
             names.push(name.to_string());
@@ -384,6 +393,20 @@ fn parse(backing: &Backing, opts: ReadOptions, hint: &ReadHint) -> Result<Parsed
                 format!("required key '{k}' is missing"),
             ));
         }
+    }
+
+    // The tokenizer flag and its metadata key go together.
+    let has_kind = metadata.contains_key(TOKENIZER_KIND_KEY);
+    if (h.flags & FLAG_TOKENIZER != 0) != has_kind {
+        return Err(Error::format(
+            "header.flags",
+            8,
+            if has_kind {
+                format!("metadata key '{TOKENIZER_KIND_KEY}' is present but flag bit 4 (TOKENIZER) is clear")
+            } else {
+                format!("flag bit 4 (TOKENIZER) is set but metadata key '{TOKENIZER_KIND_KEY}' is absent")
+            },
+        ));
     }
 
     // Vocabulary.
@@ -1080,17 +1103,21 @@ fn plan(model: &ModelFile, opts: &WriteOptions) -> Result<Plan> {
         .checked_add(tensor_data_size)
         .ok_or_else(|| bad("file size overflows"))?;
     let total = footer + FOOTER_SIZE as u64;
+    let tokenizer = model.metadata.contains_key(TOKENIZER_KIND_KEY);
     let flags = FLAG_VOCAB_EMBEDDED
         | FLAG_TENSORS_ALIGNED
         | if opts.checksums {
             FLAG_CHECKSUM_ENABLED
         } else {
             0
-        };
+        }
+        | if tokenizer { FLAG_TOKENIZER } else { 0 };
     let mut hd = Vec::with_capacity(HEADER_SIZE);
     hd.extend_from_slice(&MAGIC);
     hd.extend_from_slice(&VERSION_MAJOR.to_le_bytes());
-    hd.extend_from_slice(&VERSION_MINOR.to_le_bytes());
+    // Minor 1 marks the tokenizer extension; other files stay minor 0.
+    let minor = if tokenizer { 1 } else { VERSION_MINOR };
+    hd.extend_from_slice(&minor.to_le_bytes());
     hd.extend_from_slice(&flags.to_le_bytes());
     for (v, what) in [
         (metadata_offset, "metadata_offset"),

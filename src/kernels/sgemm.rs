@@ -135,7 +135,7 @@ pub trait BSource: Sync {
 /// layout of B changes, not the arithmetic).
 ///
 /// For the weights of a `Linear` layer this is a copy of the same size as the
-/// weights, made once (see `model::bert`). Several matrices packed together
+/// weights, made once (see `model::encoder`). Several matrices packed together
 /// ([`PackedB::pack_all`]) share one [`PackBuf`].
 pub struct PackedB {
     isa: Isa,

@@ -11,8 +11,9 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, Calibration, Stage, Trace, Workspace};
+use crate::model::encoder::{Encoder, Stage, Trace, Workspace};
 use crate::model::pooling::{Pooling, SentencePooling};
+use crate::model::precision::Calibration;
 use crate::tokenizer::Tokenizer;
 
 /// The built-in calibration texts, one per line.
@@ -28,7 +29,7 @@ pub fn builtin_texts() -> Vec<&'static str> {
 /// # Errors
 /// As [`calibrate`].
 pub fn calibrate_texts<S: AsRef<str> + Sync>(
-    model: &BertModel,
+    model: &Encoder,
     tok: &Tokenizer,
     max_len: usize,
     texts: &[S],
@@ -47,8 +48,8 @@ pub fn calibrate_texts<S: AsRef<str> + Sync>(
 /// thread count.
 ///
 /// # Errors
-/// Those of [`BertModel::forward`] (ids out of range).
-pub fn calibrate(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
+/// Those of [`Encoder::forward`] (ids out of range).
+pub fn calibrate(model: &Encoder, seqs: &[Vec<u32>]) -> Result<Calibration> {
     seqs.par_chunks(seqs.len().div_ceil(rayon::current_num_threads()).max(1))
         .map(|part| calibrate_serial(model, part))
         .try_reduce(Calibration::default, |a, b| Ok(merge(a, b)))
@@ -56,7 +57,7 @@ pub fn calibrate(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
 
 /// One forward pass over all of `seqs` (the products then run on all their
 /// tokens at once), recording the maxima.
-fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration> {
+fn calibrate_serial(model: &Encoder, seqs: &[Vec<u32>]) -> Result<Calibration> {
     let mut calib = Calibration::default();
     if seqs.is_empty() {
         return Ok(calib);
@@ -86,6 +87,7 @@ fn calibrate_serial(model: &BertModel, seqs: &[Vec<u32>]) -> Result<Calibration>
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     model.forward_traced(
         &refs,
+        None,
         &mut ws,
         Par::Serial,
         SentencePooling::new(Pooling::Mean, false),

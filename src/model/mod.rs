@@ -2,13 +2,14 @@
 //! configuration.
 
 pub mod arch;
-pub mod bert;
 pub mod calibrate;
 pub mod config;
+pub mod encoder;
 pub mod head;
 pub mod linear;
 pub mod param;
 pub mod pooling;
+pub mod precision;
 pub mod reference;
 pub mod report;
 pub mod static_words;

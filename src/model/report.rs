@@ -9,10 +9,11 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::formats::{ModelFile, ReadOptions};
 use crate::kernels::Par;
-use crate::model::bert::{BertModel, LayerPrecision, Stage, Trace, Workspace};
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
+use crate::model::encoder::{Encoder, Stage, Trace, Workspace};
 use crate::model::pooling::SentencePooling;
+use crate::model::precision::LayerPrecision;
 use crate::options::Precision;
 
 /// Error of one configuration against f32 (and the reference when given).
@@ -96,8 +97,7 @@ pub fn precision_report(
     let dim = cfg.hidden_size;
     // The engine's calibration (the built-in texts) unless others are given.
     let calib = {
-        let f32_model =
-            BertModel::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
+        let f32_model = Encoder::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
         let max = cfg.max_seq_length;
         match calibration_texts {
             Some(t) => calibrate::calibrate_texts(&f32_model, &tok, max, t)?,
@@ -108,7 +108,7 @@ pub fn precision_report(
     // Runs every text through `plan`; returns the embeddings and the hidden
     // states after every sub-layer (one Vec per text, per sub-layer).
     let run = |plan: LayerPrecision, keep_hidden: bool| -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
-        let model = BertModel::load(&file, &cfg, plan, calib)?;
+        let model = Encoder::load(&file, &cfg, plan, calib)?;
         let mut ws = Workspace::default();
         let mut out = vec![0.0f32; ids.len() * dim];
         let mut hidden: Vec<Vec<f32>> = Vec::new();
@@ -126,6 +126,7 @@ pub fn precision_report(
             let t: Trace<'_> = &mut trace;
             model.forward_traced(
                 &[s.as_slice()],
+                None,
                 &mut ws,
                 Par::Serial,
                 SentencePooling::new(cfg.pooling, cfg.normalize),

@@ -12,8 +12,16 @@
 //! 5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
 //!    for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
 
+pub mod added;
 pub mod normalizer;
+pub mod normalizers;
+pub mod pipeline;
 pub mod pre_tokenizer;
+pub mod pre_tokenizers;
+pub mod precompiled;
+pub mod spec;
+pub mod template;
+pub mod unigram;
 pub mod vocab;
 pub mod wordpiece;
 

@@ -15,3 +15,4 @@ mod options;
 mod precision;
 mod reranker;
 mod tokenizer;
+mod unigram;

@@ -169,9 +169,13 @@ fn minilm_reranker_scores_and_logits_match_reference_on_every_line() {
     // Each pair alone gets the numbers it gets in the batch (bit for bit),
     // and score() / logits() agree with predict_into.
     for (i, line) in lines.iter().enumerate().step_by(15) {
-        let one = r.score(&[(line.query.as_str(), line.passage.as_str())]).unwrap();
+        let one = r
+            .score(&[(line.query.as_str(), line.passage.as_str())])
+            .unwrap();
         assert_eq!(one[0].to_bits(), s[i].to_bits(), "line {}", i + 1);
-        let lo = r.logits(&[(line.query.as_str(), line.passage.as_str())]).unwrap();
+        let lo = r
+            .logits(&[(line.query.as_str(), line.passage.as_str())])
+            .unwrap();
         assert_eq!(lo[0].to_bits(), l[i].to_bits(), "line {}", i + 1);
     }
 }
@@ -190,7 +194,10 @@ fn minilm_reranker_threads_do_not_change_scores() {
         all.push(scores_and_logits(&r, &lines).1);
     }
     for v in &all[1..] {
-        assert!(v.iter().zip(&all[0]).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(v
+            .iter()
+            .zip(&all[0])
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
 
@@ -336,7 +343,11 @@ fn cli_rerank_ranks_and_scores() {
         .args(["--top-k", "10"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -362,9 +373,16 @@ fn cli_rerank_ranks_and_scores() {
         .arg(&pairs_file)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
-    let got: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let got: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(got.len(), lines.len());
     for (g, l) in got.iter().zip(&lines) {
         assert!((g["score"].as_f64().unwrap() as f32 - l.score).abs() <= 1e-5);

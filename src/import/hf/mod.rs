@@ -1,8 +1,8 @@
 //! HuggingFace / sentence-transformers folders: detection ([`detect`]) and the
-//! importer per architecture ([`bert`] for the BERT-family encoders the engine
-//! runs, [`gpt2`] for GPT-2 models stored as LWT).
+//! importer per architecture ([`encoder`] for the encoder families the engine
+//! runs (BERT, MPNet, RoBERTa, XLM-RoBERTa) with their tokenizers, [`gpt2`] for GPT-2 models stored as LWT).
 
-pub mod bert;
+pub mod encoder;
 pub mod gpt2;
 
 use std::path::Path;
@@ -12,14 +12,14 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 
-pub use bert::{
+pub use encoder::{
     canonical_bert_name, now_iso8601, read_dir, safetensors_entries, tensor_order_key, HfOptions,
 };
 
 /// Which importer a HF folder needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HfArchitecture {
-    /// A BERT-family encoder (BERT, MPNet, ...; see [`bert::read_dir`]).
+    /// A BERT-family encoder (BERT, MPNet, RoBERTa, ...; see [`encoder::read_dir`]).
     Encoder,
     /// GPT-2 (`model_type` = `gpt2`; see [`gpt2::import_gpt2_dir`]).
     Gpt2,

@@ -1,6 +1,6 @@
 //! The architecture registry: the encoder families the engine runs.
 //!
-//! Every family runs on the one encoder of [`crate::model::bert`] (embeddings,
+//! Every family runs on the one encoder of [`crate::model::encoder`] (embeddings,
 //! attention, feed-forward and LayerNorm code are shared). A family is a
 //! [`Family`] value: its tensor names and a few named hooks where the families
 //! differ ([`Positions`], [`AttentionBias`], [`SpecialTokens`], token types,
@@ -17,13 +17,19 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::model::bert::Product;
+use crate::model::precision::Product;
 
 pub mod bert;
 pub mod mpnet;
+pub mod roberta;
 
 /// Every encoder family the engine runs, by metadata `architecture`.
-pub static FAMILIES: &[&Family] = &[&bert::FAMILY, &mpnet::FAMILY];
+pub static FAMILIES: &[&Family] = &[
+    &bert::FAMILY,
+    &mpnet::FAMILY,
+    &roberta::ROBERTA,
+    &roberta::XLM_ROBERTA,
+];
 
 /// The family whose metadata `architecture` is `name`.
 pub fn by_name(name: &str) -> Option<&'static Family> {
@@ -148,7 +154,7 @@ pub struct Family {
     pub special_tokens: SpecialTokens,
     /// Precision hook: the products that stay f32 when int8 is asked for
     /// (chosen by measurement on the family's reference with `embd
-    /// precision-report`; see [`crate::model::bert::LayerPrecision::for_family`]).
+    /// precision-report`; see [`crate::model::precision::LayerPrecision::for_family`]).
     pub int8_f32_products: &'static [Product],
     /// The family's `config.json` keys.
     pub hf_config: HfConfigHook,
@@ -255,8 +261,10 @@ mod tests {
         assert_eq!(by_name("mpnet").unwrap().name, "mpnet");
         assert!(by_name("gpt2").is_none());
         assert_eq!(by_hf_model_type("mpnet").unwrap().name, "mpnet");
-        assert!(by_hf_model_type("roberta").is_none());
-        assert_eq!(names(), "bert, mpnet");
+        assert_eq!(by_hf_model_type("roberta").unwrap().name, "roberta");
+        assert_eq!(by_hf_model_type("xlm-roberta").unwrap().name, "xlm-roberta");
+        assert!(by_hf_model_type("deberta-v2").is_none());
+        assert_eq!(names(), "bert, mpnet, roberta, xlm-roberta");
     }
 
     #[test]

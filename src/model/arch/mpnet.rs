@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
 use crate::error::{Error, Result};
-use crate::model::bert::Product;
+use crate::model::precision::Product;
 
 /// The MPNet family.
 pub static FAMILY: Family = Family {

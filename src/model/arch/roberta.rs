@@ -1,0 +1,95 @@
+//! RoBERTa (`model_type` `roberta`: all-distilroberta-v1, all-roberta-large-v1)
+//! and XLM-RoBERTa (`xlm-roberta`: multilingual-e5-base/large, bge-m3, the
+//! XLM-R rerankers): one encoder, two names.
+//!
+//! The BERT encoder (same module names under `roberta.`) with position ids
+//! that start after the padding index ([`Positions::AfterPadding`],
+//! `padding_idx` = `pad_token_id`, 1 in every released checkpoint, so the
+//! first token is at position 2) and a token-type table of one row. What
+//! differs between the two is only the tokenizer the file carries (byte-level
+//! BPE for RoBERTa, SentencePiece Unigram for XLM-R), which the family does
+//! not know.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use crate::error::{Error, Result};
+
+const NAMES: TensorNames = TensorNames {
+    word: "embeddings.word_embeddings",
+    position: "embeddings.position_embeddings",
+    token_type: Some("embeddings.token_type_embeddings"),
+    emb_ln: "embeddings.LayerNorm",
+    qkv: [
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+    ],
+    attn_out: "attention.output.dense",
+    attn_ln: "attention.output.LayerNorm",
+    ffn_up: "intermediate.dense",
+    ffn_down: "output.dense",
+    ffn_ln: "output.LayerNorm",
+    relative_bias: None,
+};
+
+const SPECIALS: SpecialTokens = SpecialTokens {
+    pad: "<pad>",
+    unk: "<unk>",
+    cls: "<s>",
+    sep: "</s>",
+    mask: "<mask>",
+    post_processors: &["RobertaProcessing", "TemplateProcessing"],
+};
+
+/// The RoBERTa family.
+pub static ROBERTA: Family = Family {
+    name: "roberta",
+    hf_model_types: &["roberta"],
+    hf_prefix: "roberta.",
+    names: NAMES,
+    positions: Positions::AfterPadding,
+    attention_bias: AttentionBias::None,
+    special_tokens: SPECIALS,
+    int8_f32_products: &[],
+    hf_config,
+};
+
+/// The XLM-RoBERTa family.
+pub static XLM_ROBERTA: Family = Family {
+    name: "xlm-roberta",
+    hf_model_types: &["xlm-roberta"],
+    hf_prefix: "roberta.",
+    names: NAMES,
+    positions: Positions::AfterPadding,
+    attention_bias: AttentionBias::None,
+    special_tokens: SPECIALS,
+    int8_f32_products: &[],
+    hf_config,
+};
+
+fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
+    if let Some(p) = cfg.get("position_embedding_type").and_then(Value::as_str) {
+        if p != "absolute" {
+            return Err(Error::unsupported(format!(
+                "config.json: position_embedding_type '{p}' is not supported (absolute only)"
+            )));
+        }
+    }
+    if cfg.get("is_decoder").and_then(Value::as_bool) == Some(true) {
+        return Err(Error::unsupported(
+            "decoder RoBERTa models are not supported",
+        ));
+    }
+    // HF `RobertaEmbeddings.padding_idx` is the config's `pad_token_id`.
+    let pad = cfg.get("pad_token_id").and_then(Value::as_u64).unwrap_or(1);
+    md.insert("padding_idx".into(), pad.to_string());
+    let type_vocab = cfg
+        .get("type_vocab_size")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    md.insert("type_vocab_size".into(), type_vocab.to_string());
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! The embeddings block (HF `BertEmbeddings` / `RobertaEmbeddings` /
+//! `MPNetEmbeddings`): word + token type + position rows, then LayerNorm.
+
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::formats::ModelFile;
+use crate::kernels::{ops, Par};
+use crate::model::arch::{Family, Positions};
+use crate::model::config::ModelConfig;
+use crate::model::param::{load_param, Param, Table};
+
+use super::for_rows;
+
+/// The embedding tables of a model.
+pub(super) struct Embeddings {
+    hidden: usize,
+    vocab: usize,
+    eps: f32,
+    /// The position ids hook.
+    positions: Positions,
+    /// `padding_idx` for [`Positions::AfterPadding`].
+    padding_idx: usize,
+    pub(super) word: Table,
+    position: Param,
+    /// The token type table (`[type_vocab x hidden]`), if the family has one.
+    token_type: Option<Param>,
+    /// Rows in `token_type`.
+    type_vocab: usize,
+    ln_g: Param,
+    ln_b: Param,
+}
+
+impl Embeddings {
+    /// Loads and checks the embedding tensors of `family` for `cfg`.
+    pub(super) fn load(
+        file: &Arc<ModelFile>,
+        cfg: &ModelConfig,
+        family: &'static Family,
+        int8: bool,
+    ) -> Result<Embeddings> {
+        let names = &family.names;
+        let (h, v) = (cfg.hidden_size, cfg.vocab_size);
+        let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
+        let token_type = match names.token_type {
+            Some(t) => Some(p(&format!("{t}.weight"), &[cfg.type_vocab_size, h])?),
+            None => None,
+        };
+        Ok(Embeddings {
+            hidden: h,
+            vocab: v,
+            eps: cfg.layer_norm_eps,
+            positions: family.positions,
+            padding_idx: cfg.padding_idx,
+            word: Table::load(file, &format!("{}.weight", names.word), [v, h], int8)?,
+            position: p(
+                &format!("{}.weight", names.position),
+                &[cfg.max_position, h],
+            )?,
+            type_vocab: if token_type.is_some() {
+                cfg.type_vocab_size
+            } else {
+                0
+            },
+            token_type,
+            ln_g: p(&format!("{}.weight", names.emb_ln), &[h])?,
+            ln_b: p(&format!("{}.bias", names.emb_ln), &[h])?,
+        })
+    }
+
+    /// Calls `f` on every parameter held (for counting mapped and owned ones).
+    pub(super) fn for_each_param(&self, f: &mut impl FnMut(&Param)) {
+        for p in [&self.position, &self.ln_g, &self.ln_b] {
+            f(p);
+        }
+        if let Some(p) = &self.token_type {
+            f(p);
+        }
+    }
+
+    /// Position id of a sequence's first token.
+    pub(super) fn first_position(&self) -> usize {
+        match self.positions {
+            Positions::Sequential => 0,
+            Positions::AfterPadding => self.padding_idx + 1,
+        }
+    }
+
+    /// Writes the embeddings of the packed sequences `seqs` into `hidden`
+    /// (`[total_tokens x hidden]`): word row + token type row (`types[s][i]`,
+    /// or row 0 without `types`) + position row, then LayerNorm.
+    pub(super) fn forward(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        hidden: &mut [f32],
+        par: Par,
+    ) -> Result<()> {
+        let h = self.hidden;
+        let pos = self.position.as_slice();
+        let typ = self.token_type.as_ref().map(Param::as_slice);
+        let internal = |m: String| Error::new(ErrorKind::Internal, m);
+        let mut rows = hidden.chunks_exact_mut(h);
+        for (si, s) in seqs.iter().enumerate() {
+            let seq_types = types.map(|t| t.get(si).copied().unwrap_or(&[]));
+            if seq_types.is_some_and(|t| t.len() != s.len()) {
+                return Err(internal(format!(
+                    "forward: sequence {si} has {} token types for {} tokens",
+                    seq_types.map_or(0, <[u32]>::len),
+                    s.len()
+                )));
+            }
+            let mut non_pad = 0usize;
+            for (i, &id) in s.iter().enumerate() {
+                let id = id as usize;
+                // The position ids hook.
+                let at = match self.positions {
+                    Positions::Sequential => i,
+                    Positions::AfterPadding if id == self.padding_idx => self.padding_idx,
+                    Positions::AfterPadding => {
+                        non_pad += 1;
+                        self.padding_idx + non_pad
+                    }
+                };
+                let (Some(row), Some(p)) = (rows.next(), pos.get(at * h..(at + 1) * h)) else {
+                    return Err(internal(format!("forward: position {at} out of range")));
+                };
+                if id >= self.vocab || !self.word.row_into(id, row) {
+                    return Err(internal(format!("forward: token id {id} out of range")));
+                }
+                match typ {
+                    Some(typ) => {
+                        let t = seq_types.map_or(0, |t| t[i] as usize);
+                        let Some(trow) =
+                            typ.get(t * h..(t + 1) * h).filter(|_| t < self.type_vocab)
+                        else {
+                            return Err(internal(format!(
+                                "forward: token type {t} out of range (the model has {})",
+                                self.type_vocab
+                            )));
+                        };
+                        for j in 0..h {
+                            row[j] = (row[j] + trow[j]) + p[j];
+                        }
+                    }
+                    None => {
+                        if let Some(t) = seq_types.and_then(|t| t.iter().find(|&&t| t != 0)) {
+                            return Err(internal(format!(
+                                "forward: token type {t} given to a model without token types"
+                            )));
+                        }
+                        for j in 0..h {
+                            row[j] += p[j];
+                        }
+                    }
+                }
+            }
+        }
+        let (g, b, eps) = (self.ln_g.as_slice(), self.ln_b.as_slice(), self.eps);
+        for_rows(hidden, h, par, |r| ops::layer_norm(r, g, b, eps));
+        Ok(())
+    }
+}

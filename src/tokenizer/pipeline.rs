@@ -1,0 +1,512 @@
+//! The HF-`tokenizers`-style pipeline for SentencePiece-style models:
+//! added tokens (raw) -> normalizer -> added tokens (normalized) ->
+//! pre-tokenizer -> model per word -> template + truncation.
+//!
+//! Built by [`super::spec::TokenizerSpec::build`]. Immutable, `Send + Sync`; the
+//! per-call buffers are thread-local.
+
+use std::cell::RefCell;
+
+use serde_json::Value;
+
+use super::added::{AddedVocab, Split};
+use super::normalizers::Normalizer;
+use super::pre_tokenizers::{metaspace_decode, PreScratch, PreTokenizer, PrependScheme};
+use super::template::Template;
+use super::unigram::{Unigram, UnigramScratch};
+
+/// The model.
+///
+/// The byte-level BPE model plugs in as `Bpe(super::bpe::Bpe)`, with one arm in
+/// [`Pipeline::model_word`] (`bpe.tokenize_word(word, out)`) and one in
+/// `TokenizerSpec::build`.
+#[derive(Debug, Clone)]
+pub enum Model {
+    /// SentencePiece Unigram.
+    Unigram(Unigram),
+}
+
+/// How ids turn back into text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoder {
+    /// Tokens concatenated.
+    Concat,
+    /// HF `Metaspace` decoder.
+    Metaspace(char, PrependScheme),
+}
+
+impl Decoder {
+    /// From the HF JSON of a decoder (anything but `Metaspace` concatenates).
+    pub fn from_json(v: &Value) -> Decoder {
+        if v.get("type").and_then(Value::as_str) == Some("Metaspace") {
+            if let Ok(Some(PreTokenizer::Metaspace {
+                replacement,
+                prepend_scheme,
+                ..
+            })) = PreTokenizer::from_json(v, "decoder")
+            {
+                return Decoder::Metaspace(replacement, prepend_scheme);
+            }
+        }
+        Decoder::Concat
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    norm: String,
+    tmp: String,
+    pre: PreScratch,
+    uni: UnigramScratch,
+}
+
+impl Scratch {
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 20;
+        for b in [&mut self.norm, &mut self.tmp] {
+            if b.capacity() > KEEP {
+                *b = String::new();
+            }
+        }
+        self.pre.trim(KEEP);
+        self.uni.trim(KEEP / 16);
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// A tokenizer pipeline.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// Added and special tokens.
+    pub added: AddedVocab,
+    /// The normalizer, if any.
+    pub normalizer: Option<Normalizer>,
+    /// The pre-tokenizer, if any.
+    pub pre_tokenizer: Option<PreTokenizer>,
+    /// The model.
+    pub model: Model,
+    /// Post-processing.
+    pub template: Template,
+    decoder: Decoder,
+    /// Every token (for decode), concatenated; `offsets[i]..offsets[i + 1]`.
+    text: Box<str>,
+    offsets: Box<[u32]>,
+    /// Long texts may be cut before a space (see [`Pipeline::encode_raw_bounded`]).
+    cut_safe: bool,
+}
+
+impl Pipeline {
+    pub(crate) fn new(
+        added: AddedVocab,
+        normalizer: Option<Normalizer>,
+        pre_tokenizer: Option<PreTokenizer>,
+        model: Model,
+        template: Template,
+        decoder: Decoder,
+        pieces: &[String],
+    ) -> Pipeline {
+        let total: usize = pieces.iter().map(String::len).sum();
+        let mut text = String::with_capacity(total);
+        let mut offsets = Vec::with_capacity(pieces.len() + 1);
+        offsets.push(0u32);
+        for p in pieces {
+            text.push_str(p);
+            offsets.push(text.len().min(u32::MAX as usize) as u32);
+        }
+        let space_kept = match &normalizer {
+            None => true,
+            Some(n) => n.cut_safe() && precompiled_keeps_space(n),
+        };
+        let cut_safe = space_kept
+            && pre_tokenizer.as_ref().is_some_and(PreTokenizer::cut_safe)
+            && !added.has_whitespace();
+        Pipeline {
+            added,
+            normalizer,
+            pre_tokenizer,
+            model,
+            template,
+            decoder,
+            text: text.into(),
+            offsets: offsets.into(),
+            cut_safe,
+        }
+    }
+
+    /// The token of `id`.
+    pub fn token(&self, id: u32) -> Option<&str> {
+        let i = id as usize;
+        if i + 1 >= self.offsets.len() {
+            return None;
+        }
+        self.text
+            .get(self.offsets[i] as usize..self.offsets[i + 1] as usize)
+    }
+
+    /// Number of tokens (model pieces and added tokens).
+    pub fn vocab_len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Bytes held beyond the token strings themselves (which take
+    /// `vocab_len() * 4 + total bytes` here).
+    pub fn heap_bytes_beyond_pieces(&self) -> usize {
+        let model = match &self.model {
+            Model::Unigram(u) => u.heap_bytes(),
+        };
+        model + self.normalizer.as_ref().map_or(0, Normalizer::heap_bytes)
+    }
+
+    /// Bytes of the token strings and their offsets.
+    pub fn heap_bytes_pieces(&self) -> usize {
+        self.text.len() + self.offsets.len() * 4
+    }
+
+    /// Appends the ids of `text` to `out`: no special tokens, no truncation.
+    pub fn encode_raw(&self, text: &str, out: &mut Vec<u32>) {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut s) => {
+                self.encode_raw_with(text, out, &mut s);
+                s.trim();
+            }
+            Err(_) => self.encode_raw_with(text, out, &mut Scratch::default()),
+        });
+    }
+
+    fn encode_raw_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        self.added.split_raw(text, |s| match s {
+            Split::Token(id) => out.push(id),
+            Split::Text(seg, start) => self.encode_segment(seg, start == 0, out, scratch),
+        });
+    }
+
+    fn encode_segment(&self, seg: &str, at_start: bool, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        let Scratch {
+            norm,
+            tmp,
+            pre,
+            uni,
+        } = scratch;
+        let (text, origin): (&str, bool) = match &self.normalizer {
+            Some(n) => {
+                let o = n.normalize(seg, norm, tmp);
+                (norm.as_str(), o)
+            }
+            None => (seg, true),
+        };
+        if text.is_empty() {
+            return;
+        }
+        let origin = origin && at_start;
+        if self.added.has_normalized() {
+            self.added.split_normalized(text, |s| match s {
+                Split::Token(id) => out.push(id),
+                Split::Text(t, start) => self.words(t, origin && start == 0, pre, uni, out),
+            });
+        } else {
+            self.words(text, origin, pre, uni, out);
+        }
+    }
+
+    #[inline]
+    fn words(
+        &self,
+        text: &str,
+        origin: bool,
+        pre: &mut PreScratch,
+        uni: &mut UnigramScratch,
+        out: &mut Vec<u32>,
+    ) {
+        match &self.pre_tokenizer {
+            None => self.model_word(text, uni, out),
+            Some(p) => p.for_each_word(text, origin, pre, &mut |w| self.model_word(w, uni, out)),
+        }
+    }
+
+    #[inline]
+    fn model_word(&self, word: &str, uni: &mut UnigramScratch, out: &mut Vec<u32>) {
+        match &self.model {
+            Model::Unigram(u) => u.tokenize_word(word, out, uni),
+        }
+    }
+
+    /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
+    /// when there are fewer), tokenizing growing prefixes of a long text.
+    ///
+    /// A prefix is cut just before an ASCII space that sits between two ASCII
+    /// alphanumerics, and only when that cut is exact: the normalizer keeps such
+    /// a space and works per grapheme cluster or per character (a Replace
+    /// pattern only of the known space-run kind), the pre-tokenizer ends a word
+    /// at every space (`WhitespaceSplit`, `Whitespace` or a splitting
+    /// `Metaspace`), and no added token contains whitespace. Then the words of
+    /// the prefix are the first words of the text, the last one included (it
+    /// ends with the alphanumeric before the space). Otherwise the whole text
+    /// is tokenized. Prefixes start at 16 KiB and double.
+    pub fn encode_raw_bounded(&self, text: &str, want: usize, out: &mut Vec<u32>) {
+        const FIRST_PREFIX: usize = 16 << 10;
+        let start = out.len();
+        if !self.cut_safe || text.len() <= FIRST_PREFIX {
+            self.encode_raw(text, out);
+            return;
+        }
+        let b = text.as_bytes();
+        let mut target = FIRST_PREFIX;
+        while target < text.len() {
+            let found = (target.max(1)..b.len().saturating_sub(1)).find(|&p| {
+                b[p] == b' ' && b[p - 1].is_ascii_alphanumeric() && b[p + 1].is_ascii_alphanumeric()
+            });
+            let Some(cut) = found else { break };
+            out.truncate(start);
+            self.encode_raw(&text[..cut], out);
+            if out.len() - start >= want {
+                return;
+            }
+            target = cut.saturating_mul(2);
+        }
+        out.truncate(start);
+        self.encode_raw(text, out);
+    }
+
+    /// The template around `text`, the text's ids truncated from the right so
+    /// that the whole has at most `max_len` ids (HF `truncation=True,
+    /// max_length`; a `max_len` below the template's own ids keeps none of the
+    /// text's).
+    pub fn encode(&self, text: &str, max_len: Option<usize>) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_into(text, max_len, &mut out);
+        out
+    }
+
+    /// As [`Pipeline::encode`], into `out` (cleared first).
+    pub fn encode_into(&self, text: &str, max_len: Option<usize>, out: &mut Vec<u32>) {
+        let t = &self.template;
+        out.clear();
+        out.extend_from_slice(&t.single_prefix.ids);
+        let at = out.len();
+        match max_len {
+            Some(m) => {
+                let want = m.saturating_sub(t.added(false));
+                self.encode_raw_bounded(text, want, out);
+                out.truncate(at + want);
+            }
+            None => self.encode_raw(text, out),
+        }
+        out.extend_from_slice(&t.single_suffix.ids);
+    }
+
+    /// The type ids of [`Pipeline::encode`]'s result of `len` ids.
+    pub fn type_ids(&self, len: usize) -> Vec<u32> {
+        let t = &self.template;
+        let mut v = t.single_prefix.types.clone();
+        let body = len.saturating_sub(t.added(false));
+        v.extend(std::iter::repeat_n(t.single_type, body));
+        v.extend_from_slice(&t.single_suffix.types);
+        v
+    }
+
+    /// A pair as a cross-encoder sees it: the pair template, with HF's
+    /// `longest_first` truncation to `max_len` ids in all. Returns the ids and
+    /// the type ids. Both texts are tokenized whole: which one is longer
+    /// decides who gets the odd id, so a bounded prefix would not be exact.
+    pub fn encode_pair(&self, a: &str, b: &str, max_len: Option<usize>) -> (Vec<u32>, Vec<u32>) {
+        let t = &self.template;
+        let (mut ia, mut ib) = (Vec::new(), Vec::new());
+        self.encode_raw(a, &mut ia);
+        self.encode_raw(b, &mut ib);
+        if let Some(m) = max_len {
+            let room = m.saturating_sub(t.added(true));
+            let (ka, kb) = Template::longest_first(ia.len(), ib.len(), room);
+            ia.truncate(ka);
+            ib.truncate(kb);
+        }
+        let mut ids = Vec::with_capacity(ia.len() + ib.len() + t.added(true));
+        let mut types = Vec::with_capacity(ids.capacity());
+        ids.extend_from_slice(&t.pair_prefix.ids);
+        types.extend_from_slice(&t.pair_prefix.types);
+        ids.extend_from_slice(&ia);
+        types.extend(std::iter::repeat_n(t.pair_type_a, ia.len()));
+        ids.extend_from_slice(&t.pair_middle.ids);
+        types.extend_from_slice(&t.pair_middle.types);
+        ids.extend_from_slice(&ib);
+        types.extend(std::iter::repeat_n(t.pair_type_b, ib.len()));
+        ids.extend_from_slice(&t.pair_suffix.ids);
+        types.extend_from_slice(&t.pair_suffix.types);
+        (ids, types)
+    }
+
+    /// The length of [`Pipeline::encode`]`(text, max_len)`.
+    pub fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
+        let added = self.template.added(false);
+        let mut ids = Vec::new();
+        match max_len {
+            Some(m) => {
+                let want = m.saturating_sub(added);
+                self.encode_raw_bounded(text, want, &mut ids);
+                ids.len().min(want) + added
+            }
+            None => {
+                self.encode_raw(text, &mut ids);
+                ids.len() + added
+            }
+        }
+    }
+
+    /// Ids back to text with the file's decoder (`Metaspace`: `▁` becomes a space,
+    /// the first token's dropped unless the scheme is `never`; otherwise the
+    /// tokens concatenated). Unknown ids are skipped; with `skip_special`, so
+    /// are special added tokens.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        let tokens: Vec<&str> = ids
+            .iter()
+            .filter(|&&id| !(skip_special && self.added.get(id).is_some_and(|t| t.special)))
+            .filter_map(|&id| self.token(id))
+            .collect();
+        match self.decoder {
+            Decoder::Metaspace(rep, scheme) => metaspace_decode(&tokens, rep, scheme),
+            Decoder::Concat => tokens.concat(),
+        }
+    }
+}
+
+/// A `Precompiled` step must leave an ASCII space unchanged for cuts before a
+/// space to be exact.
+fn precompiled_keeps_space(n: &Normalizer) -> bool {
+    match n {
+        Normalizer::Precompiled(m) => m.transform(" ").is_none(),
+        Normalizer::Sequence(l) => l.iter().all(precompiled_keeps_space),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{Layout, TokenizerSpec};
+    use super::*;
+    use serde_json::json;
+
+    /// A tiny XLM-R-like tokenizer (classic layout, no char map).
+    fn tiny(layout: Layout, config: Option<&Value>) -> Pipeline {
+        let j = json!({
+            "added_tokens": [
+                {"id": 0, "content": "<s>", "special": true, "normalized": false},
+                {"id": 1, "content": "<pad>", "special": true, "normalized": false},
+                {"id": 2, "content": "</s>", "special": true, "normalized": false},
+                {"id": 3, "content": "<unk>", "special": true, "normalized": false},
+                {"id": 9, "content": "<mask>", "special": true, "normalized": false, "lstrip": true}
+            ],
+            "normalizer": {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+            "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+            "post_processor": {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                           {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                         {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]},
+                                   "<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}},
+            "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+            "model": {"type": "Unigram", "unk_id": 3, "byte_fallback": false,
+                "vocab": [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0],
+                          ["▁", -2.0], ["▁a", -1.0], ["b", -1.5], ["▁b", -1.0], ["c", -3.0], ["<mask>", 0.0]]}
+        });
+        TokenizerSpec::from_hf_json(&j, config, layout)
+            .unwrap()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn classic_layout_as_written() {
+        let p = tiny(Layout::AsWritten, None);
+        // "a  b": Replace -> "a b" -> "▁a", "▁b".
+        assert_eq!(p.encode("a  b", None), [0, 5, 7, 2]);
+        // Trailing space: "▁a", "▁".
+        assert_eq!(p.encode("a ", None), [0, 5, 4, 2]);
+        // lstrip <mask> swallows the space before it; "b" after it gets "▁".
+        assert_eq!(p.encode("a <mask>b", None), [0, 5, 9, 7, 2]);
+        // A literal special token is its id; the space after it is "▁".
+        assert_eq!(p.encode("<s> a", None), [0, 0, 5, 2]);
+        assert_eq!(p.encode("", None), [0, 2]);
+        assert_eq!(p.encode(" ", None), [0, 4, 2]);
+    }
+
+    #[test]
+    fn transformers_rebuild_of_the_same_file() {
+        let cfg = json!({"tokenizer_class": "XLMRobertaTokenizer"});
+        let p = tiny(Layout::AsTransformers, Some(&cfg));
+        // WhitespaceSplit first: no lone "▁" for runs, ends or specials' spaces.
+        assert_eq!(p.encode("a  b", None), [0, 5, 7, 2]);
+        assert_eq!(p.encode("a ", None), [0, 5, 2]);
+        assert_eq!(p.encode("<s> a", None), [0, 0, 5, 2]);
+        assert_eq!(p.encode(" \t", None), [0, 2]);
+        // "abc": "▁a", "b", "c".
+        assert_eq!(p.encode("abc", None), [0, 5, 6, 8, 2]);
+    }
+
+    #[test]
+    fn truncation_and_counts() {
+        let p = tiny(Layout::AsWritten, None);
+        assert_eq!(p.encode("a b a b", Some(4)), [0, 5, 7, 2]);
+        assert_eq!(p.encode("a b a b", Some(2)), [0, 2]);
+        assert_eq!(p.encode("a b a b", Some(1)), [0, 2]);
+        for m in [None, Some(0), Some(3), Some(5), Some(6), Some(7)] {
+            assert_eq!(
+                p.count_tokens("a b a b", m),
+                p.encode("a b a b", m).len(),
+                "{m:?}"
+            );
+        }
+        assert_eq!(p.type_ids(4), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn pair_template_and_longest_first() {
+        let p = tiny(Layout::AsWritten, None);
+        let (ids, types) = p.encode_pair("a b", "b", None);
+        assert_eq!(ids, [0, 5, 7, 2, 2, 7, 2]);
+        assert_eq!(types, [0; 7]);
+        // max 8: room 4 for 5 + 2 ids: a = max(2, 4 - 2) -> (2, 2).
+        let (ids, _) = p.encode_pair("a b a b a", "b b", Some(8));
+        assert_eq!(ids, [0, 5, 7, 2, 2, 7, 7, 2]);
+        // max 7: room 3 for 5 + 2: swapped (2, 5) -> (2, 2) -> over: (1, 2),
+        // swapped back: the longer A keeps 2, B keeps 1.
+        let (ids, _) = p.encode_pair("a b a b a", "b b", Some(7));
+        assert_eq!(ids, [0, 5, 7, 2, 2, 7, 2]);
+    }
+
+    #[test]
+    fn decode_metaspace() {
+        let p = tiny(Layout::AsWritten, None);
+        let ids = p.encode("a b <mask>", None);
+        assert_eq!(p.decode(&ids, true), "a b");
+        assert_eq!(p.decode(&ids, false), "<s> a b<mask></s>");
+        assert_eq!(p.decode(&[5, 99, 7], false), "a b");
+    }
+
+    #[test]
+    fn bounded_encoding_matches_the_whole_text() {
+        let p = tiny(Layout::AsWritten, None);
+        let long = "a b ab  c ".repeat(5000);
+        let mut whole = Vec::new();
+        p.encode_raw(&long, &mut whole);
+        for want in [0, 1, 100, 4000, 20000, whole.len() + 5] {
+            let mut some = Vec::new();
+            p.encode_raw_bounded(&long, want, &mut some);
+            assert!(some.len() >= want.min(whole.len()), "{want}");
+            assert_eq!(some[..], whole[..some.len()], "{want}");
+        }
+        let mut expect = vec![0];
+        expect.extend_from_slice(&whole[..48]);
+        expect.push(2);
+        assert_eq!(p.encode(&long, Some(50)), expect);
+    }
+
+    #[test]
+    fn send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Pipeline>();
+    }
+}

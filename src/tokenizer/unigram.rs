@@ -1,0 +1,513 @@
+//! The SentencePiece Unigram model: Viterbi over piece log-probabilities, exactly
+//! as HF `tokenizers` `Unigram::encode` (its "optimized" path) and `tokenize`.
+//!
+//! Exactness notes:
+//! - at each character start, every piece that is a prefix of the rest of the
+//!   word is a candidate ending there with score `best[start] + score`; a
+//!   candidate replaces the best path at its end only if strictly better (so
+//!   ties keep the earliest start, then the shortest piece);
+//! - when no piece covers exactly the character at a start, an unknown node
+//!   (`unk_id`, score `min score - 10`) covers it;
+//! - on the best path, consecutive nodes with id `unk_id` are fused into one
+//!   string (HF always fuses for Unigram), which is then looked up as a piece;
+//!   if it is none, with `byte_fallback` every byte becomes its `<0xXX>` piece
+//!   (if all exist), else the whole string is `unk_id`;
+//! - duplicate pieces: the last id wins (HF's string -> id map);
+//! - scores are summed in f64 (stored as f32: sentencepiece's own precision).
+//!
+//! The piece trie is built once from the sorted pieces, breadth first, so that
+//! the children of a node are contiguous: three flat arrays (9 bytes a node)
+//! and a 256-entry root table; no allocation per character or per word (the
+//! Viterbi buffers are the caller's scratch).
+
+use crate::error::{Error, Result};
+
+const NONE: u32 = u32::MAX;
+
+/// A byte trie over the pieces.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Trie {
+    /// Child of the root for each first byte (0: none).
+    root: Vec<u32>,
+    /// Children of node `n` are `first_child[n]..first_child[n + 1]`.
+    first_child: Vec<u32>,
+    /// Label of the edge into node `n` (sorted among siblings).
+    labels: Vec<u8>,
+    /// Piece id ending at node `n`, or `NONE`.
+    values: Vec<u32>,
+}
+
+impl Trie {
+    /// Builds the trie of `pieces` (the last id wins for equal strings).
+    pub(crate) fn build<S: AsRef<str>>(pieces: &[S]) -> Trie {
+        let mut order: Vec<u32> = (0..pieces.len() as u32).collect();
+        let key = |i: u32| pieces[i as usize].as_ref().as_bytes();
+        order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
+        // Dedup equal strings, keeping the last (highest) id.
+        let mut w = 0;
+        for r in 0..order.len() {
+            if r + 1 < order.len() && key(order[r]) == key(order[r + 1]) {
+                continue;
+            }
+            order[w] = order[r];
+            w += 1;
+        }
+        order.truncate(w);
+
+        let mut labels = vec![0u8];
+        let mut values = vec![NONE];
+        let mut first_child = Vec::new();
+        // ranges[n] = (lo, hi): the pieces under node n; depth = labels depth.
+        let mut ranges: Vec<(u32, u32, u32)> = vec![(0, order.len() as u32, 0)];
+        let mut n = 0;
+        while n < ranges.len() {
+            let (mut lo, hi, depth) = ranges[n];
+            first_child.push(labels.len() as u32);
+            let d = depth as usize;
+            if lo < hi && key(order[lo as usize]).len() == d {
+                values[n] = order[lo as usize];
+                lo += 1;
+            }
+            let mut i = lo;
+            while i < hi {
+                let b = key(order[i as usize])[d];
+                let mut j = i + 1;
+                while j < hi && key(order[j as usize])[d] == b {
+                    j += 1;
+                }
+                labels.push(b);
+                values.push(NONE);
+                ranges.push((i, j, depth + 1));
+                i = j;
+            }
+            n += 1;
+        }
+        first_child.push(labels.len() as u32);
+        let mut root = vec![0u32; 256];
+        for c in first_child[0]..first_child[1] {
+            root[labels[c as usize] as usize] = c;
+        }
+        Trie {
+            root,
+            first_child,
+            labels,
+            values,
+        }
+    }
+
+    #[inline]
+    fn child(&self, node: u32, b: u8) -> u32 {
+        let lo = self.first_child[node as usize] as usize;
+        let hi = self.first_child[node as usize + 1] as usize;
+        let labels = &self.labels[lo..hi];
+        if labels.len() <= 8 {
+            for (k, &l) in labels.iter().enumerate() {
+                if l == b {
+                    return (lo + k) as u32;
+                }
+                if l > b {
+                    return 0;
+                }
+            }
+            0
+        } else {
+            match labels.binary_search(&b) {
+                Ok(k) => (lo + k) as u32,
+                Err(_) => 0,
+            }
+        }
+    }
+
+    /// The id of the piece equal to `s`.
+    pub(crate) fn get(&self, s: &[u8]) -> Option<u32> {
+        let (&b0, rest) = s.split_first()?;
+        let mut node = self.root[b0 as usize];
+        for &b in rest {
+            if node == 0 {
+                return None;
+            }
+            node = self.child(node, b);
+        }
+        if node == 0 {
+            return None;
+        }
+        let v = self.values[node as usize];
+        (v != NONE).then_some(v)
+    }
+
+    /// Calls `f(len, id)` for every piece that is a prefix of `s`, shortest first.
+    #[inline]
+    fn prefixes(&self, s: &[u8], mut f: impl FnMut(usize, u32)) {
+        let Some(&b0) = s.first() else { return };
+        let mut node = self.root[b0 as usize];
+        let mut d = 1;
+        while node != 0 {
+            let v = self.values[node as usize];
+            if v != NONE {
+                f(d, v);
+            }
+            if d >= s.len() {
+                return;
+            }
+            node = self.child(node, s[d]);
+            d += 1;
+        }
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.root.len() * 4 + self.first_child.len() * 4 + self.labels.len() + self.values.len() * 4
+    }
+
+    pub(crate) fn nodes(&self) -> usize {
+        self.labels.len()
+    }
+}
+
+/// Reusable Viterbi buffers.
+#[derive(Debug, Default)]
+pub struct UnigramScratch {
+    best: Vec<Best>,
+    path: Vec<(u32, u32, u32)>,
+}
+
+impl UnigramScratch {
+    pub(crate) fn trim(&mut self, keep: usize) {
+        if self.best.capacity() > keep {
+            self.best = Vec::new();
+        }
+        if self.path.capacity() > keep {
+            self.path = Vec::new();
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Best {
+    score: f64,
+    start: u32,
+    id: u32,
+}
+
+/// A Unigram model.
+#[derive(Debug, Clone)]
+pub struct Unigram {
+    trie: Trie,
+    scores: Box<[f32]>,
+    unk_id: u32,
+    unk_score: f64,
+    /// `<0xXX>` piece ids (`NONE` where absent), with `byte_fallback`.
+    byte_ids: Option<Box<[u32; 256]>>,
+}
+
+/// Byte length of the UTF-8 character starting with `b`.
+#[inline]
+fn utf8_len(b: u8) -> usize {
+    match b {
+        0..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+impl Unigram {
+    /// Builds the model over `pieces` (the model's pieces: ids `0..pieces.len()`)
+    /// and their `scores`.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if the lengths differ, the vocabulary is
+    /// empty, `unk_id` is out of range or a score is not finite.
+    pub fn new<S: AsRef<str>>(
+        pieces: &[S],
+        scores: &[f32],
+        unk_id: u32,
+        byte_fallback: bool,
+    ) -> Result<Unigram> {
+        if pieces.len() != scores.len() {
+            return Err(Error::model(format!(
+                "unigram: {} pieces but {} scores",
+                pieces.len(),
+                scores.len()
+            )));
+        }
+        if pieces.is_empty() {
+            return Err(Error::model("unigram: the vocabulary is empty"));
+        }
+        if unk_id as usize >= pieces.len() {
+            return Err(Error::model(format!(
+                "model.unk_id: {unk_id} is outside the {} pieces",
+                pieces.len()
+            )));
+        }
+        let mut min = f64::INFINITY;
+        for (i, &s) in scores.iter().enumerate() {
+            if !s.is_finite() {
+                return Err(Error::model(format!("unigram: score of piece {i} is {s}")));
+            }
+            min = min.min(s as f64);
+        }
+        let trie = Trie::build(pieces);
+        let byte_ids = byte_fallback.then(|| {
+            let mut t = Box::new([NONE; 256]);
+            for (b, slot) in t.iter_mut().enumerate() {
+                *slot = trie.get(format!("<0x{b:02X}>").as_bytes()).unwrap_or(NONE);
+            }
+            t
+        });
+        Ok(Unigram {
+            trie,
+            scores: scores.into(),
+            unk_id,
+            unk_score: min - 10.0,
+            byte_ids,
+        })
+    }
+
+    /// The unknown id.
+    pub fn unk_id(&self) -> u32 {
+        self.unk_id
+    }
+
+    /// Number of pieces.
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Never true (the model has at least one piece).
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+
+    /// Bytes held beyond the pieces themselves (trie, scores, byte table).
+    pub fn heap_bytes(&self) -> usize {
+        self.trie.heap_bytes() + self.scores.len() * 4 + self.byte_ids.as_ref().map_or(0, |_| 1024)
+    }
+
+    /// Trie nodes (for reports).
+    pub fn trie_nodes(&self) -> usize {
+        self.trie.nodes()
+    }
+
+    /// Appends the ids of `word` to `out`.
+    pub fn tokenize_word(&self, word: &str, out: &mut Vec<u32>, scratch: &mut UnigramScratch) {
+        let s = word.as_bytes();
+        let n = s.len();
+        if n == 0 {
+            return;
+        }
+        let best = &mut scratch.best;
+        best.clear();
+        best.resize(
+            n + 1,
+            Best {
+                score: 0.0,
+                start: NONE,
+                id: 0,
+            },
+        );
+        let mut i = 0;
+        while i < n {
+            let base = best[i].score;
+            let mblen = utf8_len(s[i]).min(n - i);
+            let mut single = false;
+            self.trie.prefixes(&s[i..], |len, id| {
+                let cand = base + self.scores[id as usize] as f64;
+                let t = &mut best[i + len];
+                if t.start == NONE || cand > t.score {
+                    *t = Best {
+                        score: cand,
+                        start: i as u32,
+                        id,
+                    };
+                }
+                if len == mblen {
+                    single = true;
+                }
+            });
+            if !single {
+                let cand = base + self.unk_score;
+                let t = &mut best[i + mblen];
+                if t.start == NONE || cand > t.score {
+                    *t = Best {
+                        score: cand,
+                        start: i as u32,
+                        id: self.unk_id,
+                    };
+                }
+            }
+            i += mblen;
+        }
+        let path = &mut scratch.path;
+        path.clear();
+        let mut end = n;
+        while end > 0 {
+            let b = best[end];
+            let start = if b.start == NONE { 0 } else { b.start as usize };
+            path.push((start as u32, end as u32, b.id));
+            end = start;
+        }
+        // `path` runs backwards; fuse runs of unk ids.
+        let mut k = path.len();
+        while k > 0 {
+            k -= 1;
+            let (start, mut stop, id) = path[k];
+            if id != self.unk_id {
+                out.push(id);
+                continue;
+            }
+            while k > 0 && path[k - 1].2 == self.unk_id {
+                k -= 1;
+                stop = path[k].1;
+            }
+            let piece = &s[start as usize..stop as usize];
+            self.push_unknown(piece, out);
+        }
+    }
+
+    #[inline]
+    fn push_unknown(&self, piece: &[u8], out: &mut Vec<u32>) {
+        if let Some(id) = self.trie.get(piece) {
+            out.push(id);
+            return;
+        }
+        if let Some(bytes) = &self.byte_ids {
+            if piece.iter().all(|&b| bytes[b as usize] != NONE) {
+                out.extend(piece.iter().map(|&b| bytes[b as usize]));
+                return;
+            }
+        }
+        out.push(self.unk_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(pieces: &[(&str, f32)], unk: u32, fallback: bool) -> Unigram {
+        let p: Vec<&str> = pieces.iter().map(|x| x.0).collect();
+        let s: Vec<f32> = pieces.iter().map(|x| x.1).collect();
+        Unigram::new(&p, &s, unk, fallback).unwrap()
+    }
+
+    fn ids(m: &Unigram, w: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        m.tokenize_word(w, &mut out, &mut UnigramScratch::default());
+        out
+    }
+
+    #[test]
+    fn viterbi_picks_the_best_sum() {
+        // "abc": a+b+c = -3, ab+c = -2.5, a+bc = -2.2 (best), abc absent.
+        let m = model(
+            &[
+                ("<unk>", 0.0),
+                ("a", -1.0),
+                ("b", -1.0),
+                ("c", -1.0),
+                ("ab", -1.5),
+                ("bc", -1.2),
+            ],
+            0,
+            false,
+        );
+        assert_eq!(ids(&m, "abc"), [1, 5]);
+        assert_eq!(ids(&m, "ab"), [4]);
+        assert_eq!(ids(&m, ""), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn ties_keep_the_first_candidate() {
+        // "ab" = a+b = -2 = ab. Candidates for the end: "ab" from start 0 is
+        // seen first, "b" from start 1 (equal, not better) does not replace it.
+        let m = model(
+            &[("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -2.0)],
+            0,
+            false,
+        );
+        assert_eq!(ids(&m, "ab"), [3]);
+    }
+
+    #[test]
+    fn unknowns_fuse_and_score_min_minus_ten() {
+        // min score -4, unk -14. "xay": x and y unknown.
+        let m = model(&[("<unk>", 0.0), ("a", -4.0)], 0, false);
+        assert_eq!(ids(&m, "xay"), [0, 1, 0]);
+        // Consecutive unknowns become one unk.
+        assert_eq!(ids(&m, "xyz"), [0]);
+        assert_eq!(ids(&m, "é☃a"), [0, 1]);
+        // min -17, unk -27: "xa" (-17) beats unk + a (-31).
+        let m2 = model(&[("<unk>", 0.0), ("a", -4.0), ("xa", -17.0)], 0, false);
+        assert_eq!(ids(&m2, "xa"), [2]);
+        // With positive scores an unknown can win over a piece: "a" = 20,
+        // "xa" = -1, min -1, unk -11: unk + a = 9 > -1.
+        let m3 = model(&[("<unk>", 0.0), ("a", 20.0), ("xa", -1.0)], 0, false);
+        assert_eq!(ids(&m3, "xa"), [0, 1]);
+    }
+
+    #[test]
+    fn byte_fallback_pieces() {
+        let m = model(
+            &[
+                ("<unk>", 0.0),
+                ("a", -1.0),
+                ("<0xC3>", -5.0),
+                ("<0xA9>", -5.0),
+                ("<0x78>", -5.0),
+            ],
+            0,
+            true,
+        );
+        // "é" = C3 A9: both byte pieces exist.
+        assert_eq!(ids(&m, "aé"), [1, 2, 3]);
+        // "éx" fused as one unknown: C3 A9 78.
+        assert_eq!(ids(&m, "éx"), [2, 3, 4]);
+        // "ü" = C3 BC: BC missing, so the whole unknown is unk.
+        assert_eq!(ids(&m, "üa"), [0, 1]);
+        // Without byte_fallback the same model gives unk.
+        let m = model(
+            &[
+                ("<unk>", 0.0),
+                ("a", -1.0),
+                ("<0xC3>", -5.0),
+                ("<0xA9>", -5.0),
+            ],
+            0,
+            false,
+        );
+        assert_eq!(ids(&m, "aé"), [1, 0]);
+    }
+
+    #[test]
+    fn duplicates_take_the_last_id_and_trie_lookups() {
+        let m = model(
+            &[("<unk>", 0.0), ("ab", -1.0), ("a", -3.0), ("ab", -1.0)],
+            0,
+            false,
+        );
+        assert_eq!(ids(&m, "ab"), [3]);
+        assert_eq!(m.trie.get(b"a"), Some(2));
+        assert_eq!(m.trie.get(b"abc"), None);
+        assert_eq!(m.trie.get(b""), None);
+        // Many siblings: binary search path.
+        let many: Vec<String> = (0..200u8)
+            .map(|i| format!("z{}", char::from(b'0' + i % 75)))
+            .collect();
+        let t = Trie::build(&many);
+        assert_eq!(
+            t.get("z5".as_bytes()),
+            Some(many.iter().rposition(|p| p == "z5").unwrap() as u32)
+        );
+    }
+
+    #[test]
+    fn bad_models_are_refused() {
+        assert!(Unigram::new::<&str>(&[], &[], 0, false).is_err());
+        assert!(Unigram::new(&["a"], &[0.0, 1.0], 0, false).is_err());
+        assert!(Unigram::new(&["a"], &[0.0], 1, false)
+            .unwrap_err()
+            .message()
+            .contains("model.unk_id"));
+        assert!(Unigram::new(&["a"], &[f32::NAN], 0, false).is_err());
+    }
+}
