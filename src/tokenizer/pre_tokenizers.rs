@@ -120,9 +120,11 @@ impl PreTokenizer {
                         Some("always") => PrependScheme::Always,
                         Some("first") => PrependScheme::First,
                         Some("never") => PrependScheme::Never,
-                        _ => return Err(Error::model(format!(
+                        _ => {
+                            return Err(Error::model(format!(
                             "{path}.prepend_scheme: {s} is not \"always\", \"first\" or \"never\""
-                        ))),
+                        )))
+                        }
                     },
                 };
                 if !get_bool(v, "add_prefix_space", true, path)? {

@@ -399,3 +399,49 @@ fn cli_rerank_ranks_and_scores() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("top_k is 0"));
 }
+
+#[test]
+fn reranker_progress_and_cancel() {
+    use std::ops::ControlFlow;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let Some(path) = minilm_reranker("reranker_cancel") else {
+        return;
+    };
+    let lines = pair_lines("minilm-reranker_reference.jsonl");
+    let pairs: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l.query.as_str(), l.passage.as_str()))
+        .collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let last = Arc::new(AtomicUsize::new(0));
+    let (c, l) = (calls.clone(), last.clone());
+    let opts = embedder::Options::new()
+        .threads(2)
+        .max_seq_length(MINILM_MAX_LENGTH)
+        .progress(move |done, total| {
+            assert_eq!(total, 151);
+            c.fetch_add(1, Ordering::Relaxed);
+            l.store(done, Ordering::Relaxed);
+            if done >= 40 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+    let r = embedder::Reranker::open(&path, &opts).unwrap();
+    let mut s = vec![f32::NAN; pairs.len()];
+    let e = r
+        .predict_into(&pairs, Some(&mut s), None, None)
+        .unwrap_err();
+    assert_eq!(e.kind(), embedder::ErrorKind::Cancelled);
+    let done = last.load(Ordering::Relaxed);
+    assert!(
+        calls.load(Ordering::Relaxed) >= 1 && (40..151).contains(&done),
+        "{done}"
+    );
+    // The rows the callback counted are complete and right.
+    for (i, line) in lines.iter().enumerate().take(done) {
+        assert!((s[i] - line.score).abs() <= 1e-5, "line {}", i + 1);
+    }
+}
