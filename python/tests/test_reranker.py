@@ -12,9 +12,9 @@ from typing import Any, Dict, List
 
 import numpy as np
 import pytest
+from conftest import REPO, model_path, shared_dir
 
 import embedder
-from conftest import REPO, model_path, shared_dir
 
 
 def reranker_path() -> Path:

@@ -172,7 +172,7 @@ class Reranker:
         the library per call; a pair's score does not depend on its batch.
         """
         single = _is_single_pair(sentences)
-        pairs: Sequence[Any] = [sentences] if single else sentences  # type: ignore[list-item]
+        pairs: Sequence[Any] = [sentences] if single else sentences
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(
                 Status.INVALID_ARGUMENT, f"batch_size must be an int >= 1, got {batch_size!r}"
@@ -295,4 +295,3 @@ def _is_single_pair(x: Any) -> bool:
     if not isinstance(x, (list, tuple)):
         return True
     return len(x) > 0 and not isinstance(x[0], (list, tuple))
-
