@@ -696,7 +696,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             precision,
             query,
             input,
-            jsonl,
+            // clap makes --jsonl and --query exclusive, one of them required.
+            jsonl: _,
             top_k,
             raw,
             max_length,
