@@ -40,6 +40,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "bench", "out")
+# --isa: the environment that caps each engine's kernels (ONNX Runtime has no such switch).
+ISA_CAPS = {
+    "avx2": {"EMBD_SIMD": "avx2", "CT2_FORCE_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+}
 HF_DIR = os.path.join(ROOT, "models", "all-MiniLM-L6-v2-hf")
 WEIGHTS = os.path.join(ROOT, "models", "all-MiniLM-L6-v2.weights")
 ONNX_PLAIN = os.path.join(OUT, "minilm.onnx")
@@ -480,7 +485,7 @@ def peer_model_files(engine):
             "ov": [os.path.join(OV_DIR, m + ".xml") for m in ("fp32", "int8", "int8wo")]}[engine]
 
 
-def peer_configs(engines, ov_hints):
+def peer_configs(engines, ov_hints, ov_models=("int8", "int8wo", "fp32")):
     """The peers' throughput configurations and, per engine/precision group, the
     single-text latency configurations (1 thread and 2). Each is a worker spec for
     peers.py plus a name, a group and the cores it uses."""
@@ -506,7 +511,7 @@ def peer_configs(engines, ov_hints):
         add(g, "2 workers batch32", 2, threads=1, workers=2, batch=32, **m)
         add_latency(g, dict(threads=1, **m), dict(threads=2, **m))
     if "ov" in engines:
-        for model in ("int8", "int8wo", "fp32"):
+        for model in ov_models:
             for hint in ov_hints:
                 g = f"OV {model}/{hint}"
                 m = {"engine": "ov", "model": os.path.join(OV_DIR, model + ".xml"), "hint": hint}
@@ -657,7 +662,7 @@ def timing(args, tok, ref, corpus_path):
     for s in sessions.values():  # warm-up, as `embd bench` does
         ort_sorted_batches(s, tok, texts[:100])
 
-    peer_thr, peer_lat = peer_configs(engines, args.ov_hints)
+    peer_thr, peer_lat = peer_configs(engines, args.ov_hints, args.ov_models)
     ours = [("ours", ours_name(p, t, b), (p, t, b)) for p, t, b in OURS if p in precisions]
     ort = [("ort", name, (fn,)) for name, _, fn in ORT]
     by_engine = {}
@@ -833,6 +838,12 @@ def timing(args, tok, ref, corpus_path):
             ratios[f"ours int8 / fastest peer, {t}t"] = {"ours": i8["config"], "peer": pe["config"],
                                                          "ratio": i8["texts_per_s"] / pe["texts_per_s"],
                                                          "target": ">= 1.3"}
+        # Capped run: the same against the peers that were capped (not ONNX Runtime).
+        pc = best_of(lambda r, t=t: not r["group"].startswith(("ours", "ORT")) and r["threads"] == t)
+        if args.isa and i8 and pc:
+            ratios[f"ours int8 / fastest capped peer, {t}t"] = {
+                "ours": i8["config"], "peer": pc["config"], "ratio": i8["texts_per_s"] / pc["texts_per_s"],
+                "target": ">= 1.3"}
         b16 = best_of(lambda r, t=t: r["group"] == "ours bf16" and r["threads"] == t)
         f32 = best_of(lambda r, t=t: r["group"] == "ours f32" and r["threads"] == t)
         if b16 and f32:
@@ -847,6 +858,10 @@ def timing(args, tok, ref, corpus_path):
     if il and bl:
         ratios["latency: ours int8 / best peer"] = {"ours": il[0], "peer": bl[0], "ratio": il[1] / bl[1],
                                                     "target": "<= 0.7"}
+    cl = best_latency(lambda k: not k.startswith(("ours", "ORT")))
+    if args.isa and il and cl:
+        ratios["latency: ours int8 / best capped peer"] = {"ours": il[0], "peer": cl[0], "ratio": il[1] / cl[1],
+                                                           "target": "<= 0.7"}
 
     # --- report -------------------------------------------------------------
     import onnxruntime
@@ -857,6 +872,9 @@ def timing(args, tok, ref, corpus_path):
                            capture_output=True, text=True)
         versions[mod] = r.stdout.strip().split("-")[0] or "?"
     print(f"\nCPU {cpu_info()}, {os.cpu_count()} cores, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    if args.isa:
+        print(f"capped to {args.isa}: " + " ".join(f"{k}={v}" for k, v in ISA_CAPS[args.isa].items())
+              + " (ONNX Runtime cannot be capped: it picks its kernels from cpuid)")
     if ov_default:
         print(f"OpenVINO: without INFERENCE_PRECISION_HINT this CPU computes in {ov_default}; "
               "'OV m/bf16' and 'OV m/f32' set the hint explicitly")
@@ -920,9 +938,12 @@ def timing(args, tok, ref, corpus_path):
         "open_ms": open_time, "peak_rss_mb": rss, "model_size_mb": sizes, "loadavg": loads,
     }
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "results.json"), "w") as f:
+    results["isa_cap"] = {"isa": args.isa, "env": ISA_CAPS.get(args.isa, {}),
+                          "uncapped": ["ONNX Runtime"] if args.isa else []}
+    name = f"results-{args.isa}.json" if args.isa else "results.json"
+    with open(os.path.join(OUT, name), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"wrote {os.path.join(OUT, 'results.json')}")
+    print(f"wrote {os.path.join(OUT, name)}")
     if args.limit:
         os.unlink(corpus_path)
     return 0
@@ -964,9 +985,25 @@ def main():
                     help="OpenVINO INFERENCE_PRECISION_HINTs to time (default: bf16,f32)")
     ap.add_argument("--precisions", default=",".join(PRECISIONS),
                     help="our precisions to time (default: all that embd supports)")
+    ap.add_argument("--isa", choices=sorted(ISA_CAPS), default=None,
+                    help="cap every engine that can be capped to this instruction set (avx2: EMBD_SIMD=avx2, "
+                         "CT2_FORCE_CPU_ISA=AVX2, ONEDNN_MAX_CPU_ISA=AVX2 for OpenVINO and CTranslate2's oneDNN, "
+                         "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling); "
+                         "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid). Results go to "
+                         "bench/out/results-ISA.json")
     ap.add_argument("--gemm-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ort-encode", metavar="CORPUS", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.ov_models = ("int8", "int8wo", "fp32")
+    if args.isa:
+        # Every child process (ours, the peers' workers, the GEMM ceiling) inherits these.
+        os.environ.update(ISA_CAPS[args.isa])
+        # Under ONEDNN_MAX_CPU_ISA=AVX2 OpenVINO 2026.4 rejects the bf16 hint (no bf16
+        # below AVX-512) and its weight-only int8 model returns empty outputs.
+        args.ov_hints = "f32"
+        args.ov_models = ("int8", "fp32")
+        print(f"--isa {args.isa}: OpenVINO with the f32 hint only, without int8wo "
+              "(bf16 needs AVX-512; int8wo returns no output under the cap)")
     if args.gemm_child:
         return gemm_child()
     if args.ort_encode:

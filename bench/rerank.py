@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reranking latency of the library: one query against 100 (and 1,000) passages
 of shared/bench/corpus.txt, at 1 and 2 threads, f32 and int8, through the Python
-binding (``embedder.Reranker.rank``; the query is tokenized once, the pairs run
+binding (``embedder.Reranker.rank``; the pairs run
 padding-free over the threads).
 
 The peers the issue names (ONNX Runtime on a fused ONNX export of the same

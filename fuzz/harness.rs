@@ -23,6 +23,10 @@ use embedder::import::hf;
 use embedder::tokenizer::{Tokenizer, TokenizerConfig};
 use embedder::{ModelConfig, SpecialIds, Vocab};
 
+#[path = "bpe_harness.rs"]
+mod bpe_harness;
+pub use bpe_harness::fuzz_bpe;
+
 /// A fuzz entry point.
 pub type Target = fn(&[u8]);
 
@@ -42,6 +46,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("hf_dir", fuzz_hf_dir),
     ("embedder", fuzz_embedder),
     ("container", fuzz_container),
+    ("bpe", fuzz_bpe),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,

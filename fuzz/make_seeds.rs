@@ -314,6 +314,44 @@ fn tokenizer_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// `bpe` inputs (`mode | options | A \0 B \0 text`, see fuzz/bpe_harness.rs).
+fn bpe_seeds() -> Vec<Vec<u8>> {
+    let vocab = r###"{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\u0120": 5, "\u0120a": 6, "<unk>": 7, "##b": 8, "a##b": 9, "<0x61>": 10}"###;
+    let model = r#"{"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": {"a": 0, "b": 1, "ab": 2, "<unk>": 3, "<0x63>": 4}, "merges": [["a", "b"]]}"#;
+    let inputs: [(u8, u8, String); 6] = [
+        (
+            0,
+            0x00,
+            format!("{vocab}\0#version: 0.2\na b\nab c\n\u{120} a\0abc ab a  cab"),
+        ),
+        (0, 0x13, format!("{vocab}\0a ##b\0ab abc xyz")),
+        (1, 0x00, format!("{model}\0\0ab abc cx ab")),
+        (
+            1,
+            0x40,
+            r#"{"vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}"#.to_string() + "\0\0ab",
+        ),
+        (
+            2,
+            0x00,
+            "hello\n world\n's\n 12\n日本\0\0Hello world, it's 2024!  \t\n日本語 🙂".into(),
+        ),
+        (
+            2,
+            0xcc,
+            "aaaa\naa\n\0\0aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa aaaa".into(),
+        ),
+    ];
+    inputs
+        .into_iter()
+        .map(|(m, o, s)| {
+            let mut v = vec![m, o];
+            v.extend_from_slice(s.as_bytes());
+            v
+        })
+        .collect()
+}
+
 /// One `hf_dir` record: `u8 file selector | u16 LE length | bytes` (selectors
 /// index `HF_FILES` in fuzz/harness.rs).
 fn hf_record(out: &mut Vec<u8>, sel: u8, b: &[u8]) {
@@ -426,6 +464,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (i, b) in tokenizer_seeds().into_iter().enumerate() {
         out.push(("tokenizer", format!("text_{i}.txt"), b));
+    }
+    for (i, b) in bpe_seeds().into_iter().enumerate() {
+        out.push(("bpe", format!("model_{i}.bin"), b));
     }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.

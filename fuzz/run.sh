@@ -15,7 +15,7 @@ fi
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(embd legacy finalfusion coreml_blob amb lwt container safetensors hf_dir tokenizer model_file)
+  TARGETS=(embd legacy finalfusion coreml_blob amb lwt container safetensors hf_dir tokenizer model_file bpe)
 fi
 for t in "${TARGETS[@]}"; do
   mkdir -p "fuzz/target/corpus-work/$t" "fuzz/artifacts/$t"

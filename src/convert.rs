@@ -188,7 +188,7 @@ fn smoothed_int8(
         LayerPrecision::uniform(crate::Precision::F32),
         None,
     )?;
-    let tok = cfg.tokenizer(vocab.clone());
+    let tok = crate::model::tokenizer::tokenizer_of(src, &cfg, vocab.clone())?;
     let texts = crate::model::calibrate::builtin_texts();
     let calib =
         crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;

@@ -241,7 +241,7 @@ impl Embedder {
         } else {
             None
         };
-        let tokenizer = cfg.tokenizer(vocab);
+        let tokenizer = crate::model::tokenizer::tokenizer_of(&file, &cfg, vocab)?;
         let prompt = resolve_prompt(&file.metadata, opts)?;
         let include_prompt = file
             .metadata

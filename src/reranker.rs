@@ -10,7 +10,7 @@
 //! ```
 //!
 //! It is the [`Embedder`]'s runtime with a different ending: the pairs are
-//! tokenized in parallel on the embedder's workers (a ranked query once), run
+//! tokenized in parallel on the embedder's workers, run
 //! padding-free through the same batching over the worker pool (chunks of
 //! whole pairs, long batches split over the threads, progress and
 //! cancellation between chunks), with first-token (`[CLS]` / `<s>`) pooling and
@@ -26,11 +26,35 @@ use crate::formats::{ModelFile, ReadOptions};
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 use crate::model::head::{ClassificationHead, ScoreActivation, Task};
 use crate::options::{Options, Precision};
-use crate::tokenizer::PairEncoding;
+use crate::tokenizer::Tokenizer;
 
 /// Pairs tokenized ahead of the forward pass; ids of at most this many pairs
 /// are held at once.
 const PAIR_GROUP: usize = 1024;
+
+/// A text pair as the model reads it ([`Reranker::tokenize_pair`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairEncoding {
+    /// The ids, special tokens included.
+    pub ids: Vec<u32>,
+    /// The token type of each id (BERT: 0 for the query's part, 1 for the
+    /// passage's; RoBERTa/XLM-R: 0 everywhere).
+    pub type_ids: Vec<u32>,
+    /// Ids of either text were cut to fit.
+    pub truncated: bool,
+}
+
+/// [`Tokenizer::encode_pair`] with the truncation flag: a pair that fills
+/// `max` ids is tokenized again without the cut to tell whether it lost any.
+fn encode_pair(tok: &Tokenizer, a: &str, b: &str, max: usize) -> PairEncoding {
+    let (ids, type_ids) = tok.encode_pair(a, b, Some(max));
+    let truncated = ids.len() >= max && tok.encode_pair(a, b, None).0.len() > ids.len();
+    PairEncoding {
+        ids,
+        type_ids,
+        truncated,
+    }
+}
 
 /// One document of a ranking ([`Reranker::rank_ex`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,9 +191,12 @@ impl Reranker {
 
     /// A pair as the model reads it: ids, token types, truncation.
     pub fn tokenize_pair(&self, query: &str, passage: &str) -> PairEncoding {
-        self.embedder
-            .tokenizer()
-            .encode_pair(query, passage, Some(self.max_seq_length()))
+        encode_pair(
+            self.embedder.tokenizer(),
+            query,
+            passage,
+            self.max_seq_length(),
+        )
     }
 
     /// Scores of pairs (`(query, passage)`), after the model's activation:
@@ -227,11 +254,11 @@ impl Reranker {
             check_text(q.as_ref(), &format!("pair {i}: query"))?;
             check_text(p.as_ref(), &format!("pair {i}: passage"))?;
         }
-        let max = Some(self.max_seq_length());
+        let max = self.max_seq_length();
         let tok = self.embedder.tokenizer();
         self.run_pairs(
             pairs.len(),
-            |i| tok.encode_pair(pairs[i].0.as_ref(), pairs[i].1.as_ref(), max),
+            |i| encode_pair(tok, pairs[i].0.as_ref(), pairs[i].1.as_ref(), max),
             scores,
             logits,
             info,
@@ -261,8 +288,6 @@ impl Reranker {
     /// instead of score when `raw` (sentence-transformers' `rank` with the
     /// identity activation), and each pair's token count and truncation flag
     /// in `info` (by document index; at least `docs.len()` entries).
-    ///
-    /// The query is tokenized once.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for an empty (or whitespace-only) query,
@@ -308,14 +333,12 @@ impl Reranker {
             check_text(d.as_ref(), &format!("document {i}"))?;
         }
         let tok = self.embedder.tokenizer();
-        let max = Some(self.max_seq_length());
-        let mut q = Vec::new();
-        tok.encode_raw(query, &mut q);
+        let max = self.max_seq_length();
         let n = docs.len();
         let mut logits = vec![0.0f32; n];
         self.run_pairs(
             n,
-            |i| tok.encode_pair_after(query, &q, true, docs[i].as_ref(), max),
+            |i| encode_pair(tok, query, docs[i].as_ref(), max),
             None,
             Some(&mut logits),
             info,

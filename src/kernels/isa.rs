@@ -29,7 +29,9 @@
 //!
 //! Adding an ISA: a feature bit here if it needs a new one, the variant and
 //! its row in its family's `Family` impl below, its kernels under
-//! `kernels/arch/`, and its line in the family's dispatch.
+//! `kernels/arch/`, and its line in the family's dispatch. (The int8
+//! family's rows are its variants' descriptors, `qgemm::QKernel`: features
+//! and cap are written beside the kernels.)
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 
@@ -58,6 +60,9 @@ impl Features {
     pub const AVXVNNI: Features = Features(1 << 6);
     /// AVX-512 BF16.
     pub const AVX512BF16: Features = Features(1 << 7);
+    /// Never detected: what the x86 variants need where they cannot exist.
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(crate) const ABSENT: Features = Features(1 << 30);
 
     /// Both sets.
     pub const fn and(self, other: Features) -> Features {
@@ -257,28 +262,13 @@ impl Family for sgemm::Isa {
 impl Family for qgemm::Isa {
     const ALL: &'static [Self] = &qgemm::Isa::ALL;
 
+    // Each variant's descriptor (`QKERNEL` in its `arch/` module) says.
     fn features(self) -> Features {
-        match self {
-            // The int8 code is compiled with FMA enabled (its row
-            // quantization shares the f32 helpers), so every variant needs it.
-            qgemm::Isa::Avx512Vnni => Features::AVX2
-                .and(Features::FMA)
-                .and(Features::AVX512F)
-                .and(Features::AVX512BW)
-                .and(Features::AVX512VNNI),
-            qgemm::Isa::AvxVnni => Features::AVX2.and(Features::FMA).and(Features::AVXVNNI),
-            qgemm::Isa::Avx2 => Features::AVX2.and(Features::FMA),
-            qgemm::Isa::Scalar => Features::NONE,
-        }
+        self.kernel().needs
     }
 
     fn min_cap(self) -> Cap {
-        match self {
-            qgemm::Isa::Avx512Vnni => Cap::Unlimited,
-            qgemm::Isa::AvxVnni => Cap::AvxVnni,
-            qgemm::Isa::Avx2 => Cap::Avx2,
-            qgemm::Isa::Scalar => Cap::None,
-        }
+        self.kernel().min_cap
     }
 }
 

@@ -28,12 +28,19 @@
 //!
 //! Each family has one enum of its variants (`sgemm::Isa`, `qgemm::Isa`,
 //! `bgemm::Isa`), chosen once by [`isa`], and one dispatch from its front into
-//! `arch/`: the kernel tables in `sgemm::gemm_cols`, `qgemm::run_tile` and
-//! `bgemm::kernels`, the `dispatch!` macro of [`ops`] (the int8 and bf16
-//! fronts also pick their ISA's row quantization or rounding of A, where it
-//! has one). Adding an ISA touches its module under `arch/`, its variant and
-//! row in [`isa`] (and a feature bit if it needs a new one), and one line of
-//! the family's dispatch.
+//! `arch/`: the kernel tables in `sgemm::gemm_cols` and `bgemm::kernels`, the
+//! `dispatch!` macro of [`ops`] (and `attention::attend`'s match), the bf16
+//! front's rounding of A. Adding an ISA touches its module under `arch/`, its
+//! variant and row in [`isa`] (and a feature bit if it needs a new one), and
+//! one line of the family's dispatch.
+//!
+//! The int8 family keeps every fact about a variant in one descriptor
+//! (`qgemm::QKernel`: tile shape, A's byte offset, CPU features, `EMBD_SIMD`
+//! cap, tiles, row quantization), defined as `QKERNEL` in the variant's
+//! module under `arch/`; `qgemm::Isa::kernel` is its one table, and
+//! [`isa`]'s `Family` impl, the tile dispatch and the quantization read it.
+//! Adding an int8 ISA is its module with its `QKERNEL`, its variant, and one
+//! line of that table.
 //!
 //! Every optimised kernel has a plain oracle in [`reference`](mod@reference) (or
 //! the front's scalar definition) and unit tests that compare the two on
@@ -74,6 +81,20 @@ impl Par {
     }
 }
 
+/// The row tiles of a block of `m` rows for a kernel of at most `mr` rows:
+/// `(first row, height)`, as few tiles as `mr` allows, their heights
+/// differing by at most one (20 rows with `mr = 6`: 5, 5, 5, 5 rather than
+/// 6, 6, 6, 2, whose 2-row tile has too few independent accumulators to hide
+/// the FMA latency). Every kernel computes each element with the same
+/// arithmetic whatever its height, so the split never changes a bit.
+pub(crate) fn row_tiles(m: usize, mr: usize) -> impl Iterator<Item = (usize, usize)> {
+    let tiles = m.div_ceil(mr.max(1));
+    // No tiles (m = 0): nothing to divide.
+    let base = m.checked_div(tiles).unwrap_or(0);
+    let extra = m.checked_rem(tiles).unwrap_or(0);
+    (0..tiles).map(move |t| (t * base + t.min(extra), base + usize::from(t < extra)))
+}
+
 /// CPU time of the calling thread in seconds, for the kernels' speed tests.
 #[cfg(test)]
 pub(crate) fn thread_cpu_seconds() -> f64 {
@@ -84,4 +105,35 @@ pub(crate) fn thread_cpu_seconds() -> f64 {
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn row_tiles_cover_the_block_evenly() {
+        assert_eq!(
+            super::row_tiles(20, 6).collect::<Vec<_>>(),
+            [(0, 5), (5, 5), (10, 5), (15, 5)]
+        );
+        assert_eq!(
+            super::row_tiles(13, 6).collect::<Vec<_>>(),
+            [(0, 5), (5, 4), (9, 4)]
+        );
+        assert_eq!(
+            super::row_tiles(12, 6).collect::<Vec<_>>(),
+            [(0, 6), (6, 6)]
+        );
+        assert_eq!(super::row_tiles(0, 6).count(), 0);
+        for mr in 1..=12 {
+            for m in 0..100 {
+                let mut next = 0;
+                for (i, h) in super::row_tiles(m, mr) {
+                    assert!(i == next && (1..=mr).contains(&h), "m{m} mr{mr}");
+                    next += h;
+                }
+                assert_eq!(next, m);
+                assert_eq!(super::row_tiles(m, mr).count(), m.div_ceil(mr));
+            }
+        }
+    }
 }

@@ -38,6 +38,25 @@
 //! 32767), so the AVX2 form multiplies `|qw|` (u8, <= 127) by `qa · sign(qw)`
 //! (s8, |·| <= 127): pair sums stay below 32,258 and nothing saturates.
 //!
+//! Why AVX2 keeps the exact 8-bit x 8-bit scheme (issue 24, measured with
+//! `embd precision-report` on `minilm_reference.jsonl`): the forms that let
+//! `vpmaddubsw` run without the sign step lose a bit on one side, and both
+//! fail the int8 bars (worst >= 0.995, mean >= 0.999) by a wide margin:
+//! 7-bit weights (`|qw| <= 64`, u8 activations) worst 0.991 / mean 0.9981,
+//! 129-level activations (u8 in `[0, 128]`, 8-bit weights) worst 0.9906 /
+//! mean 0.9978, against 0.9964 / 0.9992 for the scheme above. They would not
+//! be faster where the vector multiplies are the bound either: the sign step
+//! is one simple op beside the two multiplies (`vpmaddubsw`, `vpmaddwd`) that
+//! every 32 products need in all three forms. So every ISA quantizes the same
+//! way and gives the same bits.
+//!
+//! Row quantization is vectorized for every x86 ISA
+//! (`x86_64::avx512::qgemm::quantize_row` for `Avx512Vnni`,
+//! `x86_64::avx2::qgemm::quantize_row` for `AvxVnni` and `Avx2`), bit for
+//! bit the scalar [`quantize_row_scalar`] (whose `round_ties_even` is a libm
+//! call per element on the baseline target; the vector forms round in
+//! `vcvtps2dq`).
+//!
 //! B is packed once per matrix for one ISA: panels of `nr` columns; inside a
 //! panel, for each group of 4 consecutive k, the 4 bytes of every column
 //! (the layout `vpdpbusd` reads). k is padded to a multiple of 4 with zero
@@ -48,6 +67,7 @@ use rayon::prelude::*;
 use super::arch::generic;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -65,34 +85,77 @@ pub enum Isa {
     Scalar,
 }
 
+/// Everything the front needs to know about one int8 kernel variant, in one
+/// place: each variant's module under `arch/` defines its `QKERNEL`, and
+/// [`Isa::kernel`] is the one table from variant to descriptor (what the CPU
+/// must have and the `EMBD_SIMD` cap for [`isa`](super::isa) come from here
+/// too).
+pub(crate) struct QKernel {
+    /// Tile height (rows of A per kernel call).
+    pub(crate) mr: usize,
+    /// Tile and panel width (columns).
+    pub(crate) nr: usize,
+    /// What A's bytes hold: `qa + a_offset` (128 for the u8 · s8 VNNI forms).
+    pub(crate) a_offset: i32,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1).
+    pub(crate) tiles: &'static [TileFn],
+    /// The vector row quantization, bit for bit [`quantize_row_scalar`]
+    /// (`None`: that scalar form).
+    pub(crate) quantize_row: Option<QuantizeRowFn>,
+}
+
+/// A vector form of [`quantize_row_scalar`] (same arguments and results).
+pub(crate) type QuantizeRowFn = unsafe fn(&[f32], Option<&[f32]>, &mut [u8], i32) -> (f32, i32);
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: QKernel = QKernel {
+    mr: 1,
+    nr: 16,
+    a_offset: 0,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    quantize_row: None,
+};
+
 impl Isa {
     /// Every family, best first.
     pub const ALL: [Isa; 4] = [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2, Isa::Scalar];
 
-    /// Tile height (rows of A per kernel call).
-    pub const fn mr(self) -> usize {
+    /// The variant's descriptor: the one table of the int8 family.
+    pub(crate) fn kernel(self) -> &'static QKernel {
         match self {
-            Isa::Avx512Vnni => 12,
-            Isa::AvxVnni => 6,
-            Isa::Avx2 => 4,
-            Isa::Scalar => 4,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => &x86_64::avx512vnni::QKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => &x86_64::avxvnni::QKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::qgemm::QKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => &ABSENT,
+            Isa::Scalar => &generic::qgemm::QKERNEL,
         }
+    }
+
+    /// Tile height (rows of A per kernel call).
+    pub fn mr(self) -> usize {
+        self.kernel().mr
     }
 
     /// Tile and panel width (columns).
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx512Vnni => 32,
-            Isa::AvxVnni | Isa::Avx2 | Isa::Scalar => 16,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// What A's bytes hold: `qa + offset` (128 for the u8 · s8 VNNI forms).
-    pub const fn a_offset(self) -> i32 {
-        match self {
-            Isa::Avx512Vnni | Isa::AvxVnni => 128,
-            Isa::Avx2 | Isa::Scalar => 0,
-        }
+    pub fn a_offset(self) -> i32 {
+        self.kernel().a_offset
     }
 
     /// Whether this CPU runs the kernels.
@@ -267,14 +330,13 @@ fn quantize_row_into(
     dst: &mut [u8],
     off: i32,
 ) -> (f32, i32) {
-    #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx512Vnni) {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512F/BW;
-        // `mul` has at least x.len() factors (checked by the caller).
-        return unsafe { x86_64::avx512::qgemm::quantize_row(x, mul, dst, off) };
+    match isa.kernel().quantize_row {
+        // SAFETY: an ISA is only used when the CPU has its features (the
+        // callers' `supported` checks and `isa::int8`); `mul` has at least
+        // x.len() factors and `dst` kp bytes (checked by the caller).
+        Some(f) => unsafe { f(x, mul, dst, off) },
+        None => quantize_row_scalar(x, mul, dst, off),
     }
-    let _ = isa;
-    quantize_row_scalar(x, mul, dst, off)
 }
 
 /// The portable form of [`quantize_row_into`] (also the oracle of the vector
@@ -553,9 +615,7 @@ unsafe fn gemm_cols(
         } else {
             bp
         };
-        let mut i = 0;
-        while i < a.m {
-            let h = mr.min(a.m - i);
+        for (i, h) in super::row_tiles(a.m, mr) {
             let cdst = c.0.wrapping_add(i * ldc + j0);
             let full = w == nr;
             if !full && accumulate {
@@ -592,7 +652,6 @@ unsafe fn gemm_cols(
                     }
                 }
             }
-            i += mr;
         }
         j0 += nr;
     }
@@ -611,20 +670,8 @@ unsafe fn gemm_cols(
 /// # Safety
 /// See [`gemm_cols`]; `h <= isa.mr()` and the CPU has `isa`.
 unsafe fn run_tile(isa: Isa, h: usize, t: &Tile) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: forwarded contract.
-        unsafe {
-            match isa {
-                Isa::Avx512Vnni => return x86_64::avx512vnni::KERNELS[h - 1](t),
-                Isa::AvxVnni => return x86_64::avxvnni::KERNELS[h - 1](t),
-                Isa::Avx2 => return x86_64::avx2::qgemm::KERNELS[h - 1](t),
-                Isa::Scalar => {}
-            }
-        }
-    }
     // SAFETY: forwarded contract.
-    unsafe { generic::qgemm::tile(isa.nr(), h, t) }
+    unsafe { isa.kernel().tiles[h - 1](t) }
 }
 
 /// `(acc - zc · wsum) as f32 · (sa · sw)`: the epilogue every kernel computes.
@@ -726,15 +773,29 @@ mod tests {
     #[test]
     fn vector_quantization_matches_scalar() {
         for isa in supported() {
-            for &k in &[1usize, 5, 16, 17, 384, 1536] {
-                for seed in 0..20u64 {
+            // Every mix of the vector loops (32, 16, 8 lanes) and tails.
+            for &k in &[1usize, 5, 8, 16, 17, 31, 33, 45, 63, 64, 100, 384, 1536] {
+                for seed in 0..28u64 {
                     let mut x = rand_vec(k, seed + 1000 * k as u64);
-                    // Skewed and degenerate rows too.
-                    match seed % 5 {
+                    // Skewed and degenerate rows too, non-finite values,
+                    // and values half way between two steps.
+                    match seed % 7 {
                         1 => x.iter_mut().for_each(|v| *v = v.abs() * 3.0),
                         2 => x.iter_mut().for_each(|v| *v = -v.abs() * 1e-3),
                         3 => x.iter_mut().for_each(|v| *v = 0.0),
                         4 => x[0] = 1e6,
+                        5 => {
+                            x[k / 2] = f32::NAN;
+                            x[k - 1] = if k > 1 { f32::INFINITY } else { f32::NAN };
+                        }
+                        6 => {
+                            // Range [-127, 127]: scale 1, so each x.5 is a tie.
+                            x.iter_mut().enumerate().for_each(|(i, v)| {
+                                *v = (i % 254) as f32 - 126.5;
+                            });
+                            x[0] = -127.0;
+                            x[k - 1] = 127.0;
+                        }
                         _ => {}
                     }
                     let kp = k.next_multiple_of(4);

@@ -603,11 +603,8 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                             (pb.cast_const(), pb.cast_const())
                         }
                     };
-                    let mut i = 0;
-                    while i < mc {
-                        let h = mr.min(mc - i);
-                        // The tile of h rows (the last one of the matrix may
-                        // be shorter than mr) reads A in place.
+                    for (i, h) in super::row_tiles(mc, mr) {
+                        // The tile of h <= mr rows reads A in place.
                         let kernel = kernels[h - 1];
                         let row0 = i0 + i;
                         let cp = c.wrapping_add(row0 * ldc + j0);
@@ -637,7 +634,6 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
                                 }
                             }
                         }
-                        i += mr;
                     }
                     if last {
                         for r in 0..mc {

@@ -13,3 +13,4 @@ pub mod precision;
 pub mod reference;
 pub mod report;
 pub mod static_words;
+pub mod tokenizer;

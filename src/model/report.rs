@@ -88,7 +88,7 @@ pub fn precision_report(
             "the reference must have one vector per text",
         ));
     }
-    let tok = cfg.tokenizer(vocab);
+    let tok = crate::model::tokenizer::tokenizer_of(&file, &cfg, vocab)?;
     let ids: Vec<Vec<u32>> = texts
         .iter()
         .map(|t| tok.encode(t, Some(cfg.max_seq_length)))

@@ -1,18 +1,30 @@
-//! BERT tokenization matching HuggingFace's fast tokenizer (`tokenizers`) id for id.
+//! Tokenizers matching HuggingFace's fast tokenizers (`tokenizers`) id for id,
+//! behind one type, [`Tokenizer`]: the model file says which one it carries
+//! (`crate::model::tokenizer`), and everything above this module (prompts,
+//! truncation, windows, token counts, pairs for cross-encoders) uses the same
+//! calls whatever the kind.
 //!
-//! Pipeline (format research notes, section 5.2):
-//! 1. split the raw text on the special-token strings (`[PAD] [UNK] [CLS] [SEP]
-//!    [MASK]`, case-sensitive, leftmost-longest, before normalization); a match
-//!    becomes its id directly;
-//! 2. each other segment goes through [`normalizer::Normalizer`] (BertNormalizer),
-//!    and is split again on the added special tokens HF matches after
-//!    normalization ([`Tokenizer::with_normalized_specials`], MPNet's `<unk>`);
-//! 3. [`pre_tokenizer::for_each_word`] (BertPreTokenizer),
-//! 4. [`wordpiece::WordPiece`] per word;
-//! 5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
-//!    for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
+//! - **WordPiece** (BERT, MPNet): the BERT pipeline of this file and its
+//!   stages (format research notes, section 5.2):
+//!   1. split the raw text on the special-token strings (`[PAD] [UNK] [CLS] [SEP]
+//!      [MASK]`, case-sensitive, leftmost-longest, before normalization); a match
+//!      becomes its id directly;
+//!   2. each other segment goes through [`normalizer::Normalizer`] (BertNormalizer),
+//!      and is split again on the added special tokens HF matches after
+//!      normalization ([`Tokenizer::with_normalized_specials`], MPNet's `<unk>`);
+//!   3. [`pre_tokenizer::for_each_word`] (BertPreTokenizer),
+//!   4. [`wordpiece::WordPiece`] per word;
+//!   5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
+//!      for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
+//! - **SentencePiece Unigram** (XLM-R, multilingual BERT) and **byte-level
+//!   BPE** (RoBERTa): a [`pipeline::Pipeline`] built from a
+//!   [`spec::TokenizerSpec`] (added tokens, normalizers, pre-tokenizers, the
+//!   model, the post-processor template), as `tokenizer.json` describes it.
 
 pub mod added;
+pub mod bpe;
+pub mod byte_level;
+mod byte_level_tables;
 pub mod normalizer;
 pub mod normalizers;
 pub mod pipeline;
@@ -27,7 +39,10 @@ pub mod wordpiece;
 
 use std::cell::RefCell;
 
+use crate::error::{Error, Result};
 use normalizer::Normalizer;
+use pipeline::Pipeline;
+use spec::{TokenizerKind, TokenizerSpec};
 use vocab::Vocab;
 use wordpiece::WordPiece;
 
@@ -142,53 +157,9 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Special ids a BERT pair adds: `[CLS]`, `[SEP]`, `[SEP]`.
-const PAIR_SPECIALS: usize = 3;
-
-/// A text pair as the model reads it ([`Tokenizer::encode_pair`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PairEncoding {
-    /// The ids, special tokens included.
-    pub ids: Vec<u32>,
-    /// The token type of each id (0: the first text's part, 1: the second's).
-    pub type_ids: Vec<u32>,
-    /// Ids of either text were cut to fit.
-    pub truncated: bool,
-}
-
-/// How many ids of each text of a pair HF's `longest_first` truncation keeps
-/// (`tokenizers` >= 0.13, which sentence-transformers' `CrossEncoder` runs):
-/// texts of `a` and `b` ids within a `budget` (the maximum length less the
-/// special tokens). When they do not fit and the shorter one fits in the
-/// budget beside half of it, only the longer is cut; otherwise both are cut to
-/// half the budget, the longer one (the second on a tie) keeping the odd id.
-pub fn longest_first(a: usize, b: usize, budget: usize) -> (usize, usize) {
-    if a + b <= budget {
-        return (a, b);
-    }
-    let swap = a > b;
-    let (short, long) = if swap { (b, a) } else { (a, b) };
-    let (mut ks, mut kl) = if short > budget {
-        (short, short)
-    } else {
-        (short, long.min(short.max(budget - short)))
-    };
-    if ks + kl > budget {
-        ks = budget / 2;
-        kl = ks + budget % 2;
-    }
-    if swap {
-        (kl, ks)
-    } else {
-        (ks, kl)
-    }
-}
-
-/// A BERT WordPiece tokenizer. Immutable, `Send + Sync`; share it between threads.
+/// The BERT WordPiece pipeline (the stages of the module docs, 1 to 4).
 #[derive(Debug, Clone)]
-pub struct Tokenizer {
-    vocab: Vocab,
-    config: TokenizerConfig,
+struct Bert {
     normalizer: Normalizer,
     wordpiece: WordPiece,
     specials: SpecialMatcher,
@@ -197,10 +168,30 @@ pub struct Tokenizer {
     /// A special-token string contains ASCII whitespace, so long texts cannot be
     /// cut at whitespace (see [`Tokenizer::encode_raw_bounded`]).
     specials_have_whitespace: bool,
+    /// The vocabulary's cls and sep ids, framing one text.
+    cls: [u32; 1],
+    sep: [u32; 1],
+}
+
+/// Which tokenizer runs.
+#[derive(Debug, Clone)]
+enum Kind {
+    WordPiece(Box<Bert>),
+    /// SentencePiece Unigram or byte-level BPE.
+    Pipeline(Box<Pipeline>),
+}
+
+/// A tokenizer: BERT WordPiece, SentencePiece Unigram or byte-level BPE (see
+/// the module docs). Immutable, `Send + Sync`; share it between threads.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    vocab: Vocab,
+    config: TokenizerConfig,
+    kind: Kind,
 }
 
 impl Tokenizer {
-    /// Builds a tokenizer (the lookup tables are built once, here).
+    /// Builds a WordPiece tokenizer (the lookup tables are built once, here).
     pub fn new(vocab: Vocab, config: TokenizerConfig) -> Tokenizer {
         let normalizer = Normalizer {
             clean_text: config.clean_text,
@@ -220,15 +211,47 @@ impl Tokenizer {
                 .token(id)
                 .is_some_and(|t| t.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')))
         });
-        Tokenizer {
-            vocab,
-            config,
+        let bert = Bert {
             normalizer,
             wordpiece,
             specials,
             normalized_specials,
             specials_have_whitespace,
+            cls: [vocab.specials().cls],
+            sep: [vocab.specials().sep],
+        };
+        Tokenizer {
+            vocab,
+            config,
+            kind: Kind::WordPiece(Box::new(bert)),
         }
+    }
+
+    /// Builds the tokenizer a [`TokenizerSpec`] describes over `vocab` (its
+    /// pieces, in the same order, with the model's five special ids).
+    ///
+    /// # Errors
+    /// A spec whose pieces differ from the vocabulary's, or that does not
+    /// build (named by [`TokenizerSpec::build`]).
+    pub fn from_spec(spec: &TokenizerSpec, vocab: Vocab) -> Result<Tokenizer> {
+        if spec.pieces.len() != vocab.len() {
+            return Err(Error::model(format!(
+                "the tokenizer has {} pieces but the vocabulary {} tokens",
+                spec.pieces.len(),
+                vocab.len()
+            )));
+        }
+        if spec.kind == TokenizerKind::WordPiece {
+            return Err(Error::unsupported(
+                "a WordPiece tokenizer is described by the BERT options, not a stored spec",
+            ));
+        }
+        let pipeline = spec.build()?;
+        Ok(Tokenizer {
+            vocab,
+            config: TokenizerConfig::bert_uncased(),
+            kind: Kind::Pipeline(Box::new(pipeline)),
+        })
     }
 
     /// Also matches the tokens `ids` (of the vocabulary; others are ignored)
@@ -236,13 +259,16 @@ impl Tokenizer {
     /// `normalized: true` (MPNet's `<unk>`): after the five specials of the
     /// vocabulary are matched in the raw text and each other segment is
     /// normalized, the segment is split on these strings (leftmost-longest).
+    /// WordPiece only (a pipeline has its own added tokens); a no-op otherwise.
     pub fn with_normalized_specials(mut self, ids: &[u32]) -> Tokenizer {
-        self.normalized_specials = SpecialMatcher::new(&self.vocab, ids);
-        let ws = |t: &(String, u32)| {
-            t.0.bytes()
-                .any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        };
-        self.specials_have_whitespace |= self.normalized_specials.tokens.iter().any(ws);
+        if let Kind::WordPiece(b) = &mut self.kind {
+            b.normalized_specials = SpecialMatcher::new(&self.vocab, ids);
+            let ws = |t: &(String, u32)| {
+                t.0.bytes()
+                    .any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            };
+            b.specials_have_whitespace |= b.normalized_specials.tokens.iter().any(ws);
+        }
         self
     }
 
@@ -251,24 +277,231 @@ impl Tokenizer {
         &self.vocab
     }
 
-    /// The options.
+    /// The WordPiece options (for other kinds, unused defaults).
     pub fn config(&self) -> &TokenizerConfig {
         &self.config
     }
 
-    /// Appends the ids of `text` to `out`, without `[CLS]`/`[SEP]` and without
-    /// truncation.
-    pub fn encode_raw(&self, text: &str, out: &mut Vec<u32>) {
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut s) => {
-                self.encode_raw_with(text, out, &mut s);
-                s.trim();
-            }
-            // Unreachable in practice (no re-entrancy); stay correct anyway.
-            Err(_) => self.encode_raw_with(text, out, &mut Scratch::default()),
-        });
+    /// The tokenizer model.
+    pub fn kind(&self) -> TokenizerKind {
+        match &self.kind {
+            Kind::WordPiece(_) => TokenizerKind::WordPiece,
+            Kind::Pipeline(p) => match p.model {
+                pipeline::Model::Unigram(_) => TokenizerKind::Unigram,
+                pipeline::Model::Bpe(_) => TokenizerKind::Bpe,
+            },
+        }
     }
 
+    /// Appends the ids of `text` to `out`, without special tokens around it
+    /// and without truncation.
+    pub fn encode_raw(&self, text: &str, out: &mut Vec<u32>) {
+        match &self.kind {
+            Kind::WordPiece(b) => SCRATCH.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut s) => {
+                    b.encode_raw_with(text, out, &mut s);
+                    s.trim();
+                }
+                // Unreachable in practice (no re-entrancy); stay correct anyway.
+                Err(_) => b.encode_raw_with(text, out, &mut Scratch::default()),
+            }),
+            Kind::Pipeline(p) => p.encode_raw(text, out),
+        }
+    }
+
+    /// The ids before and after one text (`[CLS]` / `[SEP]`, `<s>` / `</s>`).
+    fn frame(&self) -> (&[u32], &[u32]) {
+        match &self.kind {
+            Kind::WordPiece(b) => (&b.cls, &b.sep),
+            Kind::Pipeline(p) => (&p.template.single_prefix.ids, &p.template.single_suffix.ids),
+        }
+    }
+
+    /// The special ids one text is framed with: `(before, after)`.
+    pub fn single_frame(&self) -> (Vec<u32>, Vec<u32>) {
+        let (a, b) = self.frame();
+        (a.to_vec(), b.to_vec())
+    }
+
+    /// The prefix + the ids of `text` truncated to `max_len` minus the frame
+    /// + the suffix (`[CLS] … [SEP]`, `<s> … </s>`). `None` means no
+    ///   truncation; a `max_len` below the frame keeps none of the text.
+    pub fn encode(&self, text: &str, max_len: Option<usize>) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_into(text, max_len, &mut out);
+        out
+    }
+
+    /// As [`Tokenizer::encode`], into `out` (cleared first; its allocation is reused).
+    ///
+    /// With a `max_len`, a long text is tokenized only as far as needed: see
+    /// [`Tokenizer::encode_raw_bounded`]. Work and memory are then bounded by
+    /// the part of the text that yields the first `max_len - 2` ids, not by the
+    /// text's length.
+    pub fn encode_into(&self, text: &str, max_len: Option<usize>, out: &mut Vec<u32>) {
+        let (pre, post) = self.frame();
+        out.clear();
+        out.extend_from_slice(pre);
+        match max_len {
+            Some(m) => {
+                let want = m.saturating_sub(pre.len() + post.len());
+                self.encode_raw_bounded(text, want, out);
+                out.truncate(pre.len() + want);
+            }
+            None => self.encode_raw(text, out),
+        }
+        out.extend_from_slice(post);
+    }
+
+    /// As [`Tokenizer::encode_into`] with `Some(max_len)`; returns whether the
+    /// text had more ids than fit (and was cut). Tokenizes at most one id
+    /// further than `encode_into` to tell.
+    pub fn encode_into_checked(&self, text: &str, max_len: usize, out: &mut Vec<u32>) -> bool {
+        let (pre, post) = self.frame();
+        out.clear();
+        out.extend_from_slice(pre);
+        let want = max_len.saturating_sub(pre.len() + post.len());
+        self.encode_raw_bounded(text, want + 1, out);
+        let cut = out.len() - pre.len() > want;
+        out.truncate(pre.len() + want);
+        out.extend_from_slice(post);
+        cut
+    }
+
+    /// A pair as a cross-encoder sees it (BERT `[CLS] a [SEP] b [SEP]`,
+    /// RoBERTa/XLM-R `<s> a </s></s> b </s>`), with HF's `longest_first`
+    /// truncation to `max_len` ids in all: returns the ids and the token type
+    /// ids (0 for the first text and its frame, 1 for the second for BERT).
+    pub fn encode_pair(&self, a: &str, b: &str, max_len: Option<usize>) -> (Vec<u32>, Vec<u32>) {
+        match &self.kind {
+            Kind::Pipeline(p) => p.encode_pair(a, b, max_len),
+            Kind::WordPiece(_) => {
+                let sp = self.vocab.specials();
+                let (mut ia, mut ib) = (Vec::new(), Vec::new());
+                self.encode_raw(a, &mut ia);
+                self.encode_raw(b, &mut ib);
+                if let Some(m) = max_len {
+                    let (ka, kb) =
+                        template::Template::longest_first(ia.len(), ib.len(), m.saturating_sub(3));
+                    ia.truncate(ka);
+                    ib.truncate(kb);
+                }
+                let mut ids = Vec::with_capacity(ia.len() + ib.len() + 3);
+                ids.push(sp.cls);
+                ids.extend_from_slice(&ia);
+                ids.push(sp.sep);
+                let first = ids.len();
+                ids.extend_from_slice(&ib);
+                ids.push(sp.sep);
+                let mut types = vec![0u32; first];
+                types.resize(ids.len(), 1);
+                (ids, types)
+            }
+        }
+    }
+
+    /// The length of [`Tokenizer::encode`]`(text, max_len)`.
+    pub fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
+        let (pre, post) = self.frame();
+        let framed = pre.len() + post.len();
+        let mut ids = Vec::new();
+        match max_len {
+            Some(m) => {
+                let want = m.saturating_sub(framed);
+                self.encode_raw_bounded(text, want, &mut ids);
+                ids.len().min(want) + framed
+            }
+            None => {
+                self.encode_raw(text, &mut ids);
+                ids.len() + framed
+            }
+        }
+    }
+
+    /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
+    /// when the text has fewer), tokenizing growing prefixes of a long text
+    /// where a cut is exact.
+    ///
+    /// WordPiece: a prefix is cut right after an ASCII space, tab, CR or LF.
+    /// Such a cut is exact: those characters are never dropped by the
+    /// normalizer and always end a word; no special-token string contains them
+    /// (checked at construction, else the whole text is used); and
+    /// normalization is per character (NFD never moves combining marks across
+    /// a whitespace starter). So the ids of the prefix are the first ids of
+    /// the whole text. Prefixes start at 16 KiB and double until they yield
+    /// `want` ids. A pipeline has its own rule
+    /// ([`pipeline::Pipeline::encode_raw_bounded`]).
+    pub fn encode_raw_bounded(&self, text: &str, want: usize, out: &mut Vec<u32>) {
+        let b = match &self.kind {
+            Kind::WordPiece(b) => b,
+            Kind::Pipeline(p) => return p.encode_raw_bounded(text, want, out),
+        };
+        const FIRST_PREFIX: usize = 16 << 10;
+        let start = out.len();
+        if b.specials_have_whitespace || text.len() <= FIRST_PREFIX {
+            self.encode_raw(text, out);
+            return;
+        }
+        let bytes = text.as_bytes();
+        let mut target = FIRST_PREFIX;
+        while target < text.len() {
+            // The first cut at or after `target`: just after an ASCII whitespace
+            // byte (always a char boundary in UTF-8).
+            let Some(off) = bytes[target..]
+                .iter()
+                .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            else {
+                break;
+            };
+            let cut = target + off + 1;
+            out.truncate(start);
+            self.encode_raw(&text[..cut], out);
+            if out.len() - start >= want {
+                return;
+            }
+            target = cut.saturating_mul(2);
+        }
+        out.truncate(start);
+        self.encode_raw(text, out);
+    }
+
+    /// Turns ids back into text. WordPiece, like HF's WordPiece decoder:
+    /// tokens joined with spaces, continuation pieces (`##x`) glued to the
+    /// previous token (a leading continuation piece keeps its prefix); HF's
+    /// `clean_up_tokenization_spaces` is not applied; case, accents and
+    /// spacing are not restored. A pipeline uses its file's decoder
+    /// (Metaspace, ByteLevel). Ids outside the vocabulary are skipped; with
+    /// `skip_special`, so are the special ids.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        if let Kind::Pipeline(p) = &self.kind {
+            return p.decode(ids, skip_special);
+        }
+        let specials = self.vocab.specials().as_array();
+        let prefix = self.config.continuation_prefix.as_str();
+        let mut s = String::new();
+        let mut first = true;
+        for &id in ids {
+            if skip_special && specials.contains(&id) {
+                continue;
+            }
+            let Some(tok) = self.vocab.token(id) else {
+                continue;
+            };
+            if first {
+                s.push_str(tok);
+                first = false;
+            } else if let Some(rest) = tok.strip_prefix(prefix).filter(|_| !prefix.is_empty()) {
+                s.push_str(rest);
+            } else {
+                s.push(' ');
+                s.push_str(tok);
+            }
+        }
+        s
+    }
+}
+
+impl Bert {
     fn encode_raw_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         let mut pos = 0usize;
         while pos < text.len() {
@@ -312,211 +545,6 @@ impl Tokenizer {
                 None => break,
             }
         }
-    }
-
-    /// `[CLS]` + the ids of `text` truncated to `max_len - 2` + `[SEP]`. `None` means
-    /// no truncation; `max_len < 2` is treated as 2.
-    pub fn encode(&self, text: &str, max_len: Option<usize>) -> Vec<u32> {
-        let mut out = Vec::new();
-        self.encode_into(text, max_len, &mut out);
-        out
-    }
-
-    /// As [`Tokenizer::encode`], into `out` (cleared first; its allocation is reused).
-    ///
-    /// With a `max_len`, a long text is tokenized only as far as needed: see
-    /// [`Tokenizer::encode_raw_bounded`]. Work and memory are then bounded by
-    /// the part of the text that yields the first `max_len - 2` ids, not by the
-    /// text's length.
-    pub fn encode_into(&self, text: &str, max_len: Option<usize>, out: &mut Vec<u32>) {
-        let sp = self.vocab.specials();
-        out.clear();
-        out.push(sp.cls);
-        match max_len {
-            Some(m) => {
-                let want = m.max(2) - 2;
-                self.encode_raw_bounded(text, want, out);
-                out.truncate(want + 1);
-            }
-            None => self.encode_raw(text, out),
-        }
-        out.push(sp.sep);
-    }
-
-    /// As [`Tokenizer::encode_into`] with `Some(max_len)`; returns whether the
-    /// text had more than `max_len - 2` ids (and was cut). Tokenizes at most
-    /// one id further than `encode_into` to tell.
-    pub fn encode_into_checked(&self, text: &str, max_len: usize, out: &mut Vec<u32>) -> bool {
-        let sp = self.vocab.specials();
-        out.clear();
-        out.push(sp.cls);
-        let want = max_len.max(2) - 2;
-        self.encode_raw_bounded(text, want + 1, out);
-        let cut = out.len() - 1 > want;
-        out.truncate(want + 1);
-        out.push(sp.sep);
-        cut
-    }
-
-    /// The length of [`Tokenizer::encode`]`(text, max_len)`.
-    pub fn count_tokens(&self, text: &str, max_len: Option<usize>) -> usize {
-        let mut ids = Vec::new();
-        match max_len {
-            Some(m) => {
-                let want = m.max(2) - 2;
-                self.encode_raw_bounded(text, want, &mut ids);
-                ids.len().min(want) + 2
-            }
-            None => {
-                self.encode_raw(text, &mut ids);
-                ids.len() + 2
-            }
-        }
-    }
-
-    /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
-    /// when the text has fewer), tokenizing growing prefixes of a long text.
-    ///
-    /// A prefix is cut right after an ASCII space, tab, CR or LF. Such a cut is
-    /// exact: those characters are never dropped by the normalizer and always
-    /// end a word; no special-token string contains them (checked at
-    /// construction, else the whole text is used); and normalization is per
-    /// character (NFD never moves combining marks across a whitespace starter).
-    /// So the ids of the prefix are the first ids of the whole text. Prefixes
-    /// start at 16 KiB and double until they yield `want` ids.
-    pub fn encode_raw_bounded(&self, text: &str, want: usize, out: &mut Vec<u32>) {
-        const FIRST_PREFIX: usize = 16 << 10;
-        let start = out.len();
-        if self.specials_have_whitespace || text.len() <= FIRST_PREFIX {
-            self.encode_raw(text, out);
-            return;
-        }
-        let bytes = text.as_bytes();
-        let mut target = FIRST_PREFIX;
-        while target < text.len() {
-            // The first cut at or after `target`: just after an ASCII whitespace
-            // byte (always a char boundary in UTF-8).
-            let Some(off) = bytes[target..]
-                .iter()
-                .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-            else {
-                break;
-            };
-            let cut = target + off + 1;
-            out.truncate(start);
-            self.encode_raw(&text[..cut], out);
-            if out.len() - start >= want {
-                return;
-            }
-            target = cut.saturating_mul(2);
-        }
-        out.truncate(start);
-        self.encode_raw(text, out);
-    }
-
-    /// A text pair as a cross-encoder reads it: `[CLS] a [SEP] b [SEP]`, token
-    /// type 0 up to the first `[SEP]` and 1 after, the texts cut to `max_len`
-    /// ids in all by [`longest_first`] (as HF's fast tokenizer with
-    /// `truncation="longest_first"`; `None`: no cut). Long texts are tokenized
-    /// only as far as the cut needs ([`Tokenizer::encode_raw_bounded`]).
-    pub fn encode_pair(&self, a: &str, b: &str, max_len: Option<usize>) -> PairEncoding {
-        let mut ia = Vec::new();
-        let whole = match max_len {
-            Some(m) => {
-                self.encode_raw_bounded(a, m.saturating_sub(PAIR_SPECIALS) + 1, &mut ia);
-                false
-            }
-            None => {
-                self.encode_raw(a, &mut ia);
-                true
-            }
-        };
-        self.encode_pair_after(a, &ia, whole, b, max_len)
-    }
-
-    /// [`Tokenizer::encode_pair`] when the first text's raw ids are known
-    /// (`a_raw`: all of `encode_raw(a)` when `whole`, else at least its first
-    /// `max_len - 2` ids; completed here when the cut needs them): a query
-    /// paired with many passages is tokenized once.
-    pub fn encode_pair_after(
-        &self,
-        a: &str,
-        a_raw: &[u32],
-        whole: bool,
-        b: &str,
-        max_len: Option<usize>,
-    ) -> PairEncoding {
-        let sp = self.vocab.specials();
-        let mut ib = Vec::new();
-        let mut a_whole = Vec::new();
-        let mut ia = a_raw;
-        let budget = max_len.map(|m| m.saturating_sub(PAIR_SPECIALS));
-        match budget {
-            Some(n) => {
-                self.encode_raw_bounded(b, n + 1, &mut ib);
-                if ia.len() > n && ib.len() > n {
-                    // Both are cut to halves; which one gets the odd id
-                    // depends on their whole lengths.
-                    if !whole {
-                        self.encode_raw(a, &mut a_whole);
-                        ia = &a_whole;
-                    }
-                    ib.clear();
-                    self.encode_raw(b, &mut ib);
-                }
-            }
-            None => self.encode_raw(b, &mut ib),
-        }
-        let (ka, kb) = match budget {
-            Some(n) => longest_first(ia.len(), ib.len(), n),
-            None => (ia.len(), ib.len()),
-        };
-        let truncated = ka < ia.len() || kb < ib.len();
-        let mut ids = Vec::with_capacity(ka + kb + PAIR_SPECIALS);
-        ids.push(sp.cls);
-        ids.extend_from_slice(&ia[..ka]);
-        ids.push(sp.sep);
-        let first = ids.len();
-        ids.extend_from_slice(&ib[..kb]);
-        ids.push(sp.sep);
-        let mut type_ids = vec![0u32; ids.len()];
-        type_ids[first..].fill(1);
-        PairEncoding {
-            ids,
-            type_ids,
-            truncated,
-        }
-    }
-
-    /// Turns ids back into text like HF's WordPiece decoder: tokens joined with
-    /// spaces, continuation pieces (`##x`) glued to the previous token (a leading
-    /// continuation piece keeps its prefix). Ids outside the vocabulary are skipped;
-    /// with `skip_special`, the five special ids are skipped too. HF's
-    /// `clean_up_tokenization_spaces` (removing the space before `. , ! ?` etc.) is
-    /// not applied. Decoding is lossy: case, accents and spacing are not restored.
-    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
-        let specials = self.vocab.specials().as_array();
-        let prefix = self.config.continuation_prefix.as_str();
-        let mut s = String::new();
-        let mut first = true;
-        for &id in ids {
-            if skip_special && specials.contains(&id) {
-                continue;
-            }
-            let Some(tok) = self.vocab.token(id) else {
-                continue;
-            };
-            if first {
-                s.push_str(tok);
-                first = false;
-            } else if let Some(rest) = tok.strip_prefix(prefix).filter(|_| !prefix.is_empty()) {
-                s.push_str(rest);
-            } else {
-                s.push(' ');
-                s.push_str(tok);
-            }
-        }
-        s
     }
 }
 
@@ -716,52 +744,6 @@ mod tests {
         assert_eq!(t.decode(&ids, false), "[CLS] οδοσ hi , [MASK] there [SEP]");
         assert_eq!(t.decode(&[8, 5, 9999], false), "##δ hi");
         assert_eq!(t.decode(&[], false), "");
-    }
-
-    #[test]
-    fn longest_first_as_hf() {
-        // Fits: nothing cut.
-        assert_eq!(longest_first(3, 4, 7), (3, 4));
-        // Only the longer one is cut (the shorter fits beside it).
-        assert_eq!(longest_first(2, 10, 7), (2, 5));
-        assert_eq!(longest_first(10, 2, 7), (5, 2));
-        // Both long: halves, the longer keeps the odd id; a tie gives it to
-        // the second.
-        assert_eq!(longest_first(10, 12, 7), (3, 4));
-        assert_eq!(longest_first(12, 10, 7), (4, 3));
-        assert_eq!(longest_first(9, 9, 7), (3, 4));
-        // The shorter one is more than half: both cut to halves.
-        assert_eq!(longest_first(5, 6, 8), (4, 4));
-        assert_eq!(longest_first(0, 9, 4), (0, 4));
-        assert_eq!(longest_first(5, 5, 0), (0, 0));
-    }
-
-    #[test]
-    fn pairs_with_types_and_truncation() {
-        let t = bert();
-        let p = t.encode_pair("hi there", "a b c", None);
-        assert_eq!(p.ids, [2, 5, 6, 3, 11, 12, 13, 3]);
-        assert_eq!(p.type_ids, [0, 0, 0, 0, 1, 1, 1, 1]);
-        assert!(!p.truncated);
-        let p = t.encode_pair("hi there", "a b c", Some(7));
-        assert_eq!(p.ids, [2, 5, 6, 3, 11, 12, 3]);
-        assert_eq!(p.type_ids, [0, 0, 0, 0, 1, 1, 1]);
-        assert!(p.truncated);
-        let p = t.encode_pair("", "", Some(2));
-        assert_eq!((p.ids, p.type_ids), (vec![2, 3, 3], vec![0, 0, 1]));
-        // Two long texts beyond the bounded prefix: the longer one keeps
-        // the odd id, as with the whole texts.
-        let long_a = "a ".repeat(20_000);
-        let long_b = "b ".repeat(20_001);
-        let p = t.encode_pair(&long_a, &long_b, Some(10));
-        assert_eq!(p.ids, [2, 11, 11, 11, 3, 12, 12, 12, 12, 3]);
-        let p = t.encode_pair(&long_b, &long_a, Some(10));
-        assert_eq!(p.ids, [2, 12, 12, 12, 12, 3, 11, 11, 11, 3]);
-        // The first text tokenized once, whole, then paired.
-        let mut q = Vec::new();
-        t.encode_raw(&long_b, &mut q);
-        let again = t.encode_pair_after(&long_b, &q, true, &long_a, Some(10));
-        assert_eq!(again, p);
     }
 
     #[test]

@@ -10,20 +10,19 @@ use std::cell::RefCell;
 use serde_json::Value;
 
 use super::added::{AddedVocab, Split};
+use super::bpe::Bpe;
 use super::normalizers::Normalizer;
 use super::pre_tokenizers::{metaspace_decode, PreScratch, PreTokenizer, PrependScheme};
 use super::template::Template;
 use super::unigram::{Unigram, UnigramScratch};
 
 /// The model.
-///
-/// The byte-level BPE model plugs in as `Bpe(super::bpe::Bpe)`, with one arm in
-/// [`Pipeline::model_word`] (`bpe.tokenize_word(word, out)`) and one in
-/// `TokenizerSpec::build`.
 #[derive(Debug, Clone)]
 pub enum Model {
     /// SentencePiece Unigram.
     Unigram(Unigram),
+    /// Byte-pair encoding (byte-level for RoBERTa/GPT-2).
+    Bpe(Bpe),
 }
 
 /// How ids turn back into text.
@@ -33,11 +32,17 @@ pub enum Decoder {
     Concat,
     /// HF `Metaspace` decoder.
     Metaspace(char, PrependScheme),
+    /// HF `ByteLevel` decoder: the bytes the characters stand for, as UTF-8.
+    ByteLevel,
 }
 
 impl Decoder {
-    /// From the HF JSON of a decoder (anything but `Metaspace` concatenates).
+    /// From the HF JSON of a decoder (anything but `Metaspace` and `ByteLevel`
+    /// concatenates).
     pub fn from_json(v: &Value) -> Decoder {
+        if v.get("type").and_then(Value::as_str) == Some("ByteLevel") {
+            return Decoder::ByteLevel;
+        }
         if v.get("type").and_then(Value::as_str) == Some("Metaspace") {
             if let Ok(Some(PreTokenizer::Metaspace {
                 replacement,
@@ -156,6 +161,7 @@ impl Pipeline {
     pub fn heap_bytes_beyond_pieces(&self) -> usize {
         let model = match &self.model {
             Model::Unigram(u) => u.heap_bytes(),
+            Model::Bpe(b) => b.heap_bytes(),
         };
         model + self.normalizer.as_ref().map_or(0, Normalizer::heap_bytes)
     }
@@ -230,6 +236,7 @@ impl Pipeline {
     fn model_word(&self, word: &str, uni: &mut UnigramScratch, out: &mut Vec<u32>) {
         match &self.model {
             Model::Unigram(u) => u.tokenize_word(word, out, uni),
+            Model::Bpe(b) => b.tokenize_word(word, out),
         }
     }
 
@@ -366,6 +373,11 @@ impl Pipeline {
             .collect();
         match self.decoder {
             Decoder::Metaspace(rep, scheme) => metaspace_decode(&tokens, rep, scheme),
+            Decoder::ByteLevel => {
+                let mut s = String::new();
+                super::byte_level::decode(tokens.iter().copied(), &mut s);
+                s
+            }
             Decoder::Concat => tokens.concat(),
         }
     }

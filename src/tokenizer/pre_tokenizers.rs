@@ -18,6 +18,8 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
+use super::byte_level::{push_mapped, ByteLevel};
+
 use super::normalizers::{get_bool, get_str};
 use crate::error::{Error, Result};
 
@@ -48,6 +50,9 @@ pub enum PreTokenizer {
     WhitespaceSplit,
     /// `\w+|[^\w\s]+` words, dropping the rest.
     Whitespace,
+    /// HF `ByteLevel`: GPT-2's split pattern, then every byte as a character
+    /// of GPT-2's byte table.
+    ByteLevel(ByteLevel),
     /// Each in turn on every piece of the previous one.
     Sequence(Vec<PreTokenizer>),
 }
@@ -145,6 +150,11 @@ impl PreTokenizer {
             }
             "WhitespaceSplit" => PreTokenizer::WhitespaceSplit,
             "Whitespace" => PreTokenizer::Whitespace,
+            "ByteLevel" => PreTokenizer::ByteLevel(ByteLevel {
+                add_prefix_space: get_bool(v, "add_prefix_space", true, path)?,
+                trim_offsets: get_bool(v, "trim_offsets", true, path)?,
+                use_regex: get_bool(v, "use_regex", true, path)?,
+            }),
             other => {
                 return Err(Error::unsupported(format!(
                     "{path}: pre-tokenizer type {other:?} is not supported"
@@ -174,6 +184,12 @@ impl PreTokenizer {
             }),
             PreTokenizer::WhitespaceSplit => serde_json::json!({"type": "WhitespaceSplit"}),
             PreTokenizer::Whitespace => serde_json::json!({"type": "Whitespace"}),
+            PreTokenizer::ByteLevel(b) => serde_json::json!({
+                "type": "ByteLevel",
+                "add_prefix_space": b.add_prefix_space,
+                "trim_offsets": b.trim_offsets,
+                "use_regex": b.use_regex,
+            }),
             PreTokenizer::Sequence(l) => serde_json::json!({
                 "type": "Sequence",
                 "pretokenizers": l.iter().map(PreTokenizer::to_json).collect::<Vec<_>>(),
@@ -206,6 +222,9 @@ impl PreTokenizer {
             PreTokenizer::Metaspace {
                 replacement, split, ..
             } => *split && *replacement != ' ' && !replacement.is_alphanumeric(),
+            // GPT-2's pattern ends a letter or digit run at a space, and the space
+            // starts the next word.
+            PreTokenizer::ByteLevel(b) => b.use_regex,
             PreTokenizer::Sequence(_) => false,
         }) && steps.iter().all(|p| match p {
             // A Metaspace whose replacement could glue words back is not safe.
@@ -308,6 +327,15 @@ impl PreTokenizer {
                 if start < buf.len() {
                     f(&buf[start..], origin && start == 0);
                 }
+            }
+            PreTokenizer::ByteLevel(b) => {
+                let mut first = true;
+                b.for_each_raw_word(text, |w| {
+                    buf.clear();
+                    push_mapped(w, buf);
+                    f(buf, origin && first);
+                    first = false;
+                });
             }
             PreTokenizer::Sequence(l) => {
                 // Flattened at construction; run the steps in turn anyway.

@@ -41,6 +41,7 @@
 use serde_json::{json, Map, Value};
 
 use super::added::{AddedToken, AddedVocab};
+use super::bpe::Bpe;
 use super::normalizers::Normalizer;
 use super::pipeline::{Decoder, Model, Pipeline};
 use super::pre_tokenizers::PreTokenizer;
@@ -294,35 +295,13 @@ impl TokenizerSpec {
                         .get("byte_fallback")
                         .and_then(Value::as_bool)
                         .unwrap_or(false);
-                    let index: std::collections::HashMap<&str, u32> = pieces
-                        .iter()
-                        .enumerate()
-                        .map(|(i, p)| (p.as_str(), i as u32))
-                        .collect();
-                    let list = model
-                        .get("merges")
-                        .and_then(Value::as_array)
-                        .ok_or_else(|| model_err("model.merges: not a list"))?;
-                    for (i, m) in list.iter().enumerate() {
-                        let bad = |d: &str| model_err(format!("model.merges[{i}]: {d}"));
-                        let (a, b) = match m {
-                            Value::String(s) => {
-                                s.split_once(' ').ok_or_else(|| bad("not \"a b\""))?
-                            }
-                            Value::Array(x) if x.len() == 2 => (
-                                x[0].as_str().ok_or_else(|| bad("not a string pair"))?,
-                                x[1].as_str().ok_or_else(|| bad("not a string pair"))?,
-                            ),
-                            _ => return Err(bad("not a pair")),
-                        };
-                        let id = |t: &str| {
-                            index
-                                .get(t)
-                                .copied()
-                                .ok_or_else(|| bad(&format!("{t:?} is not in the vocabulary")))
-                        };
-                        merges.push((id(a)?, id(b)?));
-                    }
+                    // HF's forms: all "a b" strings (split at single spaces into
+                    // exactly two, `#version` entries skipped) or all pairs.
+                    merges = super::bpe::merges_by_id(
+                        super::bpe::json_merges(model.get("merges"))?,
+                        &pieces,
+                        "tokenizer.json model.merges",
+                    )?;
                     (TokenizerKind::Bpe, pieces)
                 } else {
                     (TokenizerKind::WordPiece, pieces)
@@ -721,7 +700,10 @@ impl TokenizerSpec {
                 "tokenizer pieces[{i}]: past the model's {vs} pieces but not an added token"
             )));
         }
-        if self.kind == TokenizerKind::Unigram {
+        if self.kind == TokenizerKind::Bpe {
+            super::bpe::options_from_json(&s["model"])?;
+        }
+        if matches!(self.kind, TokenizerKind::Unigram | TokenizerKind::Bpe) {
             // Parse every part (cheap; the model is built by `build`).
             self.parts()?;
         }
@@ -768,8 +750,8 @@ impl TokenizerSpec {
     ///
     /// # Errors
     /// As [`TokenizerSpec::from_parts`]; [`crate::ErrorKind::Unsupported`] for a
-    /// model this pipeline does not run yet (BPE: the byte-level BPE model plugs
-    /// in as `Model::Bpe`; WordPiece: [`crate::tokenizer::Tokenizer`]).
+    /// model this pipeline does not run (WordPiece:
+    /// [`crate::tokenizer::Tokenizer`]).
     pub fn build(&self) -> Result<Pipeline> {
         let (normalizer, pre_tokenizer, template, decoder, added) = self.parts()?;
         let model = match self.kind {
@@ -780,6 +762,14 @@ impl TokenizerSpec {
                     &self.scores,
                     self.unk_id.unwrap_or(0),
                     self.byte_fallback,
+                )?)
+            }
+            TokenizerKind::Bpe => {
+                let vs = self.vocab_size();
+                Model::Bpe(Bpe::new(
+                    self.pieces[..vs].to_vec(),
+                    &self.merges,
+                    super::bpe::options_from_json(&self.settings["model"])?,
                 )?)
             }
             other => {

@@ -14,7 +14,7 @@ fn hf_model(test: &str) -> Option<ModelFile> {
     let dir = minilm_hf_dir(test)?;
     let opts = HfOptions {
         name: Some("all-MiniLM-L6-v2".into()),
-        version: None,
+        ..HfOptions::default()
     };
     Some(ModelFile::open_hf_dir(dir, &opts).expect("HF folder reads"))
 }

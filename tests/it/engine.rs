@@ -22,7 +22,7 @@ fn load_hf() -> Option<ModelFile> {
     let dir = common::minilm_hf_dir("engine")?;
     let hf = HfOptions {
         name: Some("all-MiniLM-L6-v2".into()),
-        version: None,
+        ..HfOptions::default()
     };
     Some(ModelFile::open_hf_dir(dir, &hf).unwrap())
 }

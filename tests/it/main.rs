@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area.
 
+mod bpe;
 mod common;
 mod compat_header;
 mod containers;

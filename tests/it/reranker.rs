@@ -114,10 +114,11 @@ fn minilm_reranker_pair_ids_and_types_match_reference_on_every_line() {
     assert_eq!(lines.len(), 151);
     let mut truncated = 0;
     for (i, l) in lines.iter().enumerate() {
-        let p = tok.encode_pair(&l.query, &l.passage, Some(MINILM_MAX_LENGTH));
-        assert_eq!(p.ids, l.ids, "line {}: ids", i + 1);
-        assert_eq!(Some(&p.type_ids), l.types.as_ref(), "line {}: types", i + 1);
-        truncated += usize::from(p.truncated);
+        let (ids, types) = tok.encode_pair(&l.query, &l.passage, Some(MINILM_MAX_LENGTH));
+        assert_eq!(ids, l.ids, "line {}: ids", i + 1);
+        assert_eq!(Some(&types), l.types.as_ref(), "line {}: types", i + 1);
+        let full = tok.encode_pair(&l.query, &l.passage, None).0;
+        truncated += usize::from(full.len() > ids.len());
     }
     // The reference has pairs that need the cut.
     assert!(truncated >= 1);
@@ -475,5 +476,57 @@ fn reranker_progress_and_cancel() {
     // The rows the callback counted are complete and right.
     for (i, line) in lines.iter().enumerate().take(done) {
         assert!((s[i] - line.score).abs() <= 1e-5, "line {}", i + 1);
+    }
+}
+
+/// The tiny random XLM-R cross-encoder (Unigram tokenizer, `<s> q </s></s> p
+/// </s>`, the RoBERTa head), opened straight from its HF folder: ids on every
+/// line, scores within 1e-5 and logits within 1e-4, the rank file's order;
+/// the reduced precisions' errors are printed (random weights; no bound).
+#[test]
+fn xlmr_reranker_tiny_matches_reference() {
+    let dir = common::shared_dir().join("reference/families/xlmr-reranker-tiny");
+    let r = embedder::Reranker::open(&dir, &embedder::Options::new()).unwrap();
+    assert_eq!(r.num_labels(), 1);
+    assert_eq!(r.max_seq_length(), 128);
+    let lines = pair_lines("xlmr-reranker-tiny_reference.jsonl");
+    assert_eq!(lines.len(), 260);
+    let mut bad = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let p = r.tokenize_pair(&l.query, &l.passage);
+        if p.ids != l.ids {
+            bad += 1;
+            eprintln!("line {}: ids differ", i + 1);
+        }
+        assert!(p.type_ids.iter().all(|&t| t == 0));
+    }
+    assert_eq!(bad, 0, "{bad} lines with other ids");
+    let (s, l) = scores_and_logits(&r, &lines);
+    let (ws, wl) = worst(&s, &l, &lines);
+    eprintln!("xlmr-reranker-tiny f32: max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}");
+    assert!(ws <= 1e-5 && wl <= 1e-4, "score {ws}, logit {wl}");
+    let (query, docs, want) = rank_file("xlmr-reranker-tiny_rank.json");
+    let got: Vec<usize> = r
+        .rank(&query, &docs, None)
+        .unwrap()
+        .iter()
+        .map(|g| g.0)
+        .collect();
+    assert_eq!(got, want.iter().map(|w| w.0).collect::<Vec<_>>());
+    for p in [embedder::Precision::Bf16, embedder::Precision::Int8] {
+        let r = embedder::Reranker::open(&dir, &embedder::Options::new().precision(p)).unwrap();
+        let (s, l) = scores_and_logits(&r, &lines);
+        let (ws, wl) = worst(&s, &l, &lines);
+        let top: Vec<usize> = r
+            .rank(&query, &docs, Some(10))
+            .unwrap()
+            .iter()
+            .map(|g| g.0)
+            .collect();
+        eprintln!(
+            "xlmr-reranker-tiny {}: max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}, top-10 kept {}",
+            p.name(),
+            top == want[..10].iter().map(|w| w.0).collect::<Vec<_>>()
+        );
     }
 }

@@ -245,7 +245,7 @@ class Reranker:
         """Ranks documents for a query as ``CrossEncoder.rank``: a list of
         ``{"corpus_id": i, "score": s}`` (and ``"text"`` with
         ``return_documents``), best first, ties by index; the first ``top_k``
-        (``None``: all). The query is tokenized once. ``raw=True`` ranks by
+        (``None``: all). ``raw=True`` ranks by
         logit and reports it as the score. An empty query, no documents, or a
         ``top_k`` of 0 or above the number of documents raise
         :class:`~embedder.InvalidArgumentError`.

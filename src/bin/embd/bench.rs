@@ -200,3 +200,46 @@ mod tests {
         assert!(quantile(&[], 0.5).is_nan());
     }
 }
+
+/// `embd bench --tokenize-only`: opens the model file's tokenizer alone
+/// (timed) and encodes every text of `input` whole on this thread, `rounds`
+/// times; prints one JSON object (best pass).
+pub fn run_tokenizer(
+    model: &std::path::Path,
+    input: &str,
+    rounds: usize,
+    limit: usize,
+) -> Result<(), Error> {
+    let mut texts = crate::io_util::read_texts(input, false)?;
+    if limit > 0 {
+        texts.truncate(limit);
+    }
+    let t0 = Instant::now();
+    let tok = embedder::model::tokenizer::open(model)?;
+    let open_ms = ms(t0.elapsed());
+    let mut ids = Vec::new();
+    let mut tokens = 0usize;
+    let mut secs = Vec::new();
+    for _ in 0..rounds.max(1) {
+        tokens = 0;
+        let t0 = Instant::now();
+        for t in &texts {
+            tok.encode_into(t, None, &mut ids);
+            tokens += ids.len();
+        }
+        secs.push(t0.elapsed().as_secs_f64());
+    }
+    let best = secs.iter().copied().fold(f64::INFINITY, f64::min);
+    let result = json!({
+        "engine": "embedder",
+        "tokenizer": embedder::model::tokenizer::kind_name(tok.kind()),
+        "texts": texts.len(),
+        "tokens": tokens,
+        "rounds_s": secs,
+        "best_s": best,
+        "tokens_per_s": tokens as f64 / best,
+        "open_ms": open_ms,
+    });
+    println!("{result}");
+    Ok(())
+}

@@ -75,6 +75,12 @@ enum Cmd {
         /// `model_version` to record (default 1.0.0).
         #[arg(long)]
         model_version: Option<String>,
+        /// How a Unigram/BPE `tokenizer.json` is read: `transformers` (as
+        /// transformers 5 and sentence-transformers load it: the reference) or
+        /// `as-written` (as the `tokenizers` library and
+        /// text-embeddings-inference run the file).
+        #[arg(long, value_enum, default_value = "transformers")]
+        tokenizer_layout: TokenizerLayoutArg,
         /// Write without data/file CRCs (CHECKSUM_ENABLED clear).
         #[arg(long)]
         no_checksums: bool,
@@ -177,6 +183,12 @@ enum Cmd {
         /// Timed single-text calls (0 = skip).
         #[arg(long, default_value_t = 200)]
         latency_runs: usize,
+        /// Time only the tokenizer: one thread, every text encoded whole (no
+        /// truncation, special tokens added), `rounds` passes; prints the
+        /// tokenizer's open time and tokens/s (the tokenizer table of
+        /// `bench/tokenizers.py`).
+        #[arg(long)]
+        tokenize_only: bool,
     },
     /// Error of a reduced precision against f32, layer by layer and product by
     /// product (how the engine's int8 plan was chosen).
@@ -434,6 +446,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// `embd convert --tokenizer-layout`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TokenizerLayoutArg {
+    /// As transformers 5 / sentence-transformers load the folder.
+    Transformers,
+    /// As the `tokenizers` library runs `tokenizer.json`.
+    AsWritten,
+}
+
+impl From<TokenizerLayoutArg> for embedder::tokenizer::spec::Layout {
+    fn from(a: TokenizerLayoutArg) -> Self {
+        match a {
+            TokenizerLayoutArg::Transformers => Self::AsTransformers,
+            TokenizerLayoutArg::AsWritten => Self::AsWritten,
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.cmd {
         Cmd::Convert {
@@ -442,6 +472,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             dtype,
             name,
             model_version,
+            tokenizer_layout,
             no_checksums,
             to,
             amb_quant,
@@ -453,6 +484,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     &HfOptions {
                         name,
                         version: model_version,
+                        tokenizer_layout: tokenizer_layout.into(),
                     },
                 )?
             } else {
@@ -659,7 +691,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             latency_text,
             latency_tokens,
             latency_runs,
+            tokenize_only,
         } => {
+            if tokenize_only {
+                bench::run_tokenizer(&resolve_model(&model.model)?, &input, rounds, limit)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             bench::run(&bench::BenchArgs {
                 model: resolve_model(&model.model)?,
                 threads: model.threads.unwrap_or(0),
@@ -847,6 +884,13 @@ fn print_inspect(m: &ModelFile, out: &mut dyn Write) -> std::io::Result<()> {
         }
         None => writeln!(out, "\nvocabulary: none")?,
     }
+    let tok = embedder::model::tokenizer::describe(m);
+    if !tok.is_empty() {
+        writeln!(out, "\ntokenizer:")?;
+        for (k, v) in tok {
+            writeln!(out, "  {k}: {v}")?;
+        }
+    }
     writeln!(out, "\ntensors ({}):", m.tensors.len())?;
     writeln!(
         out,
@@ -893,6 +937,10 @@ fn inspect_json(m: &ModelFile) -> serde_json::Value {
         "header": details,
         "metadata": m.metadata,
         "vocab": vocab,
+        "tokenizer": embedder::model::tokenizer::describe(m)
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect::<Map<String, Value>>(),
         "tensor_count": m.tensors.len(),
         "tensors": tensors,
     })

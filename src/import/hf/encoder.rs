@@ -1,9 +1,12 @@
-//! HuggingFace / sentence-transformers BERT-family folders (the converter's input).
+//! HuggingFace / sentence-transformers encoder folders (the converter's input):
+//! BERT, MPNet, RoBERTa and XLM-RoBERTa, with a WordPiece, SentencePiece-Unigram
+//! or byte-level BPE tokenizer.
 //!
 //! Reads `config.json`, `model.safetensors` (memory-mapped, validated by the
 //! reference `safetensors` crate, tensors kept zero-copy), `vocab.txt` (or the
 //! WordPiece vocabulary inside `tokenizer.json`), `tokenizer_config.json`,
-//! `sentence_bert_config.json`, `1_Pooling/config.json` and `modules.json`, and
+//! `sentence_bert_config.json`, `1_Pooling/config.json` and `modules.json`
+//! (a Unigram or BPE `tokenizer.json` is stored whole: [`crate::model::tokenizer`]), and
 //! produces a [`ModelFile`] carrying every metadata key of the EMBD notes, so that
 //! writing it out as `.weights` is a plain serialization.
 //!
@@ -19,6 +22,8 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{Backing, DType, FormatKind, ModelFile, TensorData, TensorEntry};
 use crate::model::pooling::{self, Pooling};
+use crate::model::tokenizer as model_tokenizer;
+use crate::tokenizer::spec::{Layout, TokenizerKind, TokenizerSpec};
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// Options for reading a HF folder.
@@ -29,6 +34,22 @@ pub struct HfOptions {
     pub name: Option<String>,
     /// `model_version` to record; default `1.0.0`.
     pub version: Option<String>,
+    /// How a Unigram/BPE `tokenizer.json` is read: as transformers 5 and
+    /// sentence-transformers load it (the default, the reference), or as
+    /// written (as the `tokenizers` library and text-embeddings-inference run
+    /// it).
+    pub tokenizer_layout: Layout,
+}
+
+/// Whether a `tokenizer.json` has a WordPiece model (or no model type).
+fn is_wordpiece(tok_json: &Value) -> bool {
+    matches!(
+        tok_json
+            .get("model")
+            .and_then(|m| m.get("type"))
+            .and_then(Value::as_str),
+        None | Some("WordPiece")
+    )
 }
 
 fn read_json(path: &Path) -> Result<Value> {
@@ -510,7 +531,23 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
 
     let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
     let tok_json = read_json_opt(&dir.join("tokenizer.json"))?;
-    let normalizer = tok_json.as_ref().and_then(|t| t.get("normalizer"));
+    // A Unigram or BPE `tokenizer.json` is the source of truth for those
+    // tokenizers (stored whole: model::tokenizer); WordPiece keeps the BERT
+    // normalizer options below.
+    let spec = match tok_json.as_ref() {
+        Some(tj) if !is_wordpiece(tj) => Some(TokenizerSpec::from_hf_json(
+            tj,
+            tok_cfg.as_ref(),
+            opts.tokenizer_layout,
+        )?),
+        _ => None,
+    };
+    let kind = spec.as_ref().map_or(TokenizerKind::WordPiece, |s| s.kind);
+    model_tokenizer::check_combination(family, kind)?;
+    let normalizer = tok_json
+        .as_ref()
+        .filter(|_| spec.is_none())
+        .and_then(|t| t.get("normalizer"));
     if let Some(n) = normalizer {
         let ty = n.get("type").and_then(Value::as_str).unwrap_or("");
         if !ty.is_empty() && ty != "BertNormalizer" {
@@ -601,10 +638,17 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     };
     let (prompts, default_prompt) = prompts(dir)?;
 
-    let tokens = read_vocab(dir)?;
+    let tokens = match &spec {
+        Some(spec) => spec.pieces.clone(),
+        None => read_vocab(dir)?,
+    };
     let specials = special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?;
-    check_post_processor(tok_json.as_ref(), family, &specials)?;
-    let extra_specials = extra_special_ids(tok_json.as_ref(), &specials)?;
+    let extra_specials = if spec.is_none() {
+        check_post_processor(tok_json.as_ref(), family, &specials)?;
+        extra_special_ids(tok_json.as_ref(), &specials)?
+    } else {
+        Vec::new()
+    };
     if let Some(&id) = extra_specials.iter().find(|&&i| i as usize >= tokens.len()) {
         return Err(Error::model(format!(
             "tokenizer.json: added token id {id} is outside the vocabulary"
@@ -625,7 +669,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         ));
     }
     let backing = Arc::new(Backing::map(&st_path)?);
-    let tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
+    let mut tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
     let head_md = if classifier {
         Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
     } else {
@@ -665,10 +709,12 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     }
     put("normalize", (normalize && !classifier).to_string());
     put("max_seq_length", max_seq.to_string());
-    put("do_lower_case", lowercase.to_string());
-    put("tokenize_chinese_chars", chinese.to_string());
-    if let Some(s) = strip_accents {
-        put("strip_accents", s.to_string());
+    if spec.is_none() {
+        put("do_lower_case", lowercase.to_string());
+        put("tokenize_chinese_chars", chinese.to_string());
+        if let Some(s) = strip_accents {
+            put("strip_accents", s.to_string());
+        }
     }
     put("layer_norm_eps", format!("{eps:e}"));
     put("hidden_act", hidden_act.to_string());
@@ -686,6 +732,9 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         put("source_model", src.to_string());
     }
 
+    if let Some(spec) = &spec {
+        model_tokenizer::store(spec, &mut md, &mut tensors);
+    }
     let mut file = ModelFile::new(FormatKind::HfSafetensors, backing, md, Some(vocab), tensors)?;
     file.details
         .push(("source".to_string(), dir.display().to_string()));

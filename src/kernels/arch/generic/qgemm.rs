@@ -1,6 +1,33 @@
 //! The int8 GEMM's portable tile.
 
-use crate::kernels::qgemm::Tile;
+use crate::kernels::isa::{Cap, Features};
+use crate::kernels::qgemm::{QKernel, Tile};
+
+/// The portable variant: 4 x 16 tiles of the oracle's arithmetic, scalar
+/// row quantization.
+pub(crate) static QKERNEL: QKernel = QKernel {
+    mr: 4,
+    nr: 16,
+    a_offset: 0,
+    needs: Features::NONE,
+    min_cap: Cap::None,
+    tiles: &[
+        tile_rx16::<1>,
+        tile_rx16::<2>,
+        tile_rx16::<3>,
+        tile_rx16::<4>,
+    ],
+    quantize_row: None,
+};
+
+/// [`tile`] of `R` rows and 16 columns.
+///
+/// # Safety
+/// See `qgemm::gemm_cols`.
+unsafe fn tile_rx16<const R: usize>(t: &Tile) {
+    // SAFETY: forwarded contract.
+    unsafe { tile(16, R, t) }
+}
 
 /// The portable tile: the oracle's arithmetic over an `h x nr` tile (A holds
 /// `qa` as s8, `zc = za`).

@@ -5,7 +5,7 @@
 //!
 //! | module | ISA | f32 GEMM | row ops | int8 GEMM | bf16 GEMM |
 //! |---|---|---|---|---|---|
-//! | [`avx2`] | AVX2 + FMA | 6 x 16 tile, B packing transposes | yes | 4 x 16 tile (`vpmaddubsw`), 16-column store | 5 x 16 emulation, A rounding |
+//! | [`avx2`] | AVX2 + FMA | 6 x 16 tile, B packing transposes | yes | 4 x 16 tile (`vpmaddubsw`), 16-column store, row quantization (also for AVX-VNNI) | 5 x 16 emulation, A rounding |
 //! | [`avx512`] | AVX-512F/BW | 12 x 32 tile | yes | row quantization | 12 x 32 emulation, A rounding, operand flush |
 //! | [`avx512vnni`] | AVX-512 VNNI | | | 12 x 32 tile | |
 //! | [`avxvnni`] | AVX-VNNI | | | 6 x 16 tile | |
