@@ -6,6 +6,8 @@
 #include "cpp_embedder/embedder.hpp"
 #include "cpp_embedder/model/embedder.hpp"
 #include "cpp_embedder/bindings/c_api.h"
+#include "embedder/reranker.hpp"
+#include "embedder/reranker.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -227,6 +227,14 @@ typedef struct embd_model embd_model;
 typedef struct embd_options embd_options;
 
 /**
+ * An open cross-encoder (reranker). Immutable after `embd_rerank_open`;
+ * every function taking a `const embd_reranker *` may be called on the same
+ * handle from many threads at once. Created by `embd_rerank_open`, destroyed
+ * by `embd_rerank_free`.
+ */
+typedef struct embd_reranker embd_reranker;
+
+/**
  * Arithmetic of the encoder's dense (Linear) layers, for
  * `embd_options_set_precision` and `embd_model_precision`: one of the
  * `EMBD_PRECISION_*` constants. A plain `int32_t`, so any value can be passed
@@ -273,6 +281,24 @@ typedef struct {
    */
   size_t len;
 } embd_text;
+
+/**
+ * One document of a ranking (`embd_rerank_rank`).
+ */
+typedef struct {
+  /**
+   * The document's index in the call's `docs`.
+   */
+  size_t index;
+  /**
+   * Its score (the model's activation of the logit, e.g. sigmoid).
+   */
+  float score;
+  /**
+   * Its logit.
+   */
+  float logit;
+} embd_ranked;
 
 /**
  * Element type and packing of output vectors, for `embd_encode_quantized`
@@ -1084,6 +1110,167 @@ embd_status embd_count_tokens(const embd_model *model, const char *text, size_t 
  * NULL or writable.
  */
 embd_status embd_similarity(const float *a, const float *b, size_t len, float *similarity_out);
+
+/**
+ * Opens a cross-encoder file: a model converted from a HF
+ * `*ForSequenceClassification` folder (metadata `task` = `classification`),
+ * or such a folder itself.
+ *
+ * - `path`: NUL-terminated UTF-8 file path, borrowed for the call.
+ * - `options`: borrowed for the call; NULL means defaults. Applies:
+ *   threads, max_seq_length (sentence-transformers' `CrossEncoder`
+ *   `max_length`), precision, verify_checksums, prepack_weights, progress.
+ *   The embedding options (normalize, dimensions, output ranges, prompts,
+ *   window overlap) give `EMBD_STATUS_INVALID_ARGUMENT`.
+ * - `reranker_out`: receives the reranker, owned by the caller, free with
+ *   `embd_rerank_free`.
+ *
+ * Returns `EMBD_STATUS_OK`; `EMBD_STATUS_NULL_ARGUMENT` (`path` or
+ * `reranker_out`); `EMBD_STATUS_INVALID_UTF8`; `EMBD_STATUS_INVALID_HANDLE`
+ * (`options`); `EMBD_STATUS_INVALID_ARGUMENT` (an embedding option);
+ * `EMBD_STATUS_MODEL` (an embedding model, not a cross-encoder: the message
+ * says to open it with `embd_open`; or bad head metadata or tensors); the
+ * other statuses of `embd_open`.
+ *
+ * On any failure `*reranker_out` is set to NULL (when `reranker_out` is not
+ * NULL).
+ *
+ * Thread safety: safe from any thread.
+ *
+ * # Safety
+ * `path` must be NULL or NUL-terminated; `reranker_out` must be NULL or valid
+ * for one pointer write.
+ */
+embd_status embd_rerank_open(const char *path, const embd_options *options, embd_reranker **reranker_out);
+
+/**
+ * Closes a reranker and releases its memory and file mapping.
+ *
+ * - `reranker`: from `embd_rerank_open`; NULL is a no-op. A pointer that is
+ *   not a live reranker (double free, an `embd_model`, a foreign pointer) is
+ *   detected, ignored and recorded in `embd_last_error()`. Calls still running
+ *   in other threads finish safely.
+ *
+ * Thread safety: safe from any thread; using `reranker` afterwards gives
+ * `EMBD_STATUS_INVALID_HANDLE`.
+ */
+void embd_rerank_free(embd_reranker *reranker);
+
+/**
+ * Returns the number of labels (logits per pair), e.g. 1; 0 if `reranker` is
+ * NULL or not a live reranker.
+ *
+ * Thread safety: safe to call concurrently.
+ */
+size_t embd_rerank_num_labels(const embd_reranker *reranker);
+
+/**
+ * Returns the effective maximum length of a pair in tokens, special tokens
+ * included (after the `embd_options_set_max_seq_length` override); 0 if
+ * `reranker` is NULL or not a live reranker.
+ *
+ * Thread safety: safe to call concurrently.
+ */
+size_t embd_rerank_max_seq_length(const embd_reranker *reranker);
+
+/**
+ * Scores `n_pairs` (query, passage) pairs, as sentence-transformers'
+ * `CrossEncoder.predict`: each pair's logits and scores (the model's
+ * activation of the logits, e.g. sigmoid), `n_pairs x num_labels` floats
+ * row-major. Each pair's numbers are those it gets alone.
+ *
+ * - `reranker`: borrowed for the call.
+ * - `queries`, `passages`: arrays of `n_pairs` length-delimited UTF-8 texts
+ *   (`embd_text`), borrowed; NULL only when `n_pairs` is 0. A NUL byte inside
+ *   a text is ordinary text (cleaned away as a control character).
+ * - `n_pairs`: 0 does nothing; at most `EMBD_MAX_BATCH`.
+ * - `scores_out`, `logits_out`: caller-owned arrays of `out_len` floats, each
+ *   NULL when not wanted (not both).
+ * - `out_len`: capacity of each non-NULL array; at least
+ *   `n_pairs * embd_rerank_num_labels(reranker)`.
+ * - `tokens_out`: NULL, or at least `n_pairs` elements: pair i's token count
+ *   (special tokens included, after truncation).
+ * - `truncated_out`: NULL, or at least `n_pairs` bytes: 1 when pair i was cut
+ *   to `embd_rerank_max_seq_length` tokens, else 0.
+ *
+ * Returns `EMBD_STATUS_OK`; `EMBD_STATUS_NULL_ARGUMENT` (`reranker`,
+ * `queries`, `passages`, a text's `ptr` with a non-zero `len`);
+ * `EMBD_STATUS_INVALID_ARGUMENT` (both outputs NULL);
+ * `EMBD_STATUS_INVALID_HANDLE`; `EMBD_STATUS_INVALID_UTF8` (names the text);
+ * `EMBD_STATUS_BUFFER_TOO_SMALL`; `EMBD_STATUS_LIMIT_EXCEEDED` (more than
+ * `EMBD_MAX_BATCH` pairs, a text longer than `EMBD_MAX_TEXT_BYTES`);
+ * `EMBD_STATUS_CANCELLED` (the progress callback stopped the call);
+ * `EMBD_STATUS_INTERNAL`, `EMBD_STATUS_INTERNAL_PANIC`.
+ *
+ * Thread safety: safe to call concurrently on the same reranker.
+ *
+ * # Safety
+ * `queries` and `passages` must be NULL or readable for `n_pairs` elements,
+ * each readable for its `len` bytes; the output arrays NULL or writable for
+ * their sizes above.
+ */
+embd_status embd_rerank_score(const embd_reranker *reranker, const embd_text *queries, const embd_text *passages, size_t n_pairs, float *scores_out, float *logits_out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
+
+/**
+ * Ranks `n_docs` documents for one query, as sentence-transformers'
+ * `CrossEncoder.rank`: the best `top_k` documents, best first (ties by
+ * index), each with its index, score and logit. The query is tokenized once.
+ *
+ * - `reranker`: borrowed for the call; a model with one label.
+ * - `query`: length-delimited UTF-8; must not be empty or only whitespace.
+ * - `docs`: `n_docs` length-delimited texts, borrowed.
+ * - `n_docs`: 1..=`EMBD_MAX_BATCH`.
+ * - `top_k`: 1..=`n_docs` (`n_docs` for all of them).
+ * - `raw`: 0 orders by score, 1 by logit (the identity activation).
+ * - `out`: caller-owned array of `out_len` >= `top_k` elements; the first
+ *   `top_k` receive the ranking.
+ * - `n_out`: NULL, or receives the number of elements written (`top_k`; 0 on
+ *   failure).
+ *
+ * Returns `EMBD_STATUS_OK`; `EMBD_STATUS_NULL_ARGUMENT` (`reranker`, `docs`,
+ * `out`, a text's `ptr` with a non-zero `len`); `EMBD_STATUS_INVALID_HANDLE`;
+ * `EMBD_STATUS_INVALID_ARGUMENT` (empty query, no documents, `top_k` of 0 or
+ * more than `n_docs`, `raw` not 0 or 1, a model with several labels);
+ * `EMBD_STATUS_INVALID_UTF8`; `EMBD_STATUS_BUFFER_TOO_SMALL` (`out_len` <
+ * `top_k`); `EMBD_STATUS_LIMIT_EXCEEDED`; `EMBD_STATUS_CANCELLED`;
+ * `EMBD_STATUS_INTERNAL`, `EMBD_STATUS_INTERNAL_PANIC`.
+ *
+ * Thread safety: safe to call concurrently on the same reranker.
+ *
+ * # Safety
+ * `query.ptr` must be NULL or readable for `query.len` bytes; `docs` NULL or
+ * readable for `n_docs` elements, each readable for its `len` bytes; `out`
+ * NULL or writable for `out_len` elements; `n_out` NULL or writable.
+ */
+embd_status embd_rerank_rank(const embd_reranker *reranker, embd_text query, const embd_text *docs, size_t n_docs, size_t top_k, int raw, embd_ranked *out, size_t out_len, size_t *n_out);
+
+/**
+ * Tokenizes one (query, passage) pair as the reranker reads it: ids with the
+ * special tokens (`[CLS] q [SEP] p [SEP]` for BERT), each id's token type (0
+ * for the query's part, 1 for the passage's), cut to
+ * `embd_rerank_max_seq_length` tokens by HF's `longest_first` truncation.
+ *
+ * - `reranker`: borrowed for the call.
+ * - `query`, `passage`: length-delimited UTF-8 texts.
+ * - `ids_out`, `types_out`: caller-owned arrays of `capacity` elements (either
+ *   may be NULL when not wanted).
+ * - `n_out`: receives the number of ids (also on `EMBD_STATUS_BUFFER_TOO_SMALL`,
+ *   so a caller can size the arrays); must not be NULL.
+ *
+ * Returns `EMBD_STATUS_OK`; `EMBD_STATUS_NULL_ARGUMENT`;
+ * `EMBD_STATUS_INVALID_HANDLE`; `EMBD_STATUS_INVALID_UTF8`;
+ * `EMBD_STATUS_LIMIT_EXCEEDED` (a text beyond `EMBD_MAX_TEXT_BYTES`);
+ * `EMBD_STATUS_BUFFER_TOO_SMALL` (`capacity` < the ids; `*n_out` holds the
+ * count); `EMBD_STATUS_INTERNAL_PANIC`.
+ *
+ * Thread safety: safe to call concurrently.
+ *
+ * # Safety
+ * The texts' `ptr` NULL or readable for `len` bytes; `ids_out` and
+ * `types_out` NULL or writable for `capacity` elements; `n_out` NULL or
+ * writable.
+ */
+embd_status embd_rerank_tokenize(const embd_reranker *reranker, embd_text query, embd_text passage, uint32_t *ids_out, uint32_t *types_out, size_t capacity, size_t *n_out);
 
 #if defined(EMBD_TEST_PANIC)
 /**

@@ -21,6 +21,7 @@ use crate::limits::MAX_THREADS;
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
 use crate::model::encoder::{Encoder, Workspace};
+use crate::model::head::Task;
 use crate::model::pooling::{Pooling, SentencePooling};
 use crate::model::precision::LayerPrecision;
 use crate::options::{Options, Precision, ProgressFn};
@@ -174,9 +175,28 @@ impl Embedder {
     /// # Errors
     /// [`ErrorKind::Model`] / [`ErrorKind::Unsupported`] for bad metadata or a
     /// missing, mistyped or misshapen tensor (named in the message);
-    /// [`ErrorKind::InvalidArgument`] for options out of range.
-    pub fn from_model_file(mut file: ModelFile, opts: &Options) -> Result<Embedder> {
-        let cfg = ModelConfig::from_metadata(&file.metadata)?;
+    /// [`ErrorKind::InvalidArgument`] for options out of range;
+    /// [`ErrorKind::Model`] naming `Reranker` for a cross-encoder file
+    /// (metadata `task` = `classification`).
+    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Embedder> {
+        if Task::of(&file.metadata)? == Task::Classification {
+            return Err(crate::reranker::not_an_embedder());
+        }
+        Self::build(file, opts, false)
+    }
+
+    /// The encoder of a cross-encoder file for [`crate::Reranker`]: first-token
+    /// (`[CLS]`) pooling, no normalization, whatever the metadata says.
+    pub(crate) fn for_classifier(file: ModelFile, opts: &Options) -> Result<Embedder> {
+        Self::build(file, opts, true)
+    }
+
+    fn build(mut file: ModelFile, opts: &Options, classifier: bool) -> Result<Embedder> {
+        let mut cfg = ModelConfig::from_metadata(&file.metadata)?;
+        if classifier {
+            cfg.pooling = Pooling::Cls;
+            cfg.normalize = false;
+        }
         let max_seq_length = match opts.max_seq_length {
             None => cfg.max_seq_length,
             Some(n) if (2..=cfg.max_tokens()).contains(&n) => n,
@@ -505,7 +525,7 @@ impl Embedder {
             }
             let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
             track.base = call_base + g * TEXT_GROUP;
-            self.run(&refs, self.pass(), dst, track)?;
+            self.run(Seqs::untyped(&refs), self.pass(), dst, track)?;
         }
         Ok(())
     }
@@ -570,7 +590,8 @@ impl Embedder {
             }
             let refs: Vec<&[u32]> = windows.iter().map(Vec::as_slice).collect();
             let mut vecs = vec![0.0f32; refs.len() * dim];
-            self.run(&refs, self.pass(), &mut vecs, &mut Track::new(None, 0))?;
+            let seqs = Seqs::untyped(&refs);
+            self.run(seqs, self.pass(), &mut vecs, &mut Track::new(None, 0))?;
             combine_windows(&vecs, dim, &refs, &owner, self.normalize, dst);
             track.report(call_base + g * group_len + group.len())?;
         }
@@ -662,12 +683,48 @@ impl Embedder {
             pool_from: 0,
             ..self.pass()
         };
-        self.run(ids, pass, &mut out[..need], &mut track)
+        self.run(Seqs::untyped(ids), pass, &mut out[..need], &mut track)
     }
 
     /// Checks the batch size and output length; returns `n x dim`.
     fn check_batch(&self, n: usize, out_len: usize) -> Result<usize> {
         check_sizes(n, out_len, self.dim())
+    }
+
+    /// [`Options::progress`].
+    pub(crate) fn progress(&self) -> Option<&ProgressFn> {
+        self.progress.as_ref()
+    }
+
+    /// `f(i)` for every `i` of `range`, in order, on the workers when there are
+    /// several (tokenizing a group of inputs).
+    pub(crate) fn map_parallel<T: Send>(
+        &self,
+        range: std::ops::Range<usize>,
+        f: impl Fn(usize) -> T + Sync + Send,
+    ) -> Vec<T> {
+        match &self.pool {
+            Some(pool) if range.len() > 1 => {
+                pool.install(|| range.into_par_iter().map(f).collect())
+            }
+            _ => range.map(f).collect(),
+        }
+    }
+
+    /// Runs token sequences (each with its token types when given) through
+    /// the batching of every call: pooled, normalized as the model says, into
+    /// `out` (`n x dim`), reporting to `track`.
+    pub(crate) fn run_seqs(
+        &self,
+        seqs: Seqs<'_>,
+        out: &mut [f32],
+        track: &mut Track<'_>,
+    ) -> Result<()> {
+        let pass = Pass {
+            pool_from: 0,
+            ..self.pass()
+        };
+        self.run(seqs, pass, out, track)
     }
 
     fn take_workspace(&self) -> Workspace {
@@ -694,7 +751,7 @@ impl Embedder {
         }
     }
 
-    fn forward_chunk(&self, seqs: &[&[u32]], pass: Pass, par: Par, out: &mut [f32]) -> Result<()> {
+    fn forward_chunk(&self, seqs: Seqs<'_>, pass: Pass, par: Par, out: &mut [f32]) -> Result<()> {
         let mut ws = self.take_workspace();
         let hidden = self.model.hidden_size();
         let norm = pass.normalize;
@@ -702,7 +759,12 @@ impl Embedder {
             skip: pass.pool_from,
             ..SentencePooling::new(self.cfg.pooling, norm)
         };
-        let mut forward = |o: &mut [f32]| self.model.forward(seqs, &mut ws, par, pooling, o);
+        let mut forward = |o: &mut [f32]| match seqs.types {
+            None => self.model.forward(seqs.ids, &mut ws, par, pooling, o),
+            Some(t) => self
+                .model
+                .forward_typed(seqs.ids, t, &mut ws, par, pooling, o),
+        };
         let r = if pass.dim == hidden {
             forward(out)
         } else {
@@ -721,12 +783,12 @@ impl Embedder {
     /// way every vector is bit-identical to the one the text gets alone.
     fn run(
         &self,
-        seqs: &[&[u32]],
+        seqs: Seqs<'_>,
         pass: Pass,
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        let total: usize = seqs.ids.iter().map(|s| s.len()).sum();
         // Background packing of the weights starts with the first call, so
         // that it never slows down opening: before a large call (which then
         // profits from it), after a small one (which would only compete with
@@ -745,20 +807,20 @@ impl Embedder {
 
     fn run_chunks(
         &self,
-        seqs: &[&[u32]],
+        seqs: Seqs<'_>,
         total: usize,
         pass: Pass,
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
         let dim = pass.dim;
-        let mut chunks: Vec<(&[&[u32]], &mut [f32])> = Vec::new();
+        let mut chunks: Vec<(Seqs<'_>, &mut [f32])> = Vec::new();
         let mut rest_out = out;
         let mut start = 0;
-        for end in chunk_ends(seqs, total, self.threads) {
+        for end in chunk_ends(seqs.ids, total, self.threads) {
             let (dst, tail) = std::mem::take(&mut rest_out).split_at_mut((end - start) * dim);
             rest_out = tail;
-            chunks.push((&seqs[start..end], dst));
+            chunks.push((seqs.slice(start..end), dst));
             start = end;
         }
         if track.cb.is_some() {
@@ -792,7 +854,7 @@ impl Embedder {
     /// rows are complete. The vectors are the same as without.
     fn run_waves(
         &self,
-        chunks: Vec<(&[&[u32]], &mut [f32])>,
+        chunks: Vec<(Seqs<'_>, &mut [f32])>,
         pass: Pass,
         track: &mut Track<'_>,
     ) -> Result<()> {
@@ -801,7 +863,7 @@ impl Embedder {
         let mut done = 0;
         let mut it = chunks.into_iter().peekable();
         while it.peek().is_some() {
-            let wave: Vec<(&[&[u32]], &mut [f32])> = it.by_ref().take(wave_len).collect();
+            let wave: Vec<(Seqs<'_>, &mut [f32])> = it.by_ref().take(wave_len).collect();
             let seqs: usize = wave.iter().map(|(s, _)| s.len()).sum();
             match &self.pool {
                 None => wave
@@ -834,6 +896,40 @@ struct Pass {
     normalize: bool,
     /// Output dimension (below the hidden size: Matryoshka cut).
     dim: usize,
+}
+
+/// The sequences of a forward pass: ids, and per-token token types when the
+/// model reads them (cross-encoder pairs; `None`: type 0 everywhere).
+#[derive(Clone, Copy)]
+pub(crate) struct Seqs<'a> {
+    ids: &'a [&'a [u32]],
+    types: Option<&'a [&'a [u32]]>,
+}
+
+impl<'a> Seqs<'a> {
+    /// Sequences of token type 0.
+    pub(crate) fn untyped(ids: &'a [&'a [u32]]) -> Self {
+        Seqs { ids, types: None }
+    }
+
+    /// Sequences with a token type per token (`types[i]` as long as `ids[i]`).
+    pub(crate) fn typed(ids: &'a [&'a [u32]], types: &'a [&'a [u32]]) -> Self {
+        Seqs {
+            ids,
+            types: Some(types),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn slice(&self, r: std::ops::Range<usize>) -> Self {
+        Seqs {
+            ids: &self.ids[r.clone()],
+            types: self.types.map(|t| &t[r]),
+        }
+    }
 }
 
 /// Progress reporting of one embedding call to [`Options::progress`].

@@ -231,7 +231,8 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Embedder::open`]; [`ErrorKind::Unsupported`] for architectures that
-    /// only convert (GPT-2).
+    /// only convert (GPT-2); [`ErrorKind::Model`] naming `Reranker` for a
+    /// cross-encoder.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Engine> {
         let path = path.as_ref();
         let file = ModelFile::open_hinted(
@@ -246,7 +247,8 @@ impl Engine {
 
     /// Checks a model file completely, as `embd verify` does: the container
     /// (every checksum it stores) and the model its `architecture` asks for
-    /// (static word embeddings, GPT-2 tensor shapes, or a BERT-family encoder
+    /// (static word embeddings, GPT-2 tensor shapes, a cross-encoder built as
+    /// [`crate::Reranker::from_model_file`] builds it, or a BERT-family encoder
     /// built as [`Embedder::from_model_file`] builds it).
     ///
     /// # Errors
@@ -259,7 +261,22 @@ impl Engine {
             .get("architecture")
             .cloned()
             .unwrap_or_else(|| "bert".into());
+        let classifier =
+            crate::model::head::Task::of(&m.metadata)? == crate::model::head::Task::Classification;
         let model = match arch.as_str() {
+            _ if classifier => {
+                let r = crate::Reranker::from_model_file(m, &Options::new())?;
+                let info = r.info();
+                format!(
+                    "cross-encoder '{}' ({}, {} layers, {} label{}, {})",
+                    info.name,
+                    arch,
+                    info.num_layers,
+                    r.num_labels(),
+                    if r.num_labels() == 1 { "" } else { "s" },
+                    r.activation().name()
+                )
+            }
             "static" => {
                 let e = Embeddings::from_model_file(m)?;
                 format!(
@@ -295,6 +312,10 @@ impl Engine {
 
     /// Builds the engine a parsed model file asks for.
     pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Engine> {
+        if crate::model::head::Task::of(&file.metadata)? == crate::model::head::Task::Classification
+        {
+            return Err(crate::reranker::not_an_embedder());
+        }
         match file.metadata.get("architecture").map(String::as_str) {
             Some("static") => Ok(Engine::Static(Box::new(StaticEmbedder::from_model_file(
                 file, opts,

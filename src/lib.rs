@@ -24,6 +24,7 @@ pub mod limits;
 pub mod model;
 pub mod options;
 pub mod quantize;
+pub mod reranker;
 #[doc(hidden)]
 pub mod testutil;
 pub mod threads;
@@ -39,6 +40,7 @@ pub use model::config::{Activation, ModelConfig};
 pub use model::pooling::Pooling;
 pub use options::{CallOptions, Options, Precision, Truncation};
 pub use quantize::{OutputPrecision, OutputRanges};
+pub use reranker::{Ranked, Reranker};
 pub use tokenizer::vocab::{SpecialIds, Vocab};
 /// Cosine similarity of two embeddings (0 when either is zero): [`vector::cosine`].
 pub use vector::cosine as cosine_similarity;

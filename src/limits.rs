@@ -35,3 +35,6 @@ pub const MAX_POSITION: usize = 1 << 16;
 
 /// Largest `relative_attention_num_buckets` (MPNet-style relative attention).
 pub const MAX_RELATIVE_BUCKETS: usize = 1024;
+
+/// Most labels a classifier (cross-encoder) may declare (`num_labels`).
+pub const MAX_LABELS: usize = 1 << 16;

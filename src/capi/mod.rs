@@ -12,7 +12,7 @@
 //! One file per C object, as the header groups them: `options`
 //! (`embd_options`), `model` (`embd_model`: open, free, facts), `encode`
 //! (float vectors), `tokens`, `vectors` (similarity), `output` (quantized
-//! output), `precision`, `status`, `version`, `last_error`. Adding a C
+//! output), `rerank` (`embd_reranker`), `precision`, `status`, `version`, `last_error`. Adding a C
 //! function means writing it in its object's file (the globs below re-export
 //! it) and blessing the header. cbindgen emits functions in the order of the
 //! `mod` lines below (hence the groups: rustfmt sorts only within a group).
@@ -27,6 +27,8 @@ pub mod call;
 pub mod encode;
 pub mod tokens;
 pub mod vectors;
+
+pub mod rerank;
 
 // The boundary (and the test-panic export), handles, and the rest.
 pub mod boundary;
@@ -47,6 +49,7 @@ pub use model::*;
 pub use options::*;
 pub use output::*;
 pub use precision::*;
+pub use rerank::*;
 pub use status::*;
 pub use tokens::*;
 pub use vectors::*;

@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::{check_batch, check_dimensions, check_info, check_sizes, Embedder, Pass, TextInfo};
-use super::{Track, TEXT_GROUP};
+use super::{Seqs, Track, TEXT_GROUP};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{CallOptions, Truncation};
 
@@ -259,7 +259,7 @@ impl Embedder {
             }
         }
         let mut track = Track::new(self.progress.as_ref(), seqs.len());
-        self.run(seqs, plan.pass, &mut out[..need], &mut track)
+        self.run(Seqs::untyped(seqs), plan.pass, &mut out[..need], &mut track)
     }
 
     /// Embeds `texts` under per-call `opts` into `out` (row-major, at least
@@ -318,7 +318,7 @@ impl Embedder {
             }
             let refs: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
             track.base = base;
-            self.run(&refs, plan.pass, dst, &mut track)?;
+            self.run(Seqs::untyped(&refs), plan.pass, dst, &mut track)?;
         }
         Ok(())
     }

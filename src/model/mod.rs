@@ -5,6 +5,7 @@ pub mod arch;
 pub mod calibrate;
 pub mod config;
 pub mod encoder;
+pub mod head;
 pub mod linear;
 pub mod param;
 pub mod pooling;

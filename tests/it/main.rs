@@ -15,5 +15,6 @@ mod header;
 mod mpnet;
 mod options;
 mod precision;
+mod reranker;
 mod tokenizer;
 mod unigram;

@@ -4,6 +4,9 @@
 >>> model = Embedder("models/all-MiniLM-L6-v2.weights")   # or $EMBD_MODEL
 >>> vectors = model.encode(["first text", "second text"])  # float32 (2, 384)
 >>> model.similarity(vectors[0], vectors[1])
+>>> from embedder import Reranker
+>>> reranker = Reranker("models/minilm-reranker.weights")
+>>> reranker.rank("a query", ["a passage", "another"], top_k=1)
 
 The inference is the Rust library (``libembedder``, shipped inside this
 package) called through its C ABI; computation releases the GIL.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from ._embedder import OUTPUT_PRECISIONS, PRECISIONS, Embedder, similarity
 from ._native import lib as _lib
+from ._reranker import Reranker
 from .errors import (
     CancelledError,
     ClosedError,
@@ -26,6 +30,7 @@ from .errors import (
 
 __all__ = [
     "Embedder",
+    "Reranker",
     "EmbedderError",
     "InvalidArgumentError",
     "ClosedError",

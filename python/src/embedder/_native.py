@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["EmbdText", "PROGRESS_FN", "lib", "lib_file_name", "library_path"]
+__all__ = ["EmbdRanked", "EmbdText", "PROGRESS_FN", "lib", "lib_file_name", "library_path"]
 
 c_size_p = ctypes.POINTER(ctypes.c_size_t)
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -32,6 +32,12 @@ class EmbdText(ctypes.Structure):
     """``embd_text``: a length-delimited UTF-8 text."""
 
     _fields_ = [("ptr", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+
+
+class EmbdRanked(ctypes.Structure):
+    """``embd_ranked``: one document of a ranking."""
+
+    _fields_ = [("index", ctypes.c_size_t), ("score", ctypes.c_float), ("logit", ctypes.c_float)]
 
 
 def lib_file_name() -> str:
@@ -158,6 +164,38 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
     _fn(dll, "embd_tokenize", st, vp, ctypes.c_char_p, sz, c_uint32_p, sz, c_size_p)
     _fn(dll, "embd_count_tokens", st, vp, ctypes.c_char_p, sz, c_size_p)
     _fn(dll, "embd_similarity", st, c_float_p, c_float_p, sz, c_float_p)
+    _fn(dll, "embd_rerank_open", st, ctypes.c_char_p, vp, ctypes.POINTER(vp))
+    _fn(dll, "embd_rerank_free", None, vp)
+    _fn(dll, "embd_rerank_num_labels", sz, vp)
+    _fn(dll, "embd_rerank_max_seq_length", sz, vp)
+    _fn(
+        dll,
+        "embd_rerank_score",
+        st,
+        vp,
+        ctypes.POINTER(EmbdText),
+        ctypes.POINTER(EmbdText),
+        sz,
+        c_float_p,
+        c_float_p,
+        sz,
+        c_size_p,
+        c_uint8_p,
+    )
+    _fn(
+        dll,
+        "embd_rerank_rank",
+        st,
+        vp,
+        EmbdText,
+        ctypes.POINTER(EmbdText),
+        sz,
+        sz,
+        ctypes.c_int,
+        ctypes.POINTER(EmbdRanked),
+        sz,
+        c_size_p,
+    )
     _fn(dll, "embd_last_error", ctypes.c_char_p)
     _fn(dll, "embd_status_str", ctypes.c_char_p, ctypes.c_int32)
     _fn(dll, "embd_version", ctypes.c_char_p)

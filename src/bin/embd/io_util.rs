@@ -51,6 +51,48 @@ pub fn read_texts(input: &str, jsonl: bool) -> Result<Vec<String>, Error> {
     Ok(texts)
 }
 
+/// Reads `{"query": ..., "passage": ...}` objects, one per line (blank lines
+/// skipped), from a file or `-` (standard input).
+pub fn read_pairs(input: &str) -> Result<Vec<(String, String)>, Error> {
+    let mut raw = Vec::new();
+    if input == "-" {
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut raw)
+            .map_err(|e| Error::io("stdin", e))?;
+    } else {
+        raw = std::fs::read(input).map_err(|e| Error::io(input, e))?;
+    }
+    let mut pairs = Vec::new();
+    for (n, line) in raw.split(|&b| b == b'\n').enumerate() {
+        let lineno = n + 1;
+        let line = std::str::from_utf8(line).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidUtf8,
+                format!("{input}: line {lineno} is not valid UTF-8"),
+            )
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+            Error::invalid_argument(format!("{input}: line {lineno}: invalid JSON: {e}"))
+        })?;
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "{input}: line {lineno}: no string field \"{k}\""
+                    ))
+                })
+        };
+        pairs.push((field("query")?, field("passage")?));
+    }
+    Ok(pairs)
+}
+
 /// Writes a float32 `[n, dim]` array in NumPy `.npy` format (version 1.0).
 pub fn write_npy(w: &mut dyn Write, data: &[f32], n: usize, dim: usize) -> std::io::Result<()> {
     npy_header(w, "<f4", n, dim)?;

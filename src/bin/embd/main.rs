@@ -21,10 +21,10 @@ use embedder::import::hf::{self, HfOptions};
 use embedder::options::ProgressFn;
 use embedder::{
     Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges, Precision,
-    ReadOptions, TextInfo,
+    ReadOptions, Reranker, TextInfo,
 };
 
-use io_util::{read_texts, write_npy, write_npy_bytes};
+use io_util::{read_pairs, read_texts, write_npy, write_npy_bytes};
 use progress::Progress;
 
 /// Where `scripts/fetch_model.sh` puts the default model, relative to the repository.
@@ -219,6 +219,43 @@ enum Cmd {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// Score query-passage pairs with a cross-encoder (reranker), as
+    /// sentence-transformers' CrossEncoder.
+    ///
+    /// With --query: rank the documents of --input (one per line) and print one
+    /// JSON object per document, best first: {"index": i, "score": s} (ties by
+    /// index). With --jsonl: read {"query": ..., "passage": ...} lines and print
+    /// {"score": s, "logit": l} per line, in input order (arrays for a model
+    /// with several labels).
+    Rerank {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        precision: PrecisionArg,
+        /// The query to rank the documents for.
+        #[arg(long, required_unless_present = "jsonl", conflicts_with = "jsonl")]
+        query: Option<String>,
+        /// Documents, one per line (with --query); pairs as JSONL (with --jsonl);
+        /// - for standard input.
+        #[arg(long, default_value = "-")]
+        input: String,
+        /// Input lines are {"query", "passage"} objects: score each pair.
+        #[arg(long)]
+        jsonl: bool,
+        /// Print only the best K documents (1..=the number of documents).
+        #[arg(long, value_name = "K", requires = "query")]
+        top_k: Option<usize>,
+        /// Rank by logit and print the logit as "score" (the identity activation).
+        #[arg(long, requires = "query")]
+        raw: bool,
+        /// Tokens of a pair, special tokens included (CrossEncoder's max_length;
+        /// default: the model's).
+        #[arg(long, value_name = "N")]
+        max_length: Option<usize>,
+        /// Pairs per call (--jsonl).
+        #[arg(long, default_value_t = 256)]
+        batch_size: usize,
     },
     /// Cosine similarity of two texts (a matrix for more than two).
     Similarity {
@@ -724,6 +761,57 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 calibration,
                 json,
             })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Rerank {
+            model,
+            precision,
+            query,
+            input,
+            // clap makes --jsonl and --query exclusive, one of them required.
+            jsonl: _,
+            top_k,
+            raw,
+            max_length,
+            batch_size,
+        } => {
+            let path = resolve_model(&model.model)?;
+            let mut opts = Options::new();
+            if let Some(t) = model.threads {
+                opts = opts.threads(t);
+            }
+            opts.precision = precision.precision;
+            opts.max_seq_length = max_length;
+            let r = Reranker::open(&path, &opts)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            let num = |v: &[f32]| -> serde_json::Value {
+                if v.len() == 1 {
+                    serde_json::json!(v[0])
+                } else {
+                    serde_json::json!(v)
+                }
+            };
+            if let Some(q) = query {
+                let docs = read_texts(&input, false)?;
+                for x in r.rank_ex(&q, &docs, top_k, raw, None)? {
+                    let s = if raw { x.logit } else { x.score };
+                    let v = serde_json::json!({ "index": x.index, "score": s });
+                    writeln!(out, "{v}").map_err(stdout_err)?;
+                }
+            } else {
+                let pairs = read_pairs(&input)?;
+                let labels = r.num_labels();
+                for chunk in pairs.chunks(batch_size.max(1)) {
+                    let mut scores = vec![0.0f32; chunk.len() * labels];
+                    let mut logits = vec![0.0f32; chunk.len() * labels];
+                    r.predict_into(chunk, Some(&mut scores), Some(&mut logits), None)?;
+                    for (s, l) in scores.chunks(labels).zip(logits.chunks(labels)) {
+                        let v = serde_json::json!({ "score": num(s), "logit": num(l) });
+                        writeln!(out, "{v}").map_err(stdout_err)?;
+                    }
+                }
+            }
+            out.flush().map_err(stdout_err)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Similarity {

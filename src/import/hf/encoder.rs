@@ -627,7 +627,15 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
             }
         }
     }
-    let (pooling, include_prompt) = pooling_mode(dir, modules.as_ref())?;
+    let classifier = archs
+        .iter()
+        .any(|a| a.ends_with("ForSequenceClassification"));
+    let (pooling, include_prompt) = if classifier {
+        // A cross-encoder's head reads the first token's final state.
+        (Pooling::Cls.name().to_string(), true)
+    } else {
+        pooling_mode(dir, modules.as_ref())?
+    };
     let (prompts, default_prompt) = prompts(dir)?;
 
     let tokens = match &spec {
@@ -662,6 +670,11 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     }
     let backing = Arc::new(Backing::map(&st_path)?);
     let mut tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
+    let head_md = if classifier {
+        Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
+    } else {
+        None
+    };
 
     let mut md = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -694,7 +707,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     if let Some(d) = default_prompt {
         put("default_prompt_name", d);
     }
-    put("normalize", normalize.to_string());
+    put("normalize", (normalize && !classifier).to_string());
     put("max_seq_length", max_seq.to_string());
     if spec.is_none() {
         put("do_lower_case", lowercase.to_string());
@@ -712,6 +725,9 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     for (k, v) in family_md {
         put(&k, v);
     }
+    for (k, v) in head_md.into_iter().flatten() {
+        put(&k, v);
+    }
     if let Some(src) = cfg.get("_name_or_path").and_then(Value::as_str) {
         put("source_model", src.to_string());
     }
@@ -723,6 +739,94 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     file.details
         .push(("source".to_string(), dir.display().to_string()));
     Ok(file)
+}
+
+/// The classifier keys of a `*ForSequenceClassification` folder
+/// ([`crate::model::head`]): `task`, `classifier_head` (from the head tensors
+/// present), `num_labels` and `id2label` (from `config.json`, checked against
+/// the output tensor), and `activation` resolved as sentence-transformers 6's
+/// `CrossEncoder` does: `activation_fn` of `config_sentence_transformers.json`,
+/// else `config.json`'s `sentence_transformers.activation_fn`, else its older
+/// `sbert_ce_default_activation_function`, else sigmoid for one label and
+/// identity for several (a class path outside `torch.` is not imported by
+/// sentence-transformers without `trust_remote_code`, so the default applies).
+fn classifier_metadata(
+    dir: &Path,
+    cfg: &Value,
+    archs: &[&str],
+    tensors: &[TensorEntry],
+) -> Result<BTreeMap<String, String>> {
+    use crate::model::head::{HeadLayout, ScoreActivation, TASK_CLASSIFICATION, TASK_KEY};
+    let layout = HeadLayout::detect(tensors.iter().map(|t| t.name.as_str())).ok_or_else(|| {
+        Error::model(format!(
+            "config.json: architectures {archs:?} is a classifier, but model.safetensors has no classification head (pooler.dense + classifier, or classifier.dense + classifier.out_proj)"
+        ))
+    })?;
+    let (_, out) = layout.tensors();
+    let out_rows = tensors
+        .iter()
+        .find(|t| t.name == format!("{out}.weight"))
+        .and_then(|t| t.shape.first().copied())
+        .unwrap_or(0);
+    let id2label = cfg.get("id2label").and_then(Value::as_object);
+    let num_labels = match (cfg.get("num_labels").and_then(Value::as_u64), id2label) {
+        (Some(n), _) => n as usize,
+        (None, Some(m)) => m.len(),
+        // transformers' PretrainedConfig default.
+        (None, None) => 2,
+    };
+    if num_labels != out_rows {
+        return Err(Error::model(format!(
+            "config.json: {num_labels} labels, but the head's '{out}.weight' has {out_rows} rows"
+        )));
+    }
+    let mut labels = serde_json::Map::new();
+    if let Some(m) = id2label {
+        for (k, v) in m {
+            let name = v.as_str().ok_or_else(|| {
+                Error::model(format!("config.json: id2label '{k}' is not a string"))
+            })?;
+            if k.parse::<usize>()
+                .ok()
+                .filter(|&i| i < num_labels)
+                .is_none()
+            {
+                return Err(Error::model(format!(
+                    "config.json: id2label key '{k}' is not a label index below {num_labels}"
+                )));
+            }
+            labels.insert(k.clone(), Value::String(name.to_string()));
+        }
+    }
+    let st = read_json_opt(&dir.join("config_sentence_transformers.json"))?;
+    let saved = st
+        .as_ref()
+        .and_then(|c| c.get("activation_fn"))
+        .and_then(Value::as_str);
+    let mut activation = match saved {
+        Some(p) => ScoreActivation::from_torch_path(p)?,
+        None => None,
+    };
+    if activation.is_none() {
+        let legacy = cfg
+            .get("sentence_transformers")
+            .and_then(|s| s.get("activation_fn"))
+            .or_else(|| cfg.get("sbert_ce_default_activation_function"))
+            .and_then(Value::as_str);
+        if let Some(p) = legacy {
+            activation = ScoreActivation::from_torch_path(p)?;
+        }
+    }
+    let activation = activation.unwrap_or_else(|| ScoreActivation::default_for(num_labels));
+    let mut md = BTreeMap::new();
+    md.insert(TASK_KEY.to_string(), TASK_CLASSIFICATION.to_string());
+    md.insert("classifier_head".to_string(), layout.name().to_string());
+    md.insert("num_labels".to_string(), num_labels.to_string());
+    if !labels.is_empty() {
+        md.insert("id2label".to_string(), Value::Object(labels).to_string());
+    }
+    md.insert("activation".to_string(), activation.name().to_string());
+    Ok(md)
 }
 
 #[cfg(test)]

@@ -1,0 +1,101 @@
+"""The Reranker against sentence-transformers' CrossEncoder reference
+(``shared/reference/families/minilm-reranker_*``): ids and types, scores and
+logits on every line, the rank file's order, the return shapes of predict and
+rank, and misuse."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+from conftest import REPO, model_path, shared_dir
+
+import embedder
+
+
+def reranker_path() -> Path:
+    env = os.environ.get("EMBD_RERANK_MODEL")
+    return Path(env) if env else REPO / "models" / "minilm-reranker.weights"
+
+
+@pytest.fixture(scope="module")
+def reranker() -> Any:
+    p = reranker_path()
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_RERANK_MODEL")
+    # The reference was made with CrossEncoder(max_length=256).
+    r = embedder.Reranker(p, max_length=256)
+    yield r
+    r.close()
+
+
+def families(name: str) -> Path:
+    p = shared_dir() / "reference" / "families" / name
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: set EMBD_SHARED_DIR to the shared/ folder")
+    return p
+
+
+@pytest.fixture(scope="module")
+def lines() -> List[Dict[str, Any]]:
+    with families("minilm-reranker_reference.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_scores_and_logits_on_every_line(reranker: Any, lines: List[Dict[str, Any]]) -> None:
+    assert len(lines) == 151
+    pairs = [(x["query"], x["passage"]) for x in lines]
+    scores, tokens, truncated = reranker.predict(pairs, batch_size=16, return_token_info=True)
+    logits = reranker.predict(pairs, raw=True)
+    assert scores.dtype == np.float32 and scores.shape == (151,)
+    want_s = np.array([x["score"] for x in lines], np.float64)
+    want_l = np.array([x["logit"] for x in lines], np.float64)
+    assert np.max(np.abs(scores - want_s)) <= 1e-5
+    assert np.max(np.abs(logits - want_l)) <= 1e-4
+    assert list(tokens) == [len(x["input_ids"]) for x in lines]
+    assert truncated.any()  # the reference has pairs that need the cut
+    # One pair (not in a list) gives one value.
+    one = reranker.predict(pairs[1])
+    assert one.shape == () and abs(float(one) - lines[1]["score"]) <= 1e-5
+
+
+def test_rank_order_and_shapes(reranker: Any) -> None:
+    with families("minilm-reranker_rank.json").open(encoding="utf-8") as f:
+        ref = json.load(f)
+    got = reranker.rank(ref["query"], ref["documents"])
+    assert [g["corpus_id"] for g in got] == [r["corpus_id"] for r in ref["ranking"]]
+    for g, r in zip(got, ref["ranking"]):
+        assert set(g) == {"corpus_id", "score"}
+        assert abs(g["score"] - r["score"]) <= 1e-5
+    top = reranker.rank(ref["query"], ref["documents"], top_k=10, return_documents=True)
+    assert [g["corpus_id"] for g in top] == [r["corpus_id"] for r in ref["ranking"][:10]]
+    assert all(g["text"] == ref["documents"][g["corpus_id"]] for g in top)
+
+
+def test_misuse(reranker: Any) -> None:
+    docs = ["a passage", "another one"]
+    for kwargs in ({"query": "", "documents": docs}, {"query": "q", "documents": []}):
+        with pytest.raises(embedder.InvalidArgumentError):
+            reranker.rank(**kwargs)
+    for k in (0, 3):
+        with pytest.raises(embedder.InvalidArgumentError, match="top_k"):
+            reranker.rank("q", docs, top_k=k)
+    with pytest.raises(embedder.InvalidArgumentError, match="pair"):
+        reranker.predict([("only one",)])
+    # A NUL is text (cleaned away as a control character).
+    a = reranker.predict([("q", "a passage")])
+    b = reranker.predict([("q", "a pas\0sage")])
+    c = reranker.predict([("q", "a passage\0")])
+    assert a[0] == b[0] == c[0]
+    # An embedding model is not a reranker.
+    if model_path().is_file():
+        with pytest.raises(embedder.ModelFileError, match="embedder"):
+            embedder.Reranker(model_path())
+    r = embedder.Reranker(reranker_path(), max_length=256)
+    r.close()
+    with pytest.raises(embedder.ClosedError):
+        r.predict([("q", "p")])

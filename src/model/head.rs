@@ -1,0 +1,554 @@
+//! Classification heads of cross-encoders (HF `*ForSequenceClassification`):
+//! the metadata that marks a file as a classifier, the score activation, and
+//! the head's arithmetic on the encoder's first-token state.
+//!
+//! Both layouts HF uses are the same two products, under different names:
+//!
+//! | layout ([`HeadLayout`]) | dense + tanh on the first token | to the labels |
+//! |---|---|---|
+//! | `bert` (BERT: the pooler) | `pooler.dense` | `classifier` |
+//! | `roberta` (RoBERTa, XLM-R, MPNet) | `classifier.dense` | `classifier.out_proj` |
+//!
+//! `logits = W_out · tanh(W_dense · h₀ + b_dense) + b_out` (dropout is off at
+//! inference), then the activation sentence-transformers' `CrossEncoder`
+//! applies ([`ScoreActivation`]). The head runs in f32 with f64 accumulation
+//! whatever precision the encoder runs in: it is two small products per pair.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::formats::ModelFile;
+
+/// Metadata key marking what a model file computes: absent (or `embedding`)
+/// for an embedder, [`TASK_CLASSIFICATION`] for a cross-encoder.
+pub const TASK_KEY: &str = "task";
+/// [`TASK_KEY`]'s value for a cross-encoder (sequence classification).
+pub const TASK_CLASSIFICATION: &str = "classification";
+
+/// What a model file computes, from its metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// Sentence embeddings (`Embedder`).
+    Embedding,
+    /// Scores of text pairs (`Reranker`).
+    Classification,
+}
+
+impl Task {
+    /// The task of a file with metadata `md`.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] for an unknown `task` value.
+    pub fn of(md: &BTreeMap<String, String>) -> Result<Task> {
+        match md.get(TASK_KEY).map(|s| s.trim()) {
+            None | Some("embedding") => Ok(Task::Embedding),
+            Some(TASK_CLASSIFICATION) => Ok(Task::Classification),
+            Some(other) => Err(Error::model(format!(
+                "metadata '{TASK_KEY}' = '{other}' is not 'embedding' or '{TASK_CLASSIFICATION}'"
+            ))),
+        }
+    }
+}
+
+/// The names of a head's two products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadLayout {
+    /// BERT: `pooler.dense` then `classifier`.
+    Bert,
+    /// RoBERTa / XLM-R / MPNet: `classifier.dense` then `classifier.out_proj`.
+    Roberta,
+}
+
+impl HeadLayout {
+    /// Both layouts.
+    pub const ALL: [HeadLayout; 2] = [HeadLayout::Bert, HeadLayout::Roberta];
+
+    /// The metadata spelling (`classifier_head`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HeadLayout::Bert => "bert",
+            HeadLayout::Roberta => "roberta",
+        }
+    }
+
+    /// Parses [`HeadLayout::name`].
+    pub fn from_name(s: &str) -> Option<HeadLayout> {
+        HeadLayout::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// Canonical tensor name prefixes: (dense, output).
+    pub fn tensors(self) -> (&'static str, &'static str) {
+        match self {
+            HeadLayout::Bert => ("pooler.dense", "classifier"),
+            HeadLayout::Roberta => ("classifier.dense", "classifier.out_proj"),
+        }
+    }
+
+    /// The layout whose tensors a model holds (by canonical name), if any.
+    pub fn detect<'a>(mut names: impl Iterator<Item = &'a str> + Clone) -> Option<HeadLayout> {
+        HeadLayout::ALL.into_iter().find(|l| {
+            let (d, o) = l.tensors();
+            let w = |p: &str| format!("{p}.weight");
+            let (dw, ow) = (w(d), w(o));
+            names.clone().any(|n| n == dw) && names.any(|n| n == ow)
+        })
+    }
+}
+
+/// The function from logits to scores, as sentence-transformers' `CrossEncoder`
+/// resolves it (`activation_fn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreActivation {
+    /// `1 / (1 + e^-x)` per label (the default for one label).
+    Sigmoid,
+    /// The logits themselves (the default for several labels).
+    Identity,
+    /// `tanh` per label.
+    Tanh,
+    /// Softmax over the labels of a pair (`torch.nn.Softmax()` on `[pairs,
+    /// labels]` picks the label dimension).
+    Softmax,
+}
+
+impl ScoreActivation {
+    /// Every activation.
+    pub const ALL: [ScoreActivation; 4] = [
+        ScoreActivation::Sigmoid,
+        ScoreActivation::Identity,
+        ScoreActivation::Tanh,
+        ScoreActivation::Softmax,
+    ];
+
+    /// The metadata spelling (`activation`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreActivation::Sigmoid => "sigmoid",
+            ScoreActivation::Identity => "identity",
+            ScoreActivation::Tanh => "tanh",
+            ScoreActivation::Softmax => "softmax",
+        }
+    }
+
+    /// Parses [`ScoreActivation::name`].
+    pub fn from_name(s: &str) -> Option<ScoreActivation> {
+        ScoreActivation::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// sentence-transformers' default: sigmoid for one label, identity for several.
+    pub fn default_for(num_labels: usize) -> ScoreActivation {
+        if num_labels == 1 {
+            ScoreActivation::Sigmoid
+        } else {
+            ScoreActivation::Identity
+        }
+    }
+
+    /// The activation a saved torch class path names
+    /// (`torch.nn.modules.activation.Sigmoid`, `torch.nn.Identity`, ...).
+    /// `Ok(None)` for a path outside `torch.`, which sentence-transformers does
+    /// not import without `trust_remote_code` (it uses the default instead).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unsupported`] for a torch class that is not one of
+    /// the four.
+    pub fn from_torch_path(path: &str) -> Result<Option<ScoreActivation>> {
+        if !path.starts_with("torch.") {
+            return Ok(None);
+        }
+        let class = path.rsplit('.').next().unwrap_or("");
+        let a = match class {
+            "Sigmoid" => ScoreActivation::Sigmoid,
+            "Identity" => ScoreActivation::Identity,
+            "Tanh" => ScoreActivation::Tanh,
+            "Softmax" => ScoreActivation::Softmax,
+            _ => {
+                return Err(Error::unsupported(format!(
+                "activation function '{path}' is not supported (Sigmoid, Identity, Tanh, Softmax)"
+            )))
+            }
+        };
+        Ok(Some(a))
+    }
+
+    /// Applies the activation to one pair's logits, in place.
+    pub fn apply(self, v: &mut [f32]) {
+        match self {
+            ScoreActivation::Identity => {}
+            ScoreActivation::Sigmoid => {
+                for x in v.iter_mut() {
+                    *x = sigmoid(*x);
+                }
+            }
+            ScoreActivation::Tanh => {
+                for x in v.iter_mut() {
+                    *x = x.tanh();
+                }
+            }
+            ScoreActivation::Softmax => {
+                let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0.0f64;
+                for x in v.iter_mut() {
+                    *x = (*x - m).exp();
+                    sum += f64::from(*x);
+                }
+                for x in v.iter_mut() {
+                    *x = (f64::from(*x) / sum) as f32;
+                }
+            }
+        }
+    }
+}
+
+/// The logistic function, as torch computes it in f32 (`1 / (1 + e^-x)`,
+/// finite for every finite input).
+fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// A classifier's settings from the metadata: labels, names and activation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifierConfig {
+    /// `classifier_head`.
+    pub layout: HeadLayout,
+    /// `num_labels`.
+    pub num_labels: usize,
+    /// `id2label` (a JSON object `{"0": "LABEL_0", ...}`): label `i`'s name;
+    /// `LABEL_i` where the file names none.
+    pub labels: Vec<String>,
+    /// `activation`.
+    pub activation: ScoreActivation,
+}
+
+impl ClassifierConfig {
+    /// Reads the classifier keys of a file whose [`Task`] is classification.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] naming a missing or invalid key.
+    pub fn from_metadata(md: &BTreeMap<String, String>) -> Result<ClassifierConfig> {
+        let get = |k: &str| md.get(k).map(|s| s.trim());
+        let layout = match get("classifier_head") {
+            None => return Err(Error::model("metadata key 'classifier_head' is missing")),
+            Some(v) => HeadLayout::from_name(v).ok_or_else(|| {
+                Error::model(format!(
+                    "metadata 'classifier_head' = '{v}' is not 'bert' or 'roberta'"
+                ))
+            })?,
+        };
+        let num_labels = match get("num_labels") {
+            None => return Err(Error::model("metadata key 'num_labels' is missing")),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=crate::limits::MAX_LABELS).contains(&n))
+                .ok_or_else(|| {
+                    Error::model(format!(
+                        "metadata 'num_labels' = '{v}' is not in 1..={}",
+                        crate::limits::MAX_LABELS
+                    ))
+                })?,
+        };
+        let mut labels: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
+        if let Some(j) = get("id2label") {
+            let map: BTreeMap<String, String> = serde_json::from_str(j).map_err(|e| {
+                Error::model(format!(
+                    "metadata 'id2label' is not a JSON object of strings: {e}"
+                ))
+            })?;
+            for (k, v) in map {
+                let i = k
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&i| i < num_labels)
+                    .ok_or_else(|| {
+                        Error::model(format!(
+                            "metadata 'id2label': key '{k}' is not a label index below {num_labels}"
+                        ))
+                    })?;
+                labels[i] = v;
+            }
+        }
+        let activation = match get("activation") {
+            None => ScoreActivation::default_for(num_labels),
+            Some(v) => ScoreActivation::from_name(v).ok_or_else(|| {
+                Error::model(format!(
+                    "metadata 'activation' = '{v}' is not sigmoid, identity, tanh or softmax"
+                ))
+            })?,
+        };
+        Ok(ClassifierConfig {
+            layout,
+            num_labels,
+            labels,
+            activation,
+        })
+    }
+}
+
+/// A loaded head: both products in f32.
+#[derive(Debug, Clone)]
+pub struct ClassificationHead {
+    cfg: ClassifierConfig,
+    hidden: usize,
+    /// `[hidden x hidden]`, row-major (output rows).
+    dense_w: Vec<f32>,
+    dense_b: Vec<f32>,
+    /// `[labels x hidden]`.
+    out_w: Vec<f32>,
+    out_b: Vec<f32>,
+}
+
+impl ClassificationHead {
+    /// Builds a head from its parts (shapes checked).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] when a part has the wrong length.
+    pub fn new(
+        cfg: ClassifierConfig,
+        hidden: usize,
+        dense_w: Vec<f32>,
+        dense_b: Vec<f32>,
+        out_w: Vec<f32>,
+        out_b: Vec<f32>,
+    ) -> Result<ClassificationHead> {
+        let labels = cfg.num_labels;
+        let (d, o) = cfg.layout.tensors();
+        let checks = [
+            (format!("{d}.weight"), dense_w.len(), hidden * hidden),
+            (format!("{d}.bias"), dense_b.len(), hidden),
+            (format!("{o}.weight"), out_w.len(), labels * hidden),
+            (format!("{o}.bias"), out_b.len(), labels),
+        ];
+        for (name, got, want) in checks {
+            if got != want {
+                return Err(Error::model(format!(
+                    "tensor '{name}' has {got} values; the head needs {want} (hidden {hidden}, {labels} labels)"
+                )));
+            }
+        }
+        Ok(ClassificationHead {
+            cfg,
+            hidden,
+            dense_w,
+            dense_b,
+            out_w,
+            out_b,
+        })
+    }
+
+    /// Loads the head of a classifier file (its metadata and four tensors, of
+    /// any float dtype) for an encoder of width `hidden`.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] for bad metadata or a missing or misshapen
+    /// tensor, named.
+    pub fn load(file: &ModelFile, hidden: usize) -> Result<ClassificationHead> {
+        let cfg = ClassifierConfig::from_metadata(&file.metadata)?;
+        let (d, o) = cfg.layout.tensors();
+        let labels = cfg.num_labels;
+        let read = |name: String, shape: &[usize]| -> Result<Vec<f32>> {
+            let t = file.tensor(&name).ok_or_else(|| {
+                Error::model(format!(
+                    "classifier tensor '{name}' is missing ({} head)",
+                    cfg.layout.name()
+                ))
+            })?;
+            if t.shape != shape {
+                return Err(Error::model(format!(
+                    "tensor '{name}' has shape {:?}, expected {shape:?}",
+                    t.shape
+                )));
+            }
+            if !matches!(
+                t.dtype,
+                crate::formats::DType::F32
+                    | crate::formats::DType::F16
+                    | crate::formats::DType::BF16
+            ) {
+                return Err(Error::model(format!(
+                    "tensor '{name}' has dtype {}, expected a float type",
+                    t.dtype.name()
+                )));
+            }
+            Ok(file.tensor_to_f32(t))
+        };
+        let dense_w = read(format!("{d}.weight"), &[hidden, hidden])?;
+        let dense_b = read(format!("{d}.bias"), &[hidden])?;
+        let out_w = read(format!("{o}.weight"), &[labels, hidden])?;
+        let out_b = read(format!("{o}.bias"), &[labels])?;
+        ClassificationHead::new(cfg.clone(), hidden, dense_w, dense_b, out_w, out_b)
+    }
+
+    /// The classifier's settings.
+    pub fn config(&self) -> &ClassifierConfig {
+        &self.cfg
+    }
+
+    /// Number of labels (logits per pair).
+    pub fn num_labels(&self) -> usize {
+        self.cfg.num_labels
+    }
+
+    /// The encoder width the head reads.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    /// The logits of one pair from the encoder's first-token state `h0`
+    /// (`hidden` values) into `out` (`num_labels` values).
+    pub fn logits(&self, h0: &[f32], out: &mut [f32]) {
+        let h = self.hidden;
+        debug_assert_eq!(h0.len(), h);
+        let pooled: Vec<f32> = self
+            .dense_w
+            .chunks_exact(h)
+            .zip(&self.dense_b)
+            .map(|(row, &b)| (dot(row, h0) + f64::from(b)).tanh() as f32)
+            .collect();
+        for ((o, row), &b) in out
+            .iter_mut()
+            .zip(self.out_w.chunks_exact(h))
+            .zip(&self.out_b)
+        {
+            *o = (dot(row, &pooled) + f64::from(b)) as f32;
+        }
+    }
+}
+
+/// `a · b` accumulated in f64.
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(layout: HeadLayout, labels: usize) -> ClassifierConfig {
+        ClassifierConfig {
+            layout,
+            num_labels: labels,
+            labels: (0..labels).map(|i| format!("LABEL_{i}")).collect(),
+            activation: ScoreActivation::default_for(labels),
+        }
+    }
+
+    #[test]
+    fn head_arithmetic_by_hand() {
+        // hidden 2, two labels; values chosen so every step is checkable:
+        // dense = [[1, 0], [0, 2]], b = [0, -1]; h0 = [0.5, 1]
+        // pre-tanh [0.5, 1.0] -> tanh [0.46211716, 0.76159416]
+        // out = [[1, 1], [2, -1]], b = [0.25, 0]
+        // logits [1.22371132 + 0.25, 0.92423432 - 0.76159416]
+        for layout in HeadLayout::ALL {
+            let head = ClassificationHead::new(
+                cfg(layout, 2),
+                2,
+                vec![1.0, 0.0, 0.0, 2.0],
+                vec![0.0, -1.0],
+                vec![1.0, 1.0, 2.0, -1.0],
+                vec![0.25, 0.0],
+            )
+            .unwrap();
+            let mut out = [0.0f32; 2];
+            head.logits(&[0.5, 1.0], &mut out);
+            assert!((out[0] - 1.473_711_3).abs() < 1e-6, "{out:?}");
+            assert!((out[1] - 0.162_640_16).abs() < 1e-6, "{out:?}");
+        }
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        let e = ClassificationHead::new(
+            cfg(HeadLayout::Roberta, 1),
+            2,
+            vec![0.0; 4],
+            vec![0.0; 2],
+            vec![0.0; 3],
+            vec![0.0; 1],
+        )
+        .unwrap_err();
+        assert!(e.message().contains("classifier.out_proj.weight"), "{e}");
+    }
+
+    #[test]
+    fn activations() {
+        let mut v = [0.0f32, 2.0, -2.0];
+        ScoreActivation::Sigmoid.apply(&mut v);
+        assert_eq!(v[0], 0.5);
+        assert!((v[1] - 0.880_797_1).abs() < 1e-7);
+        assert!((v[2] - 0.119_202_92).abs() < 1e-7);
+        let mut v = [1.0f32, 1.0];
+        ScoreActivation::Softmax.apply(&mut v);
+        assert_eq!(v, [0.5, 0.5]);
+        let mut v = [-100.0f32, 100.0];
+        ScoreActivation::Sigmoid.apply(&mut v);
+        assert!(v[0] > 0.0 && v[0] < 1e-40 && v[1] == 1.0, "{v:?}");
+        assert_eq!(ScoreActivation::default_for(1), ScoreActivation::Sigmoid);
+        assert_eq!(ScoreActivation::default_for(3), ScoreActivation::Identity);
+    }
+
+    #[test]
+    fn torch_paths() {
+        let p = ScoreActivation::from_torch_path;
+        assert_eq!(
+            p("torch.nn.modules.activation.Sigmoid").unwrap(),
+            Some(ScoreActivation::Sigmoid)
+        );
+        assert_eq!(
+            p("torch.nn.modules.linear.Identity").unwrap(),
+            Some(ScoreActivation::Identity)
+        );
+        assert_eq!(p("my_module.Custom").unwrap(), None);
+        assert!(p("torch.nn.modules.activation.GELU").is_err());
+    }
+
+    #[test]
+    fn metadata() {
+        let md: BTreeMap<String, String> = [
+            ("task", "classification"),
+            ("classifier_head", "bert"),
+            ("num_labels", "3"),
+            ("id2label", r#"{"0": "contradiction", "2": "neutral"}"#),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(Task::of(&md).unwrap(), Task::Classification);
+        let c = ClassifierConfig::from_metadata(&md).unwrap();
+        assert_eq!(c.labels, ["contradiction", "LABEL_1", "neutral"]);
+        assert_eq!(c.activation, ScoreActivation::Identity);
+        let mut bad = md.clone();
+        bad.insert("id2label".into(), r#"{"3": "x"}"#.into());
+        assert!(ClassifierConfig::from_metadata(&bad).is_err());
+        bad = md.clone();
+        bad.insert("num_labels".into(), "0".into());
+        assert!(ClassifierConfig::from_metadata(&bad).is_err());
+        assert_eq!(Task::of(&BTreeMap::new()).unwrap(), Task::Embedding);
+    }
+
+    #[test]
+    fn layout_detection() {
+        let bert = ["pooler.dense.weight", "classifier.weight", "x"];
+        assert_eq!(
+            HeadLayout::detect(bert.iter().copied()),
+            Some(HeadLayout::Bert)
+        );
+        let rob = ["classifier.dense.weight", "classifier.out_proj.weight"];
+        assert_eq!(
+            HeadLayout::detect(rob.iter().copied()),
+            Some(HeadLayout::Roberta)
+        );
+        assert_eq!(
+            HeadLayout::detect(["pooler.dense.weight"].iter().copied()),
+            None
+        );
+    }
+}

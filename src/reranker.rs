@@ -1,0 +1,462 @@
+//! [`Reranker`]: a cross-encoder (HF `*ForSequenceClassification`) scoring
+//! text pairs as sentence-transformers' `CrossEncoder` does.
+//!
+//! ```no_run
+//! use embedder::{Options, Reranker};
+//! let r = Reranker::open("models/minilm-reranker.weights", &Options::new())?;
+//! let scores = r.score(&[("a query", "a passage"), ("a query", "another")])?;
+//! let best = r.rank("a query", &["a passage", "another"], Some(1))?;
+//! # Ok::<(), embedder::Error>(())
+//! ```
+//!
+//! It is the [`Embedder`]'s runtime with a different ending: the pairs are
+//! tokenized in parallel on the embedder's workers, run
+//! padding-free through the same batching over the worker pool (chunks of
+//! whole pairs, long batches split over the threads, progress and
+//! cancellation between chunks), with first-token (`[CLS]` / `<s>`) pooling and
+//! no normalization; then the classification head
+//! ([`crate::model::head::ClassificationHead`]) turns each first-token state
+//! into logits and the model's activation into scores.
+
+use std::path::Path;
+
+use crate::embedder::{Embedder, ModelInfo, Seqs, TextInfo, Track};
+use crate::error::{Error, ErrorKind, Result};
+use crate::formats::{ModelFile, ReadOptions};
+use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
+use crate::model::head::{ClassificationHead, ScoreActivation, Task};
+use crate::options::{Options, Precision};
+use crate::tokenizer::Tokenizer;
+
+/// Pairs tokenized ahead of the forward pass; ids of at most this many pairs
+/// are held at once.
+const PAIR_GROUP: usize = 1024;
+
+/// A text pair as the model reads it ([`Reranker::tokenize_pair`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairEncoding {
+    /// The ids, special tokens included.
+    pub ids: Vec<u32>,
+    /// The token type of each id (BERT: 0 for the query's part, 1 for the
+    /// passage's; RoBERTa/XLM-R: 0 everywhere).
+    pub type_ids: Vec<u32>,
+    /// Ids of either text were cut to fit.
+    pub truncated: bool,
+}
+
+/// [`Tokenizer::encode_pair`] with the truncation flag: a pair that fills
+/// `max` ids is tokenized again without the cut to tell whether it lost any.
+fn encode_pair(tok: &Tokenizer, a: &str, b: &str, max: usize) -> PairEncoding {
+    let (ids, type_ids) = tok.encode_pair(a, b, Some(max));
+    let truncated = ids.len() >= max && tok.encode_pair(a, b, None).0.len() > ids.len();
+    PairEncoding {
+        ids,
+        type_ids,
+        truncated,
+    }
+}
+
+/// One document of a ranking ([`Reranker::rank_ex`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranked {
+    /// The document's index in the call.
+    pub index: usize,
+    /// Its score (the model's activation of the logit).
+    pub score: f32,
+    /// Its logit.
+    pub logit: f32,
+}
+
+/// An open cross-encoder: immutable, `Send + Sync`, shareable across threads.
+pub struct Reranker {
+    embedder: Embedder,
+    head: ClassificationHead,
+}
+
+impl std::fmt::Debug for Reranker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reranker")
+            .field("model", &self.embedder.config().model_name)
+            .field("labels", &self.head.num_labels())
+            .finish()
+    }
+}
+
+/// The message refusing an embedding model where a reranker is expected.
+pub(crate) fn not_a_classifier() -> Error {
+    Error::model(
+        "this is an embedding model (no classification head, metadata 'task' is not \
+         'classification'): open it as an embedder (Engine / Embedder, embd_open, embd encode), \
+         not as a Reranker; a cross-encoder is converted from a HF *ForSequenceClassification folder",
+    )
+}
+
+/// The message refusing a classifier where an embedder is expected.
+pub(crate) fn not_an_embedder() -> Error {
+    Error::model(
+        "this is a cross-encoder (metadata 'task' = 'classification'): it scores text pairs \
+         and gives no embeddings; open it with Reranker (embd_rerank_open, embd rerank), \
+         not as an embedder",
+    )
+}
+
+impl Reranker {
+    /// Opens a cross-encoder file (any container the embedder reads).
+    ///
+    /// Options that apply: `threads`, `max_seq_length` (sentence-transformers'
+    /// `CrossEncoder(max_length=...)`; default the model's), `precision`,
+    /// `verify_checksums`, `prepack_weights`, `progress`. The embedding
+    /// options (`normalize`, `dimensions`, `output_ranges`, prompts,
+    /// `window_overlap`) are refused.
+    ///
+    /// # Errors
+    /// As [`Embedder::open`]; [`ErrorKind::Model`] naming the mistake for an
+    /// embedding model; [`ErrorKind::InvalidArgument`] for an embedding option.
+    pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Reranker> {
+        let path = path.as_ref();
+        let file = ModelFile::open_hinted(
+            path,
+            ReadOptions {
+                verify_checksums: opts.verify_checksums,
+            },
+            &crate::embedder::READ_HINT,
+        )?;
+        Reranker::from_model_file(file, opts).map_err(|e| e.context(path.display()))
+    }
+
+    /// Builds the reranker over a parsed model file.
+    ///
+    /// # Errors
+    /// As [`Reranker::open`].
+    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Reranker> {
+        if Task::of(&file.metadata)? != Task::Classification {
+            return Err(not_a_classifier());
+        }
+        let refused = [
+            ("normalize", opts.normalize.is_some()),
+            ("dimensions", opts.dimensions.is_some()),
+            ("output_ranges", opts.output_ranges.is_some()),
+            (
+                "prompt",
+                opts.prompt.as_deref().is_some_and(|p| !p.is_empty()),
+            ),
+            ("prompt_name", opts.prompt_name.is_some()),
+            ("window_overlap", opts.window_overlap.is_some()),
+        ];
+        if let Some((name, _)) = refused.iter().find(|(_, set)| *set) {
+            return Err(Error::invalid_argument(format!(
+                "option '{name}' applies to embedders, not to a reranker"
+            )));
+        }
+        let hidden = crate::model::config::ModelConfig::from_metadata(&file.metadata)?.hidden_size;
+        let head = ClassificationHead::load(&file, hidden)?;
+        let embedder = Embedder::for_classifier(file, opts)?;
+        Ok(Reranker { embedder, head })
+    }
+
+    /// Logits per pair.
+    pub fn num_labels(&self) -> usize {
+        self.head.num_labels()
+    }
+
+    /// The labels' names (`id2label`).
+    pub fn labels(&self) -> &[String] {
+        &self.head.config().labels
+    }
+
+    /// The function from logits to scores.
+    pub fn activation(&self) -> ScoreActivation {
+        self.head.config().activation
+    }
+
+    /// Effective maximum length of a pair in tokens, special tokens included.
+    pub fn max_seq_length(&self) -> usize {
+        self.embedder.max_seq_length()
+    }
+
+    /// Arithmetic of the encoder's dense layers (the head runs in f32).
+    pub fn precision(&self) -> Precision {
+        self.embedder.precision()
+    }
+
+    /// Worker threads used by one call.
+    pub fn threads(&self) -> usize {
+        self.embedder.threads()
+    }
+
+    /// Facts about the encoder (`dim` is its hidden size).
+    pub fn info(&self) -> ModelInfo {
+        self.embedder.info()
+    }
+
+    /// A pair as the model reads it: ids, token types, truncation.
+    pub fn tokenize_pair(&self, query: &str, passage: &str) -> PairEncoding {
+        encode_pair(
+            self.embedder.tokenizer(),
+            query,
+            passage,
+            self.max_seq_length(),
+        )
+    }
+
+    /// Scores of pairs (`(query, passage)`), after the model's activation:
+    /// `n x num_labels` values, row-major. Each pair's score is the one it
+    /// gets alone.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`] pairs or a text beyond
+    /// [`MAX_TEXT_BYTES`]; [`ErrorKind::Cancelled`] from the progress callback.
+    pub fn score<Q, P>(&self, pairs: &[(Q, P)]) -> Result<Vec<f32>>
+    where
+        Q: AsRef<str> + Sync,
+        P: AsRef<str> + Sync,
+    {
+        let mut out = vec![0.0; pairs.len() * self.num_labels()];
+        self.predict_into(pairs, Some(&mut out), None, None)?;
+        Ok(out)
+    }
+
+    /// The logits of pairs (no activation), `n x num_labels`.
+    ///
+    /// # Errors
+    /// As [`Reranker::score`].
+    pub fn logits<Q, P>(&self, pairs: &[(Q, P)]) -> Result<Vec<f32>>
+    where
+        Q: AsRef<str> + Sync,
+        P: AsRef<str> + Sync,
+    {
+        let mut out = vec![0.0; pairs.len() * self.num_labels()];
+        self.predict_into(pairs, None, Some(&mut out), None)?;
+        Ok(out)
+    }
+
+    /// Scores and/or logits of pairs into caller buffers (each at least
+    /// `n x num_labels`), and each pair's token count and truncation flag
+    /// into `info` (at least `n` entries) when given.
+    ///
+    /// # Errors
+    /// As [`Reranker::score`]; [`ErrorKind::BufferTooSmall`] for a short
+    /// buffer. On [`ErrorKind::Cancelled`], the rows the progress callback
+    /// last counted are complete.
+    pub fn predict_into<Q, P>(
+        &self,
+        pairs: &[(Q, P)],
+        scores: Option<&mut [f32]>,
+        logits: Option<&mut [f32]>,
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()>
+    where
+        Q: AsRef<str> + Sync,
+        P: AsRef<str> + Sync,
+    {
+        check_count(pairs.len(), "pairs")?;
+        for (i, (q, p)) in pairs.iter().enumerate() {
+            check_text(q.as_ref(), &format!("pair {i}: query"))?;
+            check_text(p.as_ref(), &format!("pair {i}: passage"))?;
+        }
+        let max = self.max_seq_length();
+        let tok = self.embedder.tokenizer();
+        self.run_pairs(
+            pairs.len(),
+            |i| encode_pair(tok, pairs[i].0.as_ref(), pairs[i].1.as_ref(), max),
+            scores,
+            logits,
+            info,
+        )
+    }
+
+    /// Ranks documents for a query: `(index, score)` best first (ties by
+    /// index), the first `top_k` (all for `None`), as sentence-transformers'
+    /// `CrossEncoder.rank`.
+    ///
+    /// # Errors
+    /// As [`Reranker::rank_ex`].
+    pub fn rank<S: AsRef<str> + Sync>(
+        &self,
+        query: &str,
+        docs: &[S],
+        top_k: Option<usize>,
+    ) -> Result<Vec<(usize, f32)>> {
+        Ok(self
+            .rank_ex(query, docs, top_k, false, None)?
+            .into_iter()
+            .map(|r| (r.index, r.score))
+            .collect())
+    }
+
+    /// [`Reranker::rank`] with each document's logit too, ordered by logit
+    /// instead of score when `raw` (sentence-transformers' `rank` with the
+    /// identity activation), and each pair's token count and truncation flag
+    /// in `info` (by document index; at least `docs.len()` entries).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for an empty (or whitespace-only) query,
+    /// no documents, a `top_k` of 0 or more than the documents, or a model
+    /// with several labels (rank needs one score per pair);
+    /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`] documents or a text
+    /// beyond [`MAX_TEXT_BYTES`]; [`ErrorKind::Cancelled`].
+    pub fn rank_ex<S: AsRef<str> + Sync>(
+        &self,
+        query: &str,
+        docs: &[S],
+        top_k: Option<usize>,
+        raw: bool,
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<Vec<Ranked>> {
+        if self.num_labels() != 1 {
+            return Err(Error::invalid_argument(format!(
+                "rank needs a model with one label; this one has {} (score the pairs instead)",
+                self.num_labels()
+            )));
+        }
+        if query.trim().is_empty() {
+            return Err(Error::invalid_argument(
+                "the query is empty (or only whitespace)",
+            ));
+        }
+        if docs.is_empty() {
+            return Err(Error::invalid_argument("no documents to rank"));
+        }
+        check_count(docs.len(), "documents")?;
+        match top_k {
+            Some(0) => return Err(Error::invalid_argument("top_k is 0; ask for at least 1")),
+            Some(k) if k > docs.len() => {
+                return Err(Error::invalid_argument(format!(
+                    "top_k {k} is more than the {} documents",
+                    docs.len()
+                )))
+            }
+            _ => {}
+        }
+        check_text(query, "query")?;
+        for (i, d) in docs.iter().enumerate() {
+            check_text(d.as_ref(), &format!("document {i}"))?;
+        }
+        let tok = self.embedder.tokenizer();
+        let max = self.max_seq_length();
+        let n = docs.len();
+        let mut logits = vec![0.0f32; n];
+        self.run_pairs(
+            n,
+            |i| encode_pair(tok, query, docs[i].as_ref(), max),
+            None,
+            Some(&mut logits),
+            info,
+        )?;
+        let act = self.activation();
+        let mut out: Vec<Ranked> = logits
+            .iter()
+            .enumerate()
+            .map(|(index, &logit)| {
+                let mut s = [logit];
+                act.apply(&mut s);
+                Ranked {
+                    index,
+                    score: s[0],
+                    logit,
+                }
+            })
+            .collect();
+        let key = |r: &Ranked| if raw { r.logit } else { r.score };
+        out.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
+        out.truncate(top_k.unwrap_or(n));
+        Ok(out)
+    }
+
+    /// The one pipeline: `n` pairs made by `encode` (in parallel on the
+    /// workers, in groups), through the embedder's batching (first-token
+    /// states), then the head (logits) and the activation (scores).
+    fn run_pairs(
+        &self,
+        n: usize,
+        encode: impl Fn(usize) -> PairEncoding + Sync + Send,
+        mut scores: Option<&mut [f32]>,
+        mut logits: Option<&mut [f32]>,
+        mut info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        let labels = self.num_labels();
+        let need = n * labels;
+        for (what, len) in [
+            ("scores", scores.as_deref().map(<[f32]>::len)),
+            ("logits", logits.as_deref().map(<[f32]>::len)),
+        ] {
+            if let Some(len) = len.filter(|&l| l < need) {
+                return Err(Error::new(
+                    ErrorKind::BufferTooSmall,
+                    format!("{what} holds {len} values, {n} pairs x {labels} labels = {need} are needed"),
+                ));
+            }
+        }
+        crate::embedder::check_info(n, info.as_deref())?;
+        let hidden = self.head.hidden();
+        let mut track = Track::new(self.embedder.progress(), n);
+        let mut states = vec![0.0f32; n.min(PAIR_GROUP) * hidden];
+        let mut row = vec![0.0f32; labels];
+        for start in (0..n).step_by(PAIR_GROUP) {
+            let end = (start + PAIR_GROUP).min(n);
+            let encs = self.embedder.map_parallel(start..end, &encode);
+            if let Some(info) = info.as_deref_mut() {
+                for (k, e) in encs.iter().enumerate() {
+                    info[start + k] = TextInfo {
+                        tokens: e.ids.len(),
+                        truncated: e.truncated,
+                    };
+                }
+            }
+            let ids: Vec<&[u32]> = encs.iter().map(|e| e.ids.as_slice()).collect();
+            let types: Vec<&[u32]> = encs.iter().map(|e| e.type_ids.as_slice()).collect();
+            let h = &mut states[..(end - start) * hidden];
+            track.base = start;
+            let r = self
+                .embedder
+                .run_seqs(Seqs::typed(&ids, &types), h, &mut track);
+            // After a cancel, the rows the callback counted are complete.
+            let done = match &r {
+                Ok(()) => end - start,
+                Err(e) if e.kind() == ErrorKind::Cancelled => {
+                    track.done.saturating_sub(start).min(end - start)
+                }
+                Err(_) => 0,
+            };
+            for (k, h0) in h.chunks_exact(hidden).take(done).enumerate() {
+                let i = start + k;
+                self.head.logits(h0, &mut row);
+                if let Some(l) = logits.as_deref_mut() {
+                    l[i * labels..(i + 1) * labels].copy_from_slice(&row);
+                }
+                if let Some(s) = scores.as_deref_mut() {
+                    let s = &mut s[i * labels..(i + 1) * labels];
+                    s.copy_from_slice(&row);
+                    self.head.config().activation.apply(s);
+                }
+            }
+            r?;
+        }
+        Ok(())
+    }
+}
+
+/// At most [`MAX_BATCH`] pairs or documents.
+fn check_count(n: usize, what: &str) -> Result<()> {
+    if n > MAX_BATCH {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!("{n} {what} exceed the limit of {MAX_BATCH} per call"),
+        ));
+    }
+    Ok(())
+}
+
+/// A text within [`MAX_TEXT_BYTES`].
+fn check_text(t: &str, what: &str) -> Result<()> {
+    if t.len() > MAX_TEXT_BYTES {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{what} has {} bytes, more than the limit of {MAX_TEXT_BYTES}",
+                t.len()
+            ),
+        ));
+    }
+    Ok(())
+}
