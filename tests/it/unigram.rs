@@ -202,6 +202,9 @@ fn decode_round_trips_plain_text() {
     }
 }
 
+// Also loaded by `fuzz_regressions` (privately): a second copy here keeps the
+// two test modules independent.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../fuzz/harness.rs"]
 mod fuzz_harness;
 
