@@ -34,6 +34,7 @@
 //! - `RobertaTokenizer`: BPE (no prefixes/suffixes, no unk fusion), no normalizer,
 //!   pre-tokenizer `ByteLevel(add_prefix_space)` (default false), decoder
 //!   `ByteLevel`, `RobertaProcessing(sep, cls)`.
+//!
 //! Added tokens come from the file in both layouts, plus the class's special
 //! tokens (`tokenizer_config.json`'s `bos_token` ...) where the file lacks them.
 //! Other classes load `tokenizer.json` as written.

@@ -39,40 +39,66 @@ pub(crate) struct Trie {
 
 impl Trie {
     /// Builds the trie of `pieces` (the last id wins for equal strings).
+    ///
+    /// Cache-friendly: the pieces are sorted by an 8-byte big-endian prefix
+    /// (full comparison only on ties), copied once into one buffer in sorted
+    /// order, and the breadth-first pass reads that buffer.
     pub(crate) fn build<S: AsRef<str>>(pieces: &[S]) -> Trie {
-        let mut order: Vec<u32> = (0..pieces.len() as u32).collect();
-        let key = |i: u32| pieces[i as usize].as_ref().as_bytes();
-        order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
-        // Dedup equal strings, keeping the last (highest) id.
-        let mut w = 0;
+        let prefix = |s: &[u8]| {
+            let mut k = [0u8; 8];
+            let n = s.len().min(8);
+            k[..n].copy_from_slice(&s[..n]);
+            u64::from_be_bytes(k)
+        };
+        let mut order: Vec<(u64, u32)> = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (prefix(p.as_ref().as_bytes()), i as u32))
+            .collect();
+        let full = |i: u32| pieces[i as usize].as_ref().as_bytes();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| full(a.1).cmp(full(b.1)))
+                .then(a.1.cmp(&b.1))
+        });
+        // Sorted copy, equal strings deduplicated (keeping the last id).
+        let mut blob: Vec<u8> = Vec::new();
+        let mut offs: Vec<u32> = vec![0];
+        let mut ids: Vec<u32> = Vec::new();
         for r in 0..order.len() {
-            if r + 1 < order.len() && key(order[r]) == key(order[r + 1]) {
+            let id = order[r].1;
+            if r + 1 < order.len()
+                && order[r + 1].0 == order[r].0
+                && full(order[r + 1].1) == full(id)
+            {
                 continue;
             }
-            order[w] = order[r];
-            w += 1;
+            blob.extend_from_slice(full(id));
+            offs.push(blob.len() as u32);
+            ids.push(id);
         }
-        order.truncate(w);
+        drop(order);
+        let key = |k: u32| &blob[offs[k as usize] as usize..offs[k as usize + 1] as usize];
 
         let mut labels = vec![0u8];
         let mut values = vec![NONE];
         let mut first_child = Vec::new();
-        // ranges[n] = (lo, hi): the pieces under node n; depth = labels depth.
-        let mut ranges: Vec<(u32, u32, u32)> = vec![(0, order.len() as u32, 0)];
+        // ranges[n] = (lo, hi, depth): the sorted keys under node n.
+        let mut ranges: Vec<(u32, u32, u32)> = vec![(0, ids.len() as u32, 0)];
         let mut n = 0;
         while n < ranges.len() {
             let (mut lo, hi, depth) = ranges[n];
             first_child.push(labels.len() as u32);
             let d = depth as usize;
-            if lo < hi && key(order[lo as usize]).len() == d {
-                values[n] = order[lo as usize];
+            if lo < hi && key(lo).len() == d {
+                values[n] = ids[lo as usize];
                 lo += 1;
             }
             let mut i = lo;
             while i < hi {
-                let b = key(order[i as usize])[d];
+                let b = key(i)[d];
                 let mut j = i + 1;
-                while j < hi && key(order[j as usize])[d] == b {
+                while j < hi && key(j)[d] == b {
                     j += 1;
                 }
                 labels.push(b);

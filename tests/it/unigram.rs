@@ -202,6 +202,9 @@ fn decode_round_trips_plain_text() {
     }
 }
 
+// Also loaded by `fuzz_regressions` (privately): a second copy here keeps the
+// two test modules independent.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../fuzz/harness.rs"]
 mod fuzz_harness;
 
@@ -284,5 +287,137 @@ fn fuzz_unigram_spec_mutations() {
             }
         }
         fuzz_harness::fuzz_unigram_spec(&d);
+    }
+}
+
+/// Speed and memory of the pipeline (run by hand, release):
+/// `cargo test --release --test it unigram::speed_report -- --ignored --nocapture`.
+/// A synthetic 250,002-piece vocabulary (XLM-R's size) with the reference char
+/// map: `from_parts` + `build` time and the memory held; single-thread
+/// tokens/s on `shared/bench/corpus.txt`.
+#[test]
+#[ignore = "timing report; run by hand in release"]
+fn speed_report() {
+    use std::time::Instant;
+    let real = spec("tokenizer-unigram-v5", Layout::AsTransformers);
+    // Synthetic pieces: specials, 250,000 distinct strings over several scripts
+    // (half with the ▁ prefix), <mask>.
+    let alphabets: [&[char]; 4] = [
+        &[
+            'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'k', 'l', 'm', 'n', 'o', 'p', 'r', 's',
+            't', 'u', 'v',
+        ],
+        &[
+            'а', 'б', 'в', 'г', 'д', 'е', 'ж', 'з', 'и', 'к', 'л', 'м', 'н', 'о', 'п', 'р',
+        ],
+        &[
+            '的', '一', '是', '不', '了', '人', '我', '在', '有', '他', '这', '中', '大', '来',
+        ],
+        &[
+            'क', 'ख', 'ग', 'घ', 'च', 'ज', 'ट', 'ड', 'त', 'द', 'न', 'प', 'म', 'य', 'र', 'ल',
+        ],
+    ];
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut pieces: Vec<String> = ["<s>", "<pad>", "</s>", "<unk>"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    while pieces.len() < 250_001 {
+        let a = alphabets[next() as usize % 4];
+        let len = 1 + next() as usize % 8;
+        let mut s = String::new();
+        if next() % 2 == 0 {
+            s.push('▁');
+        }
+        for _ in 0..len {
+            s.push(a[next() as usize % a.len()]);
+        }
+        if seen.insert(s.clone()) {
+            pieces.push(s);
+        }
+    }
+    pieces.push("<mask>".into());
+    let n = pieces.len();
+    let mut scores: Vec<f32> = (0..n).map(|i| -1.0 - (i as f32) / 20_000.0).collect();
+    for s in [0, 1, 2, 3, n - 1] {
+        scores[s] = 0.0;
+    }
+    let mut settings = real.settings.clone();
+    settings["model"]["vocab_size"] = serde_json::json!(n);
+    for t in settings["added_tokens"].as_array_mut().unwrap() {
+        if t["content"] == "<mask>" {
+            t["id"] = serde_json::json!(n - 1);
+        }
+    }
+    let settings = settings.to_string();
+    let piece_bytes: usize = pieces.iter().map(String::len).sum();
+    let mut best = f64::MAX;
+    let mut built = None;
+    for _ in 0..3 {
+        let (p, s, c) = (pieces.clone(), scores.clone(), real.charsmap.clone());
+        let t0 = Instant::now();
+        let spec = TokenizerSpec::from_parts(real.kind, p, s, vec![], c, &settings).unwrap();
+        let t1 = Instant::now();
+        let pipe = spec.build().unwrap();
+        let t2 = Instant::now();
+        let total = (t2 - t0).as_secs_f64() * 1e3;
+        eprintln!(
+            "250,002 pieces: from_parts {:.1} ms, build {:.1} ms, total {total:.1} ms",
+            (t1 - t0).as_secs_f64() * 1e3,
+            (t2 - t1).as_secs_f64() * 1e3
+        );
+        best = best.min(total);
+        built = Some(pipe);
+    }
+    let big = built.unwrap();
+    let embedder::tokenizer::pipeline::Model::Unigram(u) = &big.model;
+    eprintln!(
+        "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes as the pipeline's copy \
+         with offsets); held beyond the pieces: {} bytes (trie {} nodes, scores, char map)",
+        big.heap_bytes_pieces(),
+        big.heap_bytes_beyond_pieces(),
+        u.trie_nodes()
+    );
+    let corpus = std::fs::read_to_string(shared_dir().join("bench/corpus.txt")).unwrap();
+    let texts: Vec<&str> = corpus.lines().collect();
+    let bytes: usize = texts.iter().map(|t| t.len()).sum();
+    for (name, p) in [
+        (
+            "tokenizer-unigram (8,001 pieces, as transformers)",
+            pipeline("tokenizer-unigram", Layout::AsTransformers),
+        ),
+        (
+            "tokenizer-unigram (as written)",
+            pipeline("tokenizer-unigram", Layout::AsWritten),
+        ),
+        ("synthetic 250,002 pieces", big.clone()),
+    ] {
+        let mut ids = Vec::new();
+        let mut tokens = 0usize;
+        let mut rounds = 0;
+        let t0 = Instant::now();
+        while t0.elapsed().as_secs_f64() < 3.0 {
+            for t in &texts {
+                ids.clear();
+                p.encode_raw(t, &mut ids);
+                tokens += ids.len();
+            }
+            rounds += 1;
+        }
+        let s = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{name}: {:.2} M tokens/s, {:.1} MB/s single thread ({} texts x {rounds}, {:.1} tokens/text)",
+            tokens as f64 / s / 1e6,
+            (bytes * rounds) as f64 / s / 1e6,
+            texts.len(),
+            tokens as f64 / (texts.len() * rounds) as f64
+        );
     }
 }
