@@ -141,6 +141,8 @@ fn decode_gives_the_text_back() {
     assert_eq!(p.decode(&p.encode("a <mask> b", None), true), "a b");
 }
 
+// Also loaded inside fuzz/harness.rs (tests/it/fuzz_regressions.rs).
+#[allow(clippy::duplicate_mod)]
 #[path = "../../fuzz/bpe_harness.rs"]
 mod bpe_harness;
 
