@@ -1214,7 +1214,7 @@ embd_status embd_rerank_score(const embd_reranker *reranker, const embd_text *qu
 /**
  * Ranks `n_docs` documents for one query, as sentence-transformers'
  * `CrossEncoder.rank`: the best `top_k` documents, best first (ties by
- * index), each with its index, score and logit. The query is tokenized once.
+ * index), each with its index, score and logit.
  *
  * - `reranker`: borrowed for the call; a model with one label.
  * - `query`: length-delimited UTF-8; must not be empty or only whitespace.

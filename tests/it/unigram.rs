@@ -377,7 +377,9 @@ fn speed_report() {
         built = Some(pipe);
     }
     let big = built.unwrap();
-    let embedder::tokenizer::pipeline::Model::Unigram(u) = &big.model;
+    let embedder::tokenizer::pipeline::Model::Unigram(u) = &big.model else {
+        panic!("a Unigram spec builds a Unigram model");
+    };
     eprintln!(
         "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes as the pipeline's copy \
          with offsets); held beyond the pieces: {} bytes (trie {} nodes, scores, char map)",
