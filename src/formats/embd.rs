@@ -1571,9 +1571,20 @@ mod tests {
     #[test]
     fn reserved_flag() {
         defect(
-            |b| put32(b, 8, 7 | (1 << 4)),
+            |b| put32(b, 8, 7 | (1 << 5)),
             ErrorKind::Unsupported,
             &["header.flags", "unsupported feature", "reserved"],
+        );
+    }
+
+    #[test]
+    fn tokenizer_flag_without_its_metadata_key() {
+        // Bit 4 says a non-WordPiece tokenizer is described in the metadata;
+        // a file that sets it without `tokenizer.kind` is refused by name.
+        defect(
+            |b| put32(b, 8, 7 | FLAG_TOKENIZER),
+            ErrorKind::Format,
+            &["flag bit 4 (TOKENIZER)", "tokenizer.kind"],
         );
     }
 
