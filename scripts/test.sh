@@ -15,6 +15,7 @@ step "model"
 cargo build --release --quiet --bin embd
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
 EMBD_BIN="$root/target/release/embd" scripts/fetch_mpnet.sh
+EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
 
 step "format and lint"
 cargo fmt --all --check

@@ -186,21 +186,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::quantile;
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let v: Vec<f64> = (1..=10).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), 5.0);
-        assert_eq!(quantile(&v, 0.9), 9.0);
-        assert_eq!(quantile(&v, 0.0), 1.0);
-        assert_eq!(quantile(&v, 1.0), 10.0);
-        assert!(quantile(&[], 0.5).is_nan());
-    }
-}
-
 /// `embd bench --tokenize-only`: opens the model file's tokenizer alone
 /// (timed) and encodes every text of `input` (one per line, or JSONL
 /// `{"text": ...}` lines for a `.jsonl` file) whole on this thread, `rounds`
@@ -243,4 +228,19 @@ pub fn run_tokenizer(
     });
     println!("{result}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 5.0);
+        assert_eq!(quantile(&v, 0.9), 9.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&v, 1.0), 10.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
 }
