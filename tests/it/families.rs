@@ -344,7 +344,10 @@ fn prompt_name_query_matches_reference() {
     // Without the prompt the vectors are not these: the prompt is applied.
     let plain = Embedder::open(&path, &Options::new().threads(1)).unwrap();
     let (worst, _, _) = agreement(&embed_batched(&plain, &texts, 16), &refs);
-    assert!(worst < 0.999, "no-prompt embeddings match the prompt reference");
+    assert!(
+        worst < 0.999,
+        "no-prompt embeddings match the prompt reference"
+    );
 
     let input = work_dir().join("prompt-input.jsonl");
     write_input(&input, &texts);
@@ -376,12 +379,10 @@ fn prompt_name_query_matches_reference() {
 }
 
 #[test]
-fn reduced_precisions_meet_the_baseline_and_are_invariant() {
-    let mut report = Vec::new();
+fn reduced_precisions_are_bit_invariant() {
     for (name, _) in MODELS {
         let path = converted(name);
         let cases = reference(name);
-        let refs = ref_embeddings(&cases);
         let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
         for p in [Precision::Bf16, Precision::Int8] {
             let one = Embedder::open(&path, &Options::new().threads(1).precision(p)).unwrap();
@@ -396,27 +397,58 @@ fn reduced_precisions_meet_the_baseline_and_are_invariant() {
                 same_bits(&all, &embed_batched(&two, &texts, 7)),
                 "{name} {p}: 1 vs 2 threads"
             );
-            let (worst, mean, max_abs) = agreement(&all, &refs);
-            let line = format!(
-                "{name} {p}: worst cosine {worst:.6}, mean {mean:.6}, max abs {max_abs:.2e}"
+            assert!(
+                same_bits(&all, &embed_batched(&two, &texts, texts.len())),
+                "{name} {p}: 1 vs 2 threads, one call"
             );
-            eprintln!("{line}");
-            report.push((line, p, worst, mean));
         }
     }
-    let below: Vec<String> = report
-        .iter()
-        .filter(|(_, p, worst, mean)| {
-            let (w, m) = baseline(*p);
-            worst.is_nan() || *worst < w || *mean < m
-        })
-        .map(|r| r.0.clone())
-        .collect();
+}
+
+/// Worst and mean cosine to the reference per model and reduced precision
+/// (printed; `--nocapture` shows them), against the random-BERT baseline.
+#[test]
+fn reduced_precisions_meet_the_random_bert_baseline() {
+    let mut report = Vec::new();
+    let mut below = Vec::new();
+    for (name, _) in MODELS {
+        let path = converted(name);
+        let cases = reference(name);
+        let refs = ref_embeddings(&cases);
+        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+        for p in [Precision::Bf16, Precision::Int8] {
+            let e = Embedder::open(&path, &Options::new().threads(2).precision(p)).unwrap();
+            let all = embed_batched(&e, &texts, 64);
+            let (worst, mean, max_abs) = agreement(&all, &refs);
+            let dim = e.dim();
+            let worst_line = all
+                .chunks_exact(dim)
+                .zip(&refs)
+                .map(|(g, r)| compare(g, r).0)
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, _)| i)
+                .unwrap();
+            let line = format!(
+                "{name} {p}: worst cosine {worst:.6} (line {}, {:?}), mean {mean:.6}, \
+                 max abs {max_abs:.2e}",
+                worst_line + 1,
+                texts[worst_line]
+            );
+            eprintln!("{line}");
+            let (w, m) = baseline(p);
+            if worst.is_nan() || worst < w || mean < m {
+                below.push(line.clone());
+            }
+            report.push(line);
+        }
+    }
     assert!(
         below.is_empty(),
-        "below the random-BERT baseline (bf16 worst >= 0.99934; int8 worst >= 0.984, \
-         mean >= 0.998):\n{}",
-        below.join("\n")
+        "below the random-BERT baseline of issue 21 (bf16 worst >= 0.99934; int8 worst \
+         >= 0.984, mean >= 0.998):\n{}\nall:\n{}",
+        below.join("\n"),
+        report.join("\n")
     );
 }
 
@@ -457,7 +489,9 @@ fn tokenizer_flag_inconsistent_with_metadata_is_refused() {
         msg.contains("tokenizer.kind") && msg.contains("TOKENIZER"),
         "{msg}"
     );
-    let err = Embedder::open(&bad, &Options::new()).err().expect("refused");
+    let err = Embedder::open(&bad, &Options::new())
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("tokenizer.kind"), "{err}");
     let o = run(&["verify", bad.to_str().unwrap()]);
     assert!(!o.status.success(), "verify accepts the inconsistent file");
@@ -481,7 +515,9 @@ fn unsupported_family_tokenizer_combination_is_refused() {
             .unwrap_or_else(|| panic!("{name}: mpnet + {kind} is accepted"));
         let msg = err.to_string();
         assert!(
-            msg.contains(&format!("a mpnet model with a {kind} tokenizer is not supported")),
+            msg.contains(&format!(
+                "a mpnet model with a {kind} tokenizer is not supported"
+            )),
             "{name}: {msg}"
         );
         let input = work_dir().join("one-line.txt");
@@ -493,7 +529,10 @@ fn unsupported_family_tokenizer_combination_is_refused() {
             "--input",
             input.to_str().unwrap(),
         ]);
-        assert!(!o.status.success(), "{name}: embd encode accepts mpnet + {kind}");
+        assert!(
+            !o.status.success(),
+            "{name}: embd encode accepts mpnet + {kind}"
+        );
         assert!(stderr(&o).contains("mpnet"), "{}", stderr(&o));
     }
 }
