@@ -77,9 +77,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_ids_and_embeddings_every_reference_line(
-    converted: Dict[str, Path], name: str
-) -> None:
+def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], name: str) -> None:
     ref = read_jsonl(families() / f"{name}_reference.jsonl")
     assert len(ref) == LINES
     texts = [r["text"] for r in ref]
