@@ -8,7 +8,9 @@
 #   inference tests take minutes each under valgrind); --valgrind-full runs
 #   them all (about 15-30 minutes on 2 cores).
 # Env:   BUILD_ROOT (default: build-ctest), CARGO_TARGET_DIR (shared with cargo
-#        by default so the crate is not rebuilt from scratch), EMBEDDER_TEST_MODEL.
+#        by default so the crate is not rebuilt from scratch), EMBEDDER_TEST_MODEL,
+#        EMBD_SHARED_DIR (reference data, default <repo>/../shared), EMBD_BIN (the
+#        embd that converts the family models; default: cargo build --release --bin embd).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,7 +36,26 @@ if [ ! -f "$MODEL" ]; then
   echo "note: $MODEL not found; the model tests (label 'model') will fail" >&2
 fi
 
-common=(-DEMBEDDER_BUILD_TESTS=ON -DEMBEDDER_TEST_PANIC=ON
+# test_families.c: xlmr-tiny and roberta-bpe-tiny converted by embd, and the
+# first 50 lines of their sentence-transformers reference as expected values.
+SHARED="${EMBD_SHARED_DIR:-$ROOT/../shared}"
+FAMILIES="$BUILD_ROOT/families"
+if [ -d "$SHARED/reference/families" ]; then
+  if [ -z "${EMBD_BIN:-}" ]; then
+    (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --release --quiet --bin embd)
+    EMBD_BIN="$TARGET_DIR/release/embd"
+  fi
+  mkdir -p "$FAMILIES"
+  for name in xlmr-tiny roberta-bpe-tiny; do
+    "$EMBD_BIN" convert "$SHARED/reference/families/$name" -o "$FAMILIES/$name.weights" >/dev/null
+    python3 "$ROOT/c_tests/families_expected.py" \
+      "$SHARED/reference/families/${name}_reference.jsonl" 50 "$FAMILIES/$name.expected"
+  done
+else
+  echo "note: $SHARED/reference/families not found; the families test will fail" >&2
+fi
+
+common=(-DEMBEDDER_BUILD_TESTS=ON "-DEMBEDDER_TEST_FAMILIES_DIR=$FAMILIES" -DEMBEDDER_TEST_PANIC=ON
         "-DEMBEDDER_CARGO_TARGET_DIR=$TARGET_DIR" "-DEMBEDDER_TEST_MODEL=$MODEL"
         -DCMAKE_BUILD_TYPE=Debug)
 status=0

@@ -5,7 +5,9 @@
 #   2. pip install "./python[dev,ray]": pip runs setup.py, which builds the Rust
 #      library with cargo (target/) and packs it into the wheel;
 #   3. ruff format --check, ruff check, mypy --strict on python/;
-#   4. pytest python/tests from outside the source tree (so the installed
+#   4. cargo build --release --bin embd (test_families.py converts the family
+#      models with it; skipped when EMBD_BIN or EMBD_FAMILIES_DIR is set);
+#   5. pytest python/tests from outside the source tree (so the installed
 #      wheel is what is tested), the Ray test required.
 # Options: --fresh (new venv), --no-ray (skip installing Ray; its test is then
 # skipped), -- <pytest args>.
@@ -35,6 +37,12 @@ if [ "$ray" = 1 ]; then extras="dev,ray"; fi
 "$py" -m pip install -q "$root/python[$extras]"
 # Always the library of this checkout: reinstall the package itself.
 "$py" -m pip install -q --no-deps --force-reinstall "$root/python"
+
+# test_families.py converts the reference family folders with the embd binary.
+if [ -z "${EMBD_BIN:-}" ] && [ -z "${EMBD_FAMILIES_DIR:-}" ]; then
+  (cd "$root" && cargo build --release --quiet --bin embd)
+  export EMBD_BIN="${CARGO_TARGET_DIR:-$root/target}/release/embd"
+fi
 
 cd "$root/python"
 "$venv/bin/ruff" format --check .

@@ -832,3 +832,82 @@ func TestMPNet(t *testing.T) {
 		}
 	}
 }
+
+// TestXLMRTiny: XLM-RoBERTa + SentencePiece Unigram through the unchanged
+// binding, on every line of families/xlmr-tiny_reference.jsonl: ids identical,
+// embeddings within 1e-5, one text at a time the same bits as the batch. The
+// model: $EMBD_XLMR_MODEL, else models/xlmr-tiny.weights in a parent directory
+// (embd convert ../shared/reference/families/xlmr-tiny -o models/xlmr-tiny.weights).
+func TestXLMRTiny(t *testing.T) {
+	path := os.Getenv("EMBD_XLMR_MODEL")
+	if path == "" {
+		path = findUp(filepath.Join("models", "xlmr-tiny.weights"))
+	}
+	if path == "" {
+		missing(t, "xlmr-tiny model not found: set EMBD_XLMR_MODEL, or run "+
+			"embd convert <shared>/reference/families/xlmr-tiny -o models/xlmr-tiny.weights")
+		return
+	}
+	ref := strings.Replace(referenceFile(t), "minilm_reference.jsonl",
+		filepath.Join("families", "xlmr-tiny_reference.jsonl"), 1)
+	f, err := os.Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var refs []reference
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r reference
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("reference line: %v", err)
+		}
+		refs = append(refs, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 353 {
+		t.Fatalf("%s: %d lines, want 353", ref, len(refs))
+	}
+	m, err := embedder.Open(path, embedder.WithThreads(2))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer m.Close()
+	if m.Dim() != 128 || m.MaxSeqLength() != 128 {
+		t.Fatalf("dim %d, max seq %d", m.Dim(), m.MaxSeqLength())
+	}
+	texts := make([]string, len(refs))
+	for i, r := range refs {
+		texts[i] = r.Text
+	}
+	got, err := m.Embed(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range refs {
+		if d := maxAbsDiff(got[i], r.Embedding); d > 1e-5 {
+			t.Errorf("line %d %q: max |diff| %g > 1e-5", i+1, r.Text, d)
+		}
+		ids, err := m.Tokenize(r.Text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(r.InputIDs) {
+			t.Errorf("line %d %q: ids %v, want %v", i+1, r.Text, ids, r.InputIDs)
+		}
+	}
+	for _, i := range []int{0, 1, 100, 352} {
+		one, err := m.EmbedOne(texts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range one {
+			if math.Float32bits(one[k]) != math.Float32bits(got[i][k]) {
+				t.Fatalf("line %d: alone differs from in the batch at %d", i+1, k)
+			}
+		}
+	}
+}

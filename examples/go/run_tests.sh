@@ -7,7 +7,8 @@
 #   EMBEDDER_PREFIX=<prefix> examples/go/run_tests.sh   # use <prefix>/lib*/pkgconfig/embedder.pc
 #   examples/go/run_tests.sh                            # build it: cargo build --release --lib, then
 #                                                       # cmake --install into a temporary prefix
-# Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), EMBD_SHARED_DIR
+# Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), EMBD_XLMR_MODEL
+# (default: families/xlmr-tiny converted with embd into a temporary folder), EMBD_SHARED_DIR
 # (reference data; default <repo>/../shared when it exists), CARGO_TARGET_DIR
 # (default <repo>/target), JOBS (default 2).
 # Runs: gofmt -l, go vet, go test -v, go test -race (concurrency tests),
@@ -98,6 +99,17 @@ if [ -z "${EMBD_SHARED_DIR:-}" ] && [ -d "$ROOT/../shared" ]; then
   export EMBD_SHARED_DIR="$(cd "$ROOT/../shared" && pwd)"
 fi
 [ -f "$EMBD_MODEL" ] || echo "note: $EMBD_MODEL not found; the model tests will fail (CI) or skip" >&2
+# TestXLMRTiny: the reference xlmr-tiny folder converted by embd (unless
+# EMBD_XLMR_MODEL is set).
+xlmr_src="${EMBD_SHARED_DIR:-}/reference/families/xlmr-tiny"
+if [ -z "${EMBD_XLMR_MODEL:-}" ] && [ -d "$xlmr_src" ]; then
+  say "embd convert xlmr-tiny"
+  (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
+  xlmr_dir="$(mktemp -d)"
+  trap 'cleanup; rm -rf "$xlmr_dir"' EXIT
+  "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$xlmr_src" -o "$xlmr_dir/xlmr-tiny.weights" >/dev/null
+  export EMBD_XLMR_MODEL="$xlmr_dir/xlmr-tiny.weights"
+fi
 
 # --- checks ------------------------------------------------------------------
 cd "$HERE"

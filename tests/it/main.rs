@@ -9,6 +9,7 @@ mod convert;
 mod cpp_embed;
 mod cross_format;
 mod engine;
+mod families;
 mod formats;
 mod fuzz_regressions;
 mod header;

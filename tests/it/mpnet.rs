@@ -383,8 +383,8 @@ fn unknown_architectures_are_refused_by_name() {
     for (key, value, needle) in [
         (
             "model_type",
-            serde_json::json!("roberta"),
-            "model_type 'roberta'",
+            serde_json::json!("deberta-v2"),
+            "model_type 'deberta-v2'",
         ),
         (
             "relative_attention_num_buckets",
@@ -399,7 +399,10 @@ fn unknown_architectures_are_refused_by_name() {
         assert_eq!(e.kind(), embedder::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(needle), "{e}");
         if key == "model_type" {
-            assert!(e.to_string().contains("bert, mpnet"), "{e}");
+            assert!(
+                e.to_string().contains("bert, mpnet, roberta, xlm-roberta"),
+                "{e}"
+            );
         }
     }
     if let Some(path) = common::mpnet_weights("unknown_architectures") {

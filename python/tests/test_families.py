@@ -1,0 +1,116 @@
+"""XLM-RoBERTa + Unigram, BERT + Unigram and RoBERTa + byte-level BPE through
+the Python package: ids and embeddings against sentence-transformers on every
+line of ``shared/reference/families/<name>_reference.jsonl``.
+
+The models are the reference folders converted with ``embd convert``: taken from
+``$EMBD_FAMILIES_DIR/<name>.weights`` when that is set, else converted into a
+temporary folder with ``$EMBD_BIN`` (default ``target/release/embd``, which
+``scripts/test_python.sh`` builds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+import embedder
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = ["xlmr-tiny", "bert-unigram-tiny", "roberta-bpe-tiny"]
+LINES = 353
+
+
+def families() -> Path:
+    env = os.environ.get("EMBD_SHARED_DIR")
+    shared = Path(env) if env else REPO.parent / "shared"
+    return shared / "reference" / "families"
+
+
+def read_jsonl(p: Path) -> List[Dict[str, Any]]:
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: set EMBD_SHARED_DIR to the shared/ folder")
+    with p.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    env = os.environ.get("EMBD_FAMILIES_DIR")
+    if env:
+        paths = {name: Path(env) / f"{name}.weights" for name in MODELS}
+        for p in paths.values():
+            if not p.is_file():
+                pytest.fail(f"{p} is missing ($EMBD_FAMILIES_DIR)")
+        return paths
+    binary = Path(os.environ.get("EMBD_BIN", REPO / "target" / "release" / "embd"))
+    if not binary.is_file():
+        pytest.fail(
+            f"{binary} is missing: run cargo build --release --bin embd, or set EMBD_BIN "
+            "(or EMBD_FAMILIES_DIR to a folder of converted <name>.weights)"
+        )
+    out = tmp_path_factory.mktemp("families")
+    paths = {}
+    for name in MODELS:
+        dst = out / f"{name}.weights"
+        r = subprocess.run(
+            [str(binary), "convert", str(families() / name), "-o", str(dst)],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, f"embd convert {name}: {r.stderr}"
+        paths[name] = dst
+    return paths
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    num = np.sum(a64 * b64, axis=1)
+    c: np.ndarray = num / (np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1))
+    return c
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], name: str) -> None:
+    ref = read_jsonl(families() / f"{name}_reference.jsonl")
+    assert len(ref) == LINES
+    texts = [r["text"] for r in ref]
+    want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
+    with embedder.Embedder(converted[name], threads=1) as m:
+        bad_ids = [
+            (i + 1, r["text"][:40])
+            for i, r in enumerate(ref)
+            if m.tokenize(r["text"]) != r["input_ids"]
+            or m.count_tokens(r["text"]) != len(r["input_ids"])
+        ]
+        assert not bad_ids, f"{name}: {len(bad_ids)} lines with other ids: {bad_ids[:5]}"
+        got = m.encode(texts, batch_size=LINES)
+        assert got.shape == want.shape and got.dtype == np.float32
+        diff = np.abs(got - want).max(axis=1)
+        cos = cosines(got, want)
+        bad = [
+            (i + 1, float(d), float(c))
+            for i, (d, c) in enumerate(zip(diff, cos))
+            if not (d <= 1e-5 and c >= 0.99999)
+        ]
+        assert not bad, f"{name}: lines off the reference (line, max abs, cosine): {bad[:5]}"
+        # One text per call: the same bits.
+        assert np.array_equal(m.encode(texts, batch_size=1), got)
+    with embedder.Embedder(converted[name], threads=2) as m2:
+        assert np.array_equal(m2.encode(texts, batch_size=7), got)
+
+
+def test_prompt_name_query(converted: Dict[str, Path]) -> None:
+    ref = read_jsonl(families() / "bert-unigram-tiny_prompt_reference.jsonl")
+    assert len(ref) == 60 and all(r["prompt_name"] == "query" for r in ref)
+    want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
+    with embedder.Embedder(converted["bert-unigram-tiny"], prompt_name="query") as m:
+        got = m.encode([r["text"] for r in ref])
+    assert np.abs(got - want).max() <= 1e-5
+    assert cosines(got, want).min() >= 0.99999
