@@ -15,25 +15,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-const NAMES: TensorNames = TensorNames {
-    word: "embeddings.word_embeddings",
-    position: "embeddings.position_embeddings",
-    token_type: Some("embeddings.token_type_embeddings"),
-    emb_ln: "embeddings.LayerNorm",
-    qkv: [
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-    ],
-    attn_out: "attention.output.dense",
-    attn_ln: "attention.output.LayerNorm",
-    ffn_up: "intermediate.dense",
-    ffn_down: "output.dense",
-    ffn_ln: "output.LayerNorm",
-    relative_bias: None,
-};
+/// The same modules as BERT.
+const NAMES: TensorNames = super::bert::NAMES;
 
 const SPECIALS: SpecialTokens = SpecialTokens {
     pad: "<pad>",
@@ -71,18 +56,7 @@ pub static XLM_ROBERTA: Family = Family {
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
-    if let Some(p) = cfg.get("position_embedding_type").and_then(Value::as_str) {
-        if p != "absolute" {
-            return Err(Error::unsupported(format!(
-                "config.json: position_embedding_type '{p}' is not supported (absolute only)"
-            )));
-        }
-    }
-    if cfg.get("is_decoder").and_then(Value::as_bool) == Some(true) {
-        return Err(Error::unsupported(
-            "decoder RoBERTa models are not supported",
-        ));
-    }
+    super::bert::check_absolute_encoder(cfg, "RoBERTa")?;
     // HF `RobertaEmbeddings.padding_idx` is the config's `pad_token_id`.
     let pad = cfg.get("pad_token_id").and_then(Value::as_u64).unwrap_or(1);
     md.insert("padding_idx".into(), pad.to_string());
