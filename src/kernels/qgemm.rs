@@ -53,7 +53,7 @@
 //! Row quantization is vectorized for every x86 ISA
 //! (`x86_64::avx512::qgemm::quantize_row` for `Avx512Vnni`,
 //! `x86_64::avx2::qgemm::quantize_row` for `AvxVnni` and `Avx2`), bit for
-//! bit the scalar [`quantize_row_scalar`] (whose `round_ties_even` is a libm
+//! bit the scalar `quantize_row_scalar` (whose `round_ties_even` is a libm
 //! call per element on the baseline target; the vector forms round in
 //! `vcvtps2dq`).
 //!

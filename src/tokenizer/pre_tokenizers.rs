@@ -11,7 +11,7 @@
 //!
 //! The byte-level BPE pre-tokenizer plugs in as one more variant,
 //! `ByteLevel(super::byte_level::ByteLevel)`, with one arm in
-//! [`PreTokenizer::run_one`] calling its `for_each_word` (its words are already
+//! `PreTokenizer::run_one` calling its `for_each_word` (its words are already
 //! in the byte-to-unicode alphabet) and one in [`PreTokenizer::from_json`].
 
 use std::sync::LazyLock;

@@ -1,7 +1,7 @@
 //! The encoder of every registered family (BERT, MPNet, RoBERTa, XLM-R: see
-//! [`crate::model::arch`]), named after HF's modules: [`embeddings`]
-//! (`BertEmbeddings`), then per layer ([`layer`], `BertLayer`) the
-//! [`attention`] block (`BertAttention`) and the feed-forward block
+//! [`crate::model::arch`]), named after HF's modules: `embeddings`
+//! (`BertEmbeddings`), then per layer (`layer`, `BertLayer`) the
+//! `attention` block (`BertAttention`) and the feed-forward block
 //! (`BertIntermediate` + `BertOutput`). Weight loading checks every tensor
 //! exactly; the family's hooks choose the position ids, the token-type rows
 //! and whether a relative position bias is added to the attention scores.
