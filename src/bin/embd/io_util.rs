@@ -4,10 +4,8 @@ use std::io::{Read, Write};
 
 use embedder::{Error, ErrorKind};
 
-/// Reads texts: one per line (a trailing `\r` is kept only with `--jsonl`, where
-/// texts are JSON strings), or JSON objects with a `"text"` field per line.
-/// Input must be UTF-8.
-pub fn read_texts(input: &str, jsonl: bool) -> Result<Vec<String>, Error> {
+/// The bytes of `input`: a file, or `-` for standard input.
+fn read_raw(input: &str) -> Result<Vec<u8>, Error> {
     let mut raw = Vec::new();
     if input == "-" {
         std::io::stdin()
@@ -17,22 +15,39 @@ pub fn read_texts(input: &str, jsonl: bool) -> Result<Vec<String>, Error> {
     } else {
         raw = std::fs::read(input).map_err(|e| Error::io(input, e))?;
     }
+    Ok(raw)
+}
+
+/// Line `lineno` of `input` as UTF-8, or an error naming it.
+fn utf8_line<'a>(input: &str, lineno: usize, line: &'a [u8]) -> Result<&'a str, Error> {
+    std::str::from_utf8(line).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidUtf8,
+            format!("{input}: line {lineno} is not valid UTF-8"),
+        )
+    })
+}
+
+/// Line `lineno` of `input` parsed as JSON, or an error naming it.
+fn json_line(input: &str, lineno: usize, line: &str) -> Result<serde_json::Value, Error> {
+    serde_json::from_str(line)
+        .map_err(|e| Error::invalid_argument(format!("{input}: line {lineno}: invalid JSON: {e}")))
+}
+
+/// Reads texts: one per line (a trailing `\r` is kept only with `--jsonl`, where
+/// texts are JSON strings), or JSON objects with a `"text"` field per line.
+/// Input must be UTF-8.
+pub fn read_texts(input: &str, jsonl: bool) -> Result<Vec<String>, Error> {
+    let raw = read_raw(input)?;
     let mut texts = Vec::new();
     for (n, line) in raw.split(|&b| b == b'\n').enumerate() {
         let lineno = n + 1;
-        let line = std::str::from_utf8(line).map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidUtf8,
-                format!("{input}: line {lineno} is not valid UTF-8"),
-            )
-        })?;
+        let line = utf8_line(input, lineno, line)?;
         if jsonl {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
-                Error::invalid_argument(format!("{input}: line {lineno}: invalid JSON: {e}"))
-            })?;
+            let v = json_line(input, lineno, line)?;
             let t = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
                 Error::invalid_argument(format!("{input}: line {lineno}: no string field \"text\""))
             })?;
@@ -54,30 +69,15 @@ pub fn read_texts(input: &str, jsonl: bool) -> Result<Vec<String>, Error> {
 /// Reads `{"query": ..., "passage": ...}` objects, one per line (blank lines
 /// skipped), from a file or `-` (standard input).
 pub fn read_pairs(input: &str) -> Result<Vec<(String, String)>, Error> {
-    let mut raw = Vec::new();
-    if input == "-" {
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut raw)
-            .map_err(|e| Error::io("stdin", e))?;
-    } else {
-        raw = std::fs::read(input).map_err(|e| Error::io(input, e))?;
-    }
+    let raw = read_raw(input)?;
     let mut pairs = Vec::new();
     for (n, line) in raw.split(|&b| b == b'\n').enumerate() {
         let lineno = n + 1;
-        let line = std::str::from_utf8(line).map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidUtf8,
-                format!("{input}: line {lineno} is not valid UTF-8"),
-            )
-        })?;
+        let line = utf8_line(input, lineno, line)?;
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
-            Error::invalid_argument(format!("{input}: line {lineno}: invalid JSON: {e}"))
-        })?;
+        let v = json_line(input, lineno, line)?;
         let field = |k: &str| {
             v.get(k)
                 .and_then(|t| t.as_str())
