@@ -748,6 +748,7 @@ impl Embedder {
             pool_from: self.pool_from,
             normalize: self.normalize,
             dim: self.dim,
+            tokens: false,
         }
     }
 
@@ -755,6 +756,19 @@ impl Embedder {
         let mut ws = self.take_workspace();
         let hidden = self.model.hidden_size();
         let norm = pass.normalize;
+        if pass.tokens {
+            let r = if pass.dim == hidden && !norm {
+                self.model
+                    .forward_tokens(seqs.ids, seqs.types, &mut ws, par, out)
+            } else {
+                let mut full = vec![0.0f32; pass.rows(seqs.ids) * hidden];
+                self.model
+                    .forward_tokens(seqs.ids, seqs.types, &mut ws, par, &mut full)
+                    .map(|()| cut_rows(&full, hidden, out, pass.dim, norm))
+            };
+            self.put_workspace(ws);
+            return r;
+        }
         let pooling = SentencePooling {
             skip: pass.pool_from,
             ..SentencePooling::new(self.cfg.pooling, norm)
@@ -818,7 +832,8 @@ impl Embedder {
         let mut rest_out = out;
         let mut start = 0;
         for end in chunk_ends(seqs.ids, total, self.threads) {
-            let (dst, tail) = std::mem::take(&mut rest_out).split_at_mut((end - start) * dim);
+            let rows = pass.rows(&seqs.ids[start..end]);
+            let (dst, tail) = std::mem::take(&mut rest_out).split_at_mut(rows * dim);
             rest_out = tail;
             chunks.push((seqs.slice(start..end), dst));
             start = end;
@@ -896,6 +911,21 @@ struct Pass {
     normalize: bool,
     /// Output dimension (below the hidden size: Matryoshka cut).
     dim: usize,
+    /// Un-pooled: one vector per token (the last hidden states, cut to `dim`,
+    /// normalized when `normalize`) instead of one per sequence.
+    tokens: bool,
+}
+
+impl Pass {
+    /// Output vectors of `seqs` under this pass: one per sequence, or one
+    /// per token.
+    fn rows(&self, seqs: &[&[u32]]) -> usize {
+        if self.tokens {
+            seqs.iter().map(|s| s.len()).sum()
+        } else {
+            seqs.len()
+        }
+    }
 }
 
 /// The sequences of a forward pass: ids, and per-token token types when the

@@ -53,6 +53,19 @@ impl CallPlan {
     pub fn same_pass(&self, other: &CallPlan) -> bool {
         self.pass == other.pass
     }
+
+    /// The plan gives token vectors ([`Embedder::plan_tokens`]), not sentence
+    /// vectors.
+    pub fn token_vectors(&self) -> bool {
+        self.pass.tokens
+    }
+
+    /// Vectors [`Embedder::embed_planned`] writes for `seqs`: one per
+    /// sequence, or one per token for token vectors (each [`CallPlan::dim`]
+    /// floats).
+    pub fn rows(&self, seqs: &[&[u32]]) -> usize {
+        self.pass.rows(seqs)
+    }
 }
 
 impl Embedder {
@@ -111,9 +124,38 @@ impl Embedder {
                 pool_from,
                 normalize: opts.normalize.unwrap_or(self.normalize),
                 dim,
+                tokens: false,
             },
             truncation: opts.truncation,
         })
+    }
+
+    /// Resolves per-call options for token vectors ([`Embedder::embed_tokens_with`]):
+    /// the last hidden state of every token, special and prompt tokens
+    /// included, un-pooled, as sentence-transformers'
+    /// `encode(output_value="token_embeddings")` and TEI's `/embed_all`.
+    /// The prompt, truncation and `dimensions` apply as for sentence vectors;
+    /// token vectors are normalized only when `normalize` is `Some(true)`
+    /// (the model's Normalize module applies to sentence vectors).
+    ///
+    /// # Errors
+    /// As [`Embedder::plan`]; [`ErrorKind::Unsupported`] on a model opened
+    /// with [`crate::Options::window_overlap`].
+    pub fn plan_tokens(&self, opts: &CallOptions) -> Result<CallPlan> {
+        if self.window_overlap.is_some() {
+            return Err(Error::unsupported(
+                "token vectors are not available on a model opened with long-text windows \
+                 (window_overlap)",
+            ));
+        }
+        let sentence = CallOptions {
+            normalize: Some(opts.normalize.unwrap_or(false)),
+            ..opts.clone()
+        };
+        let mut plan = self.plan(&sentence)?;
+        plan.pass.pool_from = 0;
+        plan.pass.tokens = true;
+        Ok(plan)
     }
 
     /// The ids the model sees for `text` under `plan`: `[CLS]`, the ids of
@@ -233,8 +275,10 @@ impl Embedder {
 
     /// Embeds sequences made by [`Embedder::tokenize_planned`] or
     /// [`Embedder::wrap_ids`] under `plan` (any mix of calls whose plans have
-    /// [`CallPlan::same_pass`]) into `out` (`n x plan.dim()` floats). Each
-    /// vector is bit-identical to the one its sequence gets alone.
+    /// [`CallPlan::same_pass`]) into `out` (`plan.rows(seqs) x plan.dim()`
+    /// floats: a vector per sequence, or per token for token vectors, in
+    /// order). Each vector is bit-identical to the one its sequence gets
+    /// alone.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] naming the first bad sequence (length
@@ -242,7 +286,18 @@ impl Embedder {
     /// [`ErrorKind::BufferTooSmall`], [`ErrorKind::LimitExceeded`] beyond
     /// [`crate::MAX_BATCH`].
     pub fn embed_planned(&self, seqs: &[&[u32]], plan: &CallPlan, out: &mut [f32]) -> Result<()> {
-        let need = check_sizes(seqs.len(), out.len(), plan.pass.dim)?;
+        check_sizes(seqs.len(), 0, 0)?;
+        let (rows, dim) = (plan.rows(seqs), plan.pass.dim);
+        let need = rows * dim;
+        if out.len() < need {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!(
+                    "output buffer holds {} floats, {rows} vectors x {dim} = {need} are needed",
+                    out.len()
+                ),
+            ));
+        }
         let vocab = self.cfg.vocab_size;
         for (i, s) in seqs.iter().enumerate() {
             if s.len() < 2 || s.len() > self.max_seq_length {
@@ -321,5 +376,57 @@ impl Embedder {
             self.run(Seqs::untyped(&refs), plan.pass, dst, &mut track)?;
         }
         Ok(())
+    }
+}
+
+impl Embedder {
+    /// Token vectors of `texts` under per-call `opts` (see
+    /// [`Embedder::plan_tokens`]): for each text, its tokens' vectors,
+    /// `tokens x dim` floats row-major (`dim` = [`CallPlan::dim`]), the
+    /// token count and truncation in `info` when given. Each text gets the
+    /// vectors it gets alone.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_with`] and [`Embedder::plan_tokens`].
+    pub fn embed_tokens_with<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        opts: &CallOptions,
+        mut info: Option<&mut [TextInfo]>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let plan = self.plan_tokens(opts)?;
+        let dim = plan.dim();
+        check_batch(texts, 0, 0)?;
+        check_info(texts.len(), info.as_deref())?;
+        let mut track = Track::new(self.progress.as_ref(), texts.len());
+        let mut out = Vec::with_capacity(texts.len());
+        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
+            let base = g * TEXT_GROUP;
+            let seqs: Vec<(Vec<u32>, TextInfo)> = self
+                .map_parallel(0..group.len(), |k| {
+                    self.tokenize_planned(group[k].as_ref(), &plan)
+                        .map_err(|e| {
+                            Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
+                        })
+                })
+                .into_iter()
+                .collect::<Result<_>>()?;
+            if let Some(info) = info.as_deref_mut() {
+                for (k, (_, ti)) in seqs.iter().enumerate() {
+                    info[base + k] = *ti;
+                }
+            }
+            let refs: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
+            let mut flat = vec![0.0f32; plan.rows(&refs) * dim];
+            track.base = base;
+            self.run(Seqs::untyped(&refs), plan.pass, &mut flat, &mut track)?;
+            let mut at = 0;
+            for s in &refs {
+                let n = s.len() * dim;
+                out.push(flat[at..at + n].to_vec());
+                at += n;
+            }
+        }
+        Ok(out)
     }
 }

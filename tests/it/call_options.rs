@@ -270,6 +270,132 @@ fn raw_ids_and_planned_batches() {
 
 /// `embd serve` runs the `embd-serve` next to `embd` with the same arguments,
 /// and says how to build it when it is missing.
+/// Mean of `rows` vectors of `dim` floats, L2-normalized, in f64.
+fn mean_normalized(v: &[f32], dim: usize) -> Vec<f32> {
+    let rows = v.len() / dim;
+    let mut m = vec![0.0f64; dim];
+    for r in v.chunks_exact(dim) {
+        for (a, &x) in m.iter_mut().zip(r) {
+            *a += f64::from(x);
+        }
+    }
+    let norm = m.iter().map(|x| x * x).sum::<f64>().sqrt();
+    m.iter()
+        .map(|x| (x / rows as f64 / (norm / rows as f64)) as f32)
+        .collect()
+}
+
+#[test]
+fn token_vectors_pool_to_the_reference_and_are_batch_invariant() {
+    let Some(e) = open("call_tokens", Options::new()) else {
+        return;
+    };
+    // all-MiniLM-L6-v2 mean-pools every token ([CLS] and [SEP] included) and
+    // normalizes: the mean of the un-pooled vectors must give the
+    // sentence-transformers reference, with one vector per reference id.
+    let cases = common::read_reference("minilm_reference.jsonl");
+    let cases: Vec<_> = cases.iter().take(60).collect();
+    let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+    let mut info = vec![embedder::TextInfo::default(); texts.len()];
+    let tv = e
+        .embed_tokens_with(&texts, &CallOptions::default(), Some(&mut info))
+        .unwrap();
+    let mut worst = 0.0f32;
+    for ((c, v), i) in cases.iter().zip(&tv).zip(&info) {
+        assert_eq!(v.len(), c.input_ids.len() * 384, "{:?}", c.text);
+        assert_eq!(i.tokens, c.input_ids.len());
+        let want = c.embedding.as_ref().unwrap();
+        let got = mean_normalized(v, 384);
+        for (a, b) in got.iter().zip(want) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    assert!(worst <= 1e-5, "max abs diff {worst} to the reference");
+    // Not normalized by default (the Normalize module is for sentences).
+    let first = &tv[0][..384];
+    let norm: f32 = first.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!(
+        (norm - 1.0).abs() > 1e-3,
+        "token vectors came out normalized"
+    );
+    // Each text's vectors are those it gets alone, in any batch and order.
+    for k in [0usize, 7, 33] {
+        let alone = e
+            .embed_tokens_with(&[texts[k]], &CallOptions::default(), None)
+            .unwrap();
+        assert!(same(&alone[0], &tv[k]), "text {k} differs alone");
+    }
+    // The planned path (the server's) gives the same vectors, concatenated.
+    let plan = e.plan_tokens(&CallOptions::default()).unwrap();
+    assert!(plan.token_vectors());
+    let seqs: Vec<Vec<u32>> = texts[..5]
+        .iter()
+        .map(|t| e.tokenize_planned(t, &plan).unwrap().0)
+        .collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let mut flat = vec![0.0f32; plan.rows(&refs) * plan.dim()];
+    e.embed_planned(&refs, &plan, &mut flat).unwrap();
+    assert!(same(&flat, &tv[..5].concat()));
+    let err = e.embed_planned(&refs, &plan, &mut flat[..10]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BufferTooSmall);
+}
+
+#[test]
+fn token_vectors_take_dimensions_normalize_and_prompts() {
+    let Some(e) = open("call_tokens_opts", Options::new()) else {
+        return;
+    };
+    let full = e
+        .embed_tokens_with(&TEXTS, &CallOptions::default(), None)
+        .unwrap();
+    let cut = CallOptions {
+        dimensions: Some(64),
+        normalize: Some(true),
+        ..CallOptions::default()
+    };
+    let short = e.embed_tokens_with(&TEXTS, &cut, None).unwrap();
+    for (f, s) in full.iter().zip(&short) {
+        assert_eq!(s.len() / 64, f.len() / 384);
+        for (fr, sr) in f.chunks_exact(384).zip(s.chunks_exact(64)) {
+            let n: f64 = fr[..64]
+                .iter()
+                .map(|&x| f64::from(x).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            for (a, b) in fr[..64].iter().zip(sr) {
+                assert!((f64::from(*a) / n - f64::from(*b)).abs() < 1e-6);
+            }
+        }
+    }
+    // A prompt's tokens are token vectors too: its ids come first.
+    let p = CallOptions {
+        prompt: Some("query: ".into()),
+        ..CallOptions::default()
+    };
+    let with = e.embed_tokens_with(&TEXTS[..1], &p, None).unwrap();
+    let ids = e
+        .tokenize_planned(TEXTS[0], &e.plan_tokens(&p).unwrap())
+        .unwrap()
+        .0;
+    assert_eq!(with[0].len(), ids.len() * 384);
+    assert_eq!(ids.len(), e.tokenize(&format!("query: {}", TEXTS[0])).len());
+    // Refusals are named.
+    let bad = CallOptions {
+        dimensions: Some(0),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        e.embed_tokens_with(&TEXTS, &bad, None).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let w = open("call_tokens_windows", Options::new().window_overlap(16)).unwrap();
+    let err = w
+        .embed_tokens_with(&TEXTS, &CallOptions::default(), None)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    assert!(err.message().contains("window"), "{err}");
+}
+
 #[test]
 fn cli_serve_execs_the_sibling_server_binary() {
     use std::os::unix::fs::PermissionsExt;

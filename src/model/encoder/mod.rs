@@ -459,13 +459,58 @@ impl Encoder {
         mut trace: Option<Trace<'_>>,
     ) -> Result<()> {
         let h = self.hidden;
+        if !self.check_inputs(seqs, types, out.len(), seqs.len() * h)? {
+            return Ok(());
+        }
+        self.hidden_states(seqs, types, ws, par, &mut trace)?;
+        let mut o = 0;
+        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(h)) {
+            pooling.apply(&ws.hidden[o * h..(o + s.len()) * h], h, dst);
+            o += s.len();
+        }
+        Ok(())
+    }
+
+    /// Runs the encoder like [`Encoder::forward_typed`] (token types when
+    /// `types` is given) and writes the last hidden state of every token,
+    /// un-pooled: `hidden` floats per token, the sequences' tokens one after
+    /// another (`out` holds at least `total_tokens x hidden` floats).
+    pub fn forward_tokens(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        ws: &mut Workspace,
+        par: Par,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        let n = total * self.hidden;
+        if !self.check_inputs(seqs, types, out.len(), n)? {
+            return Ok(());
+        }
+        self.hidden_states(seqs, types, ws, par, &mut None)?;
+        out[..n].copy_from_slice(&ws.hidden[..n]);
+        Ok(())
+    }
+
+    /// The checks of every forward pass: an output of at least `need`
+    /// floats, sequences within the position table, one type row per
+    /// sequence. `Ok(false)`: no tokens, nothing to run. (The caller
+    /// validated the inputs; a violation is an internal error, not a panic.)
+    fn check_inputs(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        out_len: usize,
+        need: usize,
+    ) -> Result<bool> {
         let total: usize = seqs.iter().map(|s| s.len()).sum();
         let max_len = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         if total == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let internal = |m: &str| Error::new(ErrorKind::Internal, m);
-        if out.len() < seqs.len() * h {
+        if out_len < need {
             return Err(internal("forward: output buffer too small"));
         }
         if max_len + self.embeddings.first_position() > self.max_position {
@@ -476,13 +521,7 @@ impl Encoder {
                 "forward: token types for a different number of sequences",
             ));
         }
-        self.hidden_states(seqs, types, ws, par, &mut trace)?;
-        let mut o = 0;
-        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(h)) {
-            pooling.apply(&ws.hidden[o * h..(o + s.len()) * h], h, dst);
-            o += s.len();
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// The last hidden states of every token into `ws.hidden[..total * h]`.
