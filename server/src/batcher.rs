@@ -19,7 +19,8 @@ use crate::metrics::Metrics;
 
 /// What one engine call returns to one request.
 pub struct Done {
-    /// `n x plan.dim()` floats, or the engine's error.
+    /// `plan.rows(seqs) x plan.dim()` floats (a vector per sequence, or per
+    /// token under a token plan), or the engine's error.
     pub vectors: Result<Vec<f32>, embedder::Error>,
     /// Time spent queued.
     pub queue_time: Duration,
@@ -198,7 +199,7 @@ fn run_batch(model: &Embedder, batch: Vec<Job>, metrics: &Metrics) {
         .collect();
     let tokens: usize = refs.iter().map(|s| s.len()).sum();
     let start = Instant::now();
-    let mut out = vec![0.0f32; refs.len() * dim];
+    let mut out = vec![0.0f32; plan.rows(&refs) * dim];
     // The engine catches nothing itself: a panic here must not take the
     // thread (and every later request) down.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -214,7 +215,8 @@ fn run_batch(model: &Embedder, batch: Vec<Job>, metrics: &Metrics) {
     metrics.observe_batch(refs.len(), tokens, inference_time);
     let mut at = 0;
     for job in batch {
-        let n = job.seqs.len() * dim;
+        let rows: Vec<&[u32]> = job.seqs.iter().map(Vec::as_slice).collect();
+        let n = plan.rows(&rows) * dim;
         let vectors = match &r {
             Ok(()) => Ok(out[at..at + n].to_vec()),
             Err(e) => Err(e.clone()),

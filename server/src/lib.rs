@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use embedder::{Embedder, Engine, Options};
+use embedder::model::head::Task;
+use embedder::{Embedder, Engine, ModelFile, Options, ReadOptions, Reranker};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -34,13 +35,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[command(
     name = "embd serve",
     version,
-    about = "Serve embedding models over HTTP: TEI's routes (/embed, /tokenize, /similarity, \
-             /info, /metrics, ...) and OpenAI's /v1/embeddings"
+    about = "Serve embedding models and rerankers over HTTP: TEI's routes (/embed, /embed_all, \
+             /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's /v1/embeddings \
+             and /v1/rerank"
 )]
 pub struct Config {
-    /// A model to serve: PATH, or NAME=PATH (NAME is what a request's "model"
-    /// field picks; default: the file's model name). Repeat for several; the
-    /// first is the default.
+    /// A model to serve (an embedder or a reranker): PATH, or NAME=PATH (NAME
+    /// is what a request's "model" field picks; default: the file's model
+    /// name). Repeat for several; the first of each kind is the default for
+    /// its routes.
     #[arg(
         short = 'm',
         long = "model",
@@ -57,6 +60,11 @@ pub struct Config {
     /// Engine worker threads per model (default: every core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Tokens per input (a pair, for rerankers) at most, below each model's
+    /// own maximum (sentence-transformers' `max_seq_length`, `CrossEncoder`'s
+    /// `max_length`); default: each model's.
+    #[arg(long, value_name = "TOKENS")]
+    pub max_input_length: Option<usize>,
     /// Tokens per engine call: requests queued together are packed into calls of
     /// at most this many tokens (a longer single request runs alone).
     #[arg(long, default_value_t = 16384)]
@@ -109,10 +117,44 @@ pub struct Model {
     pub name: String,
     /// The file.
     pub path: PathBuf,
+    /// What it computes.
+    pub kind: ModelKind,
+}
+
+/// A served model's engine: an embedder or a reranker.
+pub enum ModelKind {
+    /// An embedding model and its queue.
+    Embedder(EmbedModel),
+    /// A cross-encoder.
+    Reranker(RerankModel),
+}
+
+/// An embedding model: the engine and its queue and engine thread (requests
+/// are batched across clients).
+pub struct EmbedModel {
     /// The engine.
     pub engine: Arc<Embedder>,
     /// Its queue and engine thread.
     pub batcher: Batcher,
+}
+
+/// A cross-encoder: one ranking runs at a time on the engine's workers (a
+/// ranking is already a batch of pairs); others wait their turn.
+pub struct RerankModel {
+    /// The engine.
+    pub engine: Arc<Reranker>,
+    /// One permit: the ranking running.
+    pub turn: Arc<Semaphore>,
+}
+
+impl Model {
+    /// "embedding" or "re-ranker".
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            ModelKind::Embedder(_) => "embedding",
+            ModelKind::Reranker(_) => "re-ranker",
+        }
+    }
 }
 
 /// What every handler sees.
@@ -130,15 +172,69 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The model a request's `model` field names, else the default.
-    pub fn model(&self, name: Option<&str>) -> &Model {
-        name.and_then(|n| self.models.iter().find(|m| m.name == n))
-            .unwrap_or(&self.models[0])
+    /// The model a request's `model` field names when it is of the kind
+    /// `pick` accepts, else the first of that kind (OpenAI clients send
+    /// names of their own). `Err` names the mismatch: the named model is of
+    /// the other kind, or the server has none of this kind.
+    pub fn pick<'a, T>(
+        &'a self,
+        name: Option<&str>,
+        what: &str,
+        pick: impl Fn(&'a ModelKind) -> Option<T>,
+    ) -> Result<(&'a Model, T), String> {
+        if let Some(m) = name.and_then(|n| self.models.iter().find(|m| m.name == n)) {
+            return pick(&m.kind).map(|t| (m, t)).ok_or_else(|| {
+                let article = |w: &str| if w.starts_with('e') { "an" } else { "a" };
+                format!(
+                    "model '{}' is {} {} model, not {} {what} model",
+                    m.name,
+                    article(m.kind_name()),
+                    m.kind_name(),
+                    article(what),
+                )
+            });
+        }
+        self.models
+            .iter()
+            .find_map(|m| pick(&m.kind).map(|t| (m, t)))
+            .ok_or_else(|| {
+                let served: Vec<String> = self
+                    .models
+                    .iter()
+                    .map(|m| format!("'{}' ({})", m.name, m.kind_name()))
+                    .collect();
+                format!(
+                    "this server has no {what} model (it serves {})",
+                    served.join(", ")
+                )
+            })
+    }
+
+    /// The embedding model a request names, else the first.
+    pub fn embedder(&self, name: Option<&str>) -> Result<(&Model, &EmbedModel), String> {
+        self.pick(name, "embedding", |k| match k {
+            ModelKind::Embedder(e) => Some(e),
+            ModelKind::Reranker(_) => None,
+        })
+    }
+
+    /// The reranker a request names, else the first.
+    pub fn reranker(&self, name: Option<&str>) -> Result<(&Model, &RerankModel), String> {
+        self.pick(name, "re-ranker", |k| match k {
+            ModelKind::Reranker(r) => Some(r),
+            ModelKind::Embedder(_) => None,
+        })
     }
 
     /// Requests waiting in every model's queue.
     pub fn queue_depth(&self) -> usize {
-        self.models.iter().map(|m| m.batcher.depth()).sum()
+        self.models
+            .iter()
+            .map(|m| match &m.kind {
+                ModelKind::Embedder(e) => e.batcher.depth(),
+                ModelKind::Reranker(r) => usize::from(r.turn.available_permits() == 0),
+            })
+            .sum()
     }
 
     /// Requests holding a permit.
@@ -172,18 +268,49 @@ pub fn load(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Vec<Model>, String> 
         if let Some(t) = cfg.threads {
             opts = opts.threads(t);
         }
-        let engine = match Engine::open(&path, &opts) {
-            Ok(Engine::Bert(e)) => Arc::new(*e),
-            Ok(Engine::Static(_)) => {
-                return Err(format!(
-                    "{}: static word-embedding models are not served (only encoder models)",
-                    path.display()
-                ))
+        if let Some(n) = cfg.max_input_length {
+            opts = opts.max_seq_length(n);
+        }
+        let failed = |e: embedder::Error| format!("{}: {e}", path.display());
+        let file = ModelFile::open(
+            &path,
+            ReadOptions {
+                verify_checksums: opts.verify_checksums,
+            },
+        )
+        .map_err(failed)?;
+        let (info_name, kind) = match Task::of(&file.metadata).map_err(failed)? {
+            Task::Classification => {
+                let r = Reranker::from_model_file(file, &opts).map_err(failed)?;
+                let kind = ModelKind::Reranker(RerankModel {
+                    engine: Arc::new(r),
+                    turn: Arc::new(Semaphore::new(1)),
+                });
+                (model_name(&kind), kind)
             }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Task::Embedding => {
+                let engine = match Engine::from_model_file(file, &opts).map_err(failed)? {
+                    Engine::Bert(e) => Arc::new(*e),
+                    Engine::Static(_) => {
+                        return Err(format!(
+                            "{}: static word-embedding models are not served (only encoder models)",
+                            path.display()
+                        ))
+                    }
+                };
+                let batcher = Batcher::start(
+                    Arc::clone(&engine),
+                    cfg.max_batch_tokens.max(1),
+                    Duration::from_micros(cfg.max_batch_wait_us),
+                    Arc::clone(metrics),
+                )
+                .map_err(|e| format!("cannot start the engine thread: {e}"))?;
+                let kind = ModelKind::Embedder(EmbedModel { engine, batcher });
+                (model_name(&kind), kind)
+            }
         };
         let name = name.unwrap_or_else(|| {
-            let n = engine.info().name;
+            let n = info_name;
             if n.is_empty() {
                 path.file_stem()
                     .map_or("model".into(), |s| s.to_string_lossy().into_owned())
@@ -196,21 +323,17 @@ pub fn load(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Vec<Model>, String> 
                 "two models are named '{name}': give each a name with NAME=PATH"
             ));
         }
-        let batcher = Batcher::start(
-            Arc::clone(&engine),
-            cfg.max_batch_tokens.max(1),
-            Duration::from_micros(cfg.max_batch_wait_us),
-            Arc::clone(metrics),
-        )
-        .map_err(|e| format!("cannot start the engine thread: {e}"))?;
-        models.push(Model {
-            name,
-            path,
-            engine,
-            batcher,
-        });
+        models.push(Model { name, path, kind });
     }
     Ok(models)
+}
+
+/// The model name a file stores.
+fn model_name(kind: &ModelKind) -> String {
+    match kind {
+        ModelKind::Embedder(e) => e.engine.info().name,
+        ModelKind::Reranker(r) => r.engine.info().name,
+    }
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; then stops

@@ -172,8 +172,23 @@ fn path_item(method: &str, path: &str) -> Value {
             false,
             INFER_ERRORS,
         ),
+        ("POST", "/embed_all") => post(
+            "Un-pooled token vectors of each input (special and prompt tokens included)",
+            json!({"type": "object", "required": ["inputs"], "properties": {
+                "inputs": inputs_schema(),
+                "normalize": {"type": "boolean", "default": false},
+                "truncate": {"type": "boolean", "nullable": true},
+                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+                "prompt_name": {"type": "string", "nullable": true},
+                "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "array", "items": matrix()}),
+            false,
+            INFER_ERRORS,
+        ),
         ("POST", "/rerank") => post(
-            "Rerank texts against a query (TEI): 424 until a reranker is served",
+            "Rerank texts against a query (TEI), best first; 424 on a server without a reranker",
             json!({"type": "object", "required": ["query", "texts"], "properties": {
                 "query": {"type": "string"},
                 "texts": {"type": "array", "items": {"type": "string"}},
@@ -190,12 +205,14 @@ fn path_item(method: &str, path: &str) -> Value {
             INFER_ERRORS,
         ),
         ("POST", "/v1/rerank") => post(
-            "Rerank documents (Jina / Cohere shape): 424 until a reranker is served",
+            "Rerank documents (Jina / Cohere shape), best first; 424 on a server without a reranker",
             json!({"type": "object", "required": ["query", "documents"], "properties": {
                 "model": {"type": "string"},
                 "query": {"type": "string"},
-                "documents": {"type": "array", "items": {"type": "string"}},
-                "top_n": {"type": "integer", "minimum": 0},
+                "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
+                    {"type": "object", "required": ["text"],
+                        "properties": {"text": {"type": "string"}}}]}},
+                "top_n": {"type": "integer", "minimum": 1},
                 "return_documents": {"type": "boolean", "default": false}
             }}),
             json!({"type": "object", "required": ["model", "object", "results"],
@@ -251,8 +268,9 @@ pub fn document() -> Value {
         "info": {
             "title": "embd serve",
             "version": crate::VERSION,
-            "description": "Sentence embeddings over HTTP: text-embeddings-inference's routes \
-                and OpenAI's /v1/embeddings (see docs/SERVER.md)."
+            "description": "Sentence embeddings and reranking over HTTP: \
+                text-embeddings-inference's routes, OpenAI's /v1/embeddings and the \
+                Jina / Cohere /v1/rerank (see docs/SERVER.md)."
         },
         "paths": paths,
     })

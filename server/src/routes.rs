@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::batcher::Job;
 use crate::error::{ApiError, Dialect, ErrorType};
-use crate::{AppState, Model};
+use crate::{AppState, EmbedModel, RerankModel};
 
 type St = Arc<AppState>;
 
@@ -40,6 +40,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/tokenize"),
     ("POST", "/decode"),
     ("POST", "/similarity"),
+    ("POST", "/embed_all"),
     ("POST", "/rerank"),
     ("POST", "/v1/rerank"),
     ("GET", "/info"),
@@ -60,6 +61,7 @@ fn handler(method: &str, path: &str) -> MethodRouter<St> {
         "/tokenize" => on(filter, tokenize),
         "/decode" => on(filter, decode),
         "/similarity" => on(filter, similarity),
+        "/embed_all" => on(filter, embed_all),
         "/rerank" => on(filter, rerank),
         "/v1/rerank" => on(filter, openai_rerank),
         "/info" => on(filter, info),
@@ -243,9 +245,11 @@ fn parse_inputs(v: &Value, field: &str) -> Result<Vec<Input>, ApiError> {
 
 /// What one embedding request came to.
 struct Embedded {
-    /// `n x dim` floats.
+    /// `n x dim` floats, or `tokens x dim` for token vectors.
     vectors: Vec<f32>,
     dim: usize,
+    /// Tokens of each input.
+    lens: Vec<usize>,
     tokens: usize,
     characters: usize,
     tokenize_time: Duration,
@@ -253,19 +257,38 @@ struct Embedded {
     inference_time: Duration,
 }
 
+/// TEI's `x-compute-*` and timing headers.
+fn compute_headers(
+    resp: &mut Response,
+    tokens: usize,
+    characters: usize,
+    tokenize_time: Duration,
+    queue_time: Duration,
+    inference_time: Duration,
+) {
+    resp.headers_mut()
+        .insert("x-compute-type", HeaderValue::from_static("cpu"));
+    set_num(resp, "x-compute-tokens", tokens);
+    set_num(resp, "x-compute-characters", characters);
+    set_ms(resp, "x-tokenization-time", tokenize_time);
+    set_ms(resp, "x-queue-time", queue_time);
+    set_ms(resp, "x-inference-time", inference_time);
+    set_ms(
+        resp,
+        "x-compute-time",
+        tokenize_time + queue_time + inference_time,
+    );
+}
+
 impl Embedded {
     fn headers(&self, resp: &mut Response) {
-        resp.headers_mut()
-            .insert("x-compute-type", HeaderValue::from_static("cpu"));
-        set_num(resp, "x-compute-tokens", self.tokens);
-        set_num(resp, "x-compute-characters", self.characters);
-        set_ms(resp, "x-tokenization-time", self.tokenize_time);
-        set_ms(resp, "x-queue-time", self.queue_time);
-        set_ms(resp, "x-inference-time", self.inference_time);
-        set_ms(
+        compute_headers(
             resp,
-            "x-compute-time",
-            self.tokenize_time + self.queue_time + self.inference_time,
+            self.tokens,
+            self.characters,
+            self.tokenize_time,
+            self.queue_time,
+            self.inference_time,
         );
     }
 
@@ -278,15 +301,28 @@ impl Embedded {
 /// workers.
 const INLINE_TOKENIZE_BYTES: usize = 16 << 10;
 
+/// The embedding model a request names (else the first), or TEI's 424.
+fn embed_model<'a>(st: &'a AppState, name: Option<&str>) -> Result<&'a EmbedModel, ApiError> {
+    st.embedder(name).map(|(_, e)| e).map_err(ApiError::backend)
+}
+
+/// What an embedding request asks for: a vector per input, or per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Sentences,
+    Tokens,
+}
+
 /// Tokenizes `inputs` under `opts` on `model`, queues them, and waits for
 /// the vectors. `allow_empty`: an empty string is an input (TEI) or refused
 /// (OpenAI).
 async fn embed_inputs(
     st: &AppState,
-    model: &Model,
+    model: &EmbedModel,
     inputs: Vec<Input>,
     opts: CallOptions,
     allow_empty: bool,
+    output: Output,
 ) -> Result<Embedded, ApiError> {
     if inputs.len() > st.cfg.max_client_batch_size {
         return Err(ApiError::too_large(format!(
@@ -306,10 +342,11 @@ async fn embed_inputs(
             _ => {}
         }
     }
-    let plan = model
-        .engine
-        .plan(&opts)
-        .map_err(|e| ApiError::from_engine(&e))?;
+    let plan = match output {
+        Output::Sentences => model.engine.plan(&opts),
+        Output::Tokens => model.engine.plan_tokens(&opts),
+    }
+    .map_err(|e| ApiError::from_engine(&e))?;
     if plan.pool_from() > 0 && inputs.iter().any(|x| matches!(x, Input::Ids(_))) {
         return Err(ApiError::validation(
             "token-id inputs cannot be combined with a prompt this model leaves out of pooling",
@@ -350,15 +387,15 @@ async fn embed_inputs(
         tokenize()?
     };
     let tokenize_time = t0.elapsed();
-    let tokens: usize = seqs.iter().map(Vec::len).sum();
-    let n = seqs.len();
-    st.metrics.observe_inputs(n, tokens);
+    let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
+    let tokens: usize = lens.iter().sum();
+    st.metrics.observe_inputs(seqs.len(), tokens);
     let dim = plan.dim();
     let vectors = run_job(st, model, seqs, plan).await?;
-    debug_assert_eq!(vectors.0.len(), n * dim);
     Ok(Embedded {
         vectors: vectors.0,
         dim,
+        lens,
         tokens,
         characters,
         tokenize_time,
@@ -370,7 +407,7 @@ async fn embed_inputs(
 /// Queues sequences on the model's batcher and waits for their vectors.
 async fn run_job(
     st: &AppState,
-    model: &Model,
+    model: &EmbedModel,
     seqs: Vec<Vec<u32>>,
     plan: CallPlan,
 ) -> Result<(Vec<f32>, Duration, Duration), ApiError> {
@@ -436,10 +473,49 @@ async fn embed(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
         truncation: truncation(&st, req.truncate, req.truncation_direction.as_deref())?,
         ..CallOptions::default()
     };
-    let model = st.model(req.model.as_deref());
-    let e = embed_inputs(&st, model, inputs, opts, true).await?;
+    let model = embed_model(&st, req.model.as_deref())?;
+    let e = embed_inputs(&st, model, inputs, opts, true, Output::Sentences).await?;
     let rows: Vec<&[f32]> = e.rows().collect();
     let mut resp = Json(rows).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+struct EmbedAllRequest {
+    #[serde(default)]
+    inputs: Value,
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    prompt_name: Option<String>,
+    normalize: Option<bool>,
+    dimensions: Option<usize>,
+    model: Option<String>,
+}
+
+/// `POST /embed_all`: the un-pooled token vectors of each input,
+/// `[[[f32]]]` (special and prompt tokens included; not normalized unless
+/// the request says `"normalize": true`).
+async fn embed_all(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: EmbedAllRequest = read_json(&st, body).await?;
+    let inputs = parse_inputs(&req.inputs, "inputs")?;
+    let opts = CallOptions {
+        normalize: req.normalize,
+        dimensions: req.dimensions,
+        prompt_name: req.prompt_name,
+        truncation: truncation(&st, req.truncate, req.truncation_direction.as_deref())?,
+        ..CallOptions::default()
+    };
+    let model = embed_model(&st, req.model.as_deref())?;
+    let e = embed_inputs(&st, model, inputs, opts, true, Output::Tokens).await?;
+    let mut rows = e.rows();
+    let per_input: Vec<Vec<&[f32]>> = e
+        .lens
+        .iter()
+        .map(|&n| rows.by_ref().take(n).collect())
+        .collect();
+    let mut resp = Json(per_input).into_response();
     e.headers(&mut resp);
     Ok(resp)
 }
@@ -480,8 +556,10 @@ async fn openai_embeddings_inner(st: &AppState, body: Body) -> Result<Response, 
         truncation: truncation(st, None, None)?,
         ..CallOptions::default()
     };
-    let model = st.model(req.model.as_deref());
-    let e = embed_inputs(st, model, inputs, opts, false).await?;
+    let (model, em) = st
+        .embedder(req.model.as_deref())
+        .map_err(ApiError::backend)?;
+    let e = embed_inputs(st, em, inputs, opts, false, Output::Sentences).await?;
     let data: Vec<Value> = e
         .rows()
         .enumerate()
@@ -541,7 +619,7 @@ async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError
             st.cfg.max_client_batch_size
         )));
     }
-    let model = st.model(req.model.as_deref());
+    let model = embed_model(&st, req.model.as_deref())?;
     let plan = model
         .engine
         .plan(&CallOptions {
@@ -625,7 +703,7 @@ async fn decode(State(st): State<St>, body: Body) -> Result<Response, ApiError> 
             st.cfg.max_client_batch_size
         )));
     }
-    let model = st.model(req.model.as_deref());
+    let model = embed_model(&st, req.model.as_deref())?;
     let tok = model.engine.tokenizer();
     let skip = req.skip_special_tokens.unwrap_or(true);
     let out: Vec<String> = seqs.iter().map(|s| tok.decode(s, skip)).collect();
@@ -669,9 +747,9 @@ async fn similarity(State(st): State<St>, body: Body) -> Result<Response, ApiErr
     };
     let mut inputs = vec![Input::Text(req.inputs.source_sentence)];
     inputs.extend(req.inputs.sentences.into_iter().map(Input::Text));
-    let model = st.model(req.model.as_deref());
+    let model = embed_model(&st, req.model.as_deref())?;
     // The source counts against the client batch size like any input.
-    let e = embed_inputs(&st, model, inputs, opts, true).await?;
+    let e = embed_inputs(&st, model, inputs, opts, true, Output::Sentences).await?;
     let mut rows = e.rows();
     let src = rows.next().unwrap_or(&[]);
     let sims: Vec<f32> = rows.map(|v| embedder::cosine_similarity(src, v)).collect();
@@ -681,7 +759,6 @@ async fn similarity(State(st): State<St>, body: Body) -> Result<Response, ApiErr
 }
 
 #[derive(Deserialize)]
-#[allow(dead_code)] // Read once rerankers are served.
 struct RerankRequest {
     query: String,
     texts: Vec<String>,
@@ -693,64 +770,261 @@ struct RerankRequest {
 }
 
 #[derive(Deserialize)]
-#[allow(dead_code)] // Read once rerankers are served.
 struct OpenAiRerankRequest {
     model: Option<String>,
     query: String,
-    documents: Vec<String>,
+    documents: Vec<Value>,
     top_n: Option<usize>,
     return_documents: Option<bool>,
 }
 
-/// The answer of the rerank routes while no reranker can be served: TEI's
-/// 424 naming the missing capability. Rerankers plug in here: find a
-/// reranker model by `name` (else the first), score, sort.
-fn no_reranker(st: &AppState, name: Option<&str>) -> ApiError {
-    let m = st.model(name);
-    ApiError::backend(format!(
-        "model '{}' is not a re-ranker model, and this server has none: \
-         serving rerankers (cross-encoders) is not supported yet",
-        m.name
+/// What one ranking came to.
+struct Ranking {
+    /// Every document, best first.
+    ranked: Vec<embedder::Ranked>,
+    tokens: usize,
+    characters: usize,
+    queue_time: Duration,
+    inference_time: Duration,
+}
+
+/// Ranks `docs` for `query` on a reranker: waits for its turn, then runs
+/// the ranking on a blocking thread. `truncate` false refuses a pair longer
+/// than the model (413) instead of cutting it as `CrossEncoder` does.
+async fn rank_documents(
+    st: &AppState,
+    model: &RerankModel,
+    query: String,
+    docs: Vec<String>,
+    field: &str,
+    truncate: bool,
+    raw: bool,
+) -> Result<(Ranking, Vec<String>), ApiError> {
+    if docs.is_empty() {
+        return Err(ApiError::empty(format!("`{field}` cannot be empty")));
+    }
+    if docs.len() > st.cfg.max_client_batch_size {
+        return Err(ApiError::too_large(format!(
+            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
+            docs.len(),
+            st.cfg.max_client_batch_size
+        )));
+    }
+    let characters =
+        query.chars().count() * docs.len() + docs.iter().map(|d| d.chars().count()).sum::<usize>();
+    let queued = Instant::now();
+    let turn = Arc::clone(&model.turn)
+        .acquire_owned()
+        .await
+        .map_err(|_| ApiError::backend("the reranker stopped"))?;
+    let queue_time = queued.elapsed();
+    let engine = Arc::clone(&model.engine);
+    let max = engine.max_seq_length();
+    let job = move || {
+        // The turn is held until the ranking ends, even if the client left.
+        let _turn = turn;
+        if !truncate {
+            if let Some(i) = docs
+                .iter()
+                .position(|d| engine.tokenize_pair(&query, d).truncated)
+            {
+                return Err(ApiError::too_large(format!(
+                    "document {i}: the query and the document have more tokens than the \
+                     model's max_seq_length {max}, and truncation is off (`truncate`: false)"
+                )));
+            }
+        }
+        let mut info = vec![embedder::TextInfo::default(); docs.len()];
+        let t = Instant::now();
+        let ranked = engine
+            .rank_ex(&query, &docs, None, raw, Some(&mut info))
+            .map_err(|e| ApiError::from_engine(&e))?;
+        let tokens = info.iter().map(|i| i.tokens).sum();
+        Ok((ranked, tokens, t.elapsed(), docs))
+    };
+    let (ranked, tokens, inference_time, docs) = tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|_| ApiError::backend("the ranking failed"))??;
+    st.metrics.observe_queue(queue_time);
+    st.metrics.observe_inputs(docs.len(), tokens);
+    st.metrics.observe_batch(docs.len(), tokens, inference_time);
+    Ok((
+        Ranking {
+            ranked,
+            tokens,
+            characters,
+            queue_time,
+            inference_time,
+        },
+        docs,
     ))
 }
 
-/// `POST /rerank` (TEI's shape).
-async fn rerank(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
-    let req: RerankRequest = read_json(&st, body).await?;
-    Err(no_reranker(&st, req.model.as_deref()))
+impl Ranking {
+    fn headers(&self, resp: &mut Response) {
+        compute_headers(
+            resp,
+            self.tokens,
+            self.characters,
+            Duration::ZERO,
+            self.queue_time,
+            self.inference_time,
+        );
+    }
 }
 
-/// `POST /v1/rerank` (Jina / Cohere shape).
-async fn openai_rerank(State(st): State<St>, body: Body) -> Response {
-    let r = async {
-        let req: OpenAiRerankRequest = read_json(&st, body).await?;
-        Err::<Response, _>(no_reranker(&st, req.model.as_deref()))
+/// The reranker a request names (else the first), or TEI's 424.
+fn rerank_model<'a>(
+    st: &'a AppState,
+    name: Option<&str>,
+) -> Result<(&'a crate::Model, &'a RerankModel), ApiError> {
+    st.reranker(name).map_err(ApiError::backend)
+}
+
+/// `POST /rerank` (TEI's shape): `[{"index", "score", "text"?}]`, best first.
+async fn rerank(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: RerankRequest = read_json(&st, body).await?;
+    let (_, model) = rerank_model(&st, req.model.as_deref())?;
+    let truncate = match truncation(&st, req.truncate, req.truncation_direction.as_deref())? {
+        Truncation::Left => {
+            return Err(ApiError::validation(
+                "rerankers cut the longer text of a pair first (`longest_first`, as \
+                 CrossEncoder does); `truncation_direction` \"left\" does not apply",
+            ))
+        }
+        t => t != Truncation::Refuse,
     };
-    match r.await {
+    let raw = req.raw_scores.unwrap_or(false);
+    let (r, docs) =
+        rank_documents(&st, model, req.query, req.texts, "texts", truncate, raw).await?;
+    let with_text = req.return_text.unwrap_or(false);
+    let out: Vec<Value> = r
+        .ranked
+        .iter()
+        .map(|x| {
+            let score = if raw { x.logit } else { x.score };
+            let mut o = json!({"index": x.index, "score": score});
+            if with_text {
+                o["text"] = json!(docs[x.index]);
+            }
+            o
+        })
+        .collect();
+    let mut resp = Json(out).into_response();
+    r.headers(&mut resp);
+    Ok(resp)
+}
+
+/// `POST /v1/rerank` (Jina / Cohere / llama-server shape).
+async fn openai_rerank(State(st): State<St>, body: Body) -> Response {
+    match openai_rerank_inner(&st, body).await {
         Ok(r) => r,
         Err(e) => e.dialect(Dialect::OpenAi).into_response(),
     }
 }
 
-/// `GET /info`: TEI's fields, and every served model.
+async fn openai_rerank_inner(st: &AppState, body: Body) -> Result<Response, ApiError> {
+    let _permit = permit(st)?;
+    let req: OpenAiRerankRequest = read_json(st, body).await?;
+    let (m, model) = rerank_model(st, req.model.as_deref())?;
+    // Cohere's documents are strings or {"text": ...} objects.
+    let docs: Vec<String> = req
+        .documents
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Value::String(s) => Ok(s.clone()),
+            Value::Object(o) => match o.get("text") {
+                Some(Value::String(s)) => Ok(s.clone()),
+                _ => Err(ApiError::validation(format!(
+                    "`documents[{i}]` is an object without a string \"text\""
+                ))),
+            },
+            _ => Err(ApiError::validation(format!(
+                "`documents[{i}]` must be a string or {{\"text\": string}}"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
+    if req.top_n == Some(0) {
+        return Err(ApiError::validation("`top_n` is 0; ask for at least 1"));
+    }
+    let truncate = st.cfg.auto_truncate;
+    let (r, docs) =
+        rank_documents(st, model, req.query, docs, "documents", truncate, false).await?;
+    let with_docs = req.return_documents.unwrap_or(false);
+    let results: Vec<Value> = r
+        .ranked
+        .iter()
+        .take(req.top_n.unwrap_or(usize::MAX))
+        .map(|x| {
+            let mut o = json!({"index": x.index, "relevance_score": x.score});
+            if with_docs {
+                o["document"] = json!({"text": docs[x.index]});
+            }
+            o
+        })
+        .collect();
+    let body = json!({
+        "model": m.name,
+        "object": "list",
+        "results": results,
+        "usage": {"prompt_tokens": r.tokens, "total_tokens": r.tokens},
+    });
+    let mut resp = Json(body).into_response();
+    r.headers(&mut resp);
+    Ok(resp)
+}
+
+/// `GET /info`: TEI's fields (of the first model), and every served model.
 async fn info(State(st): State<St>) -> Response {
     let models: Vec<Value> = st
         .models
         .iter()
-        .map(|m| {
-            let i = m.engine.info();
-            json!({
-                "model_id": m.name,
-                "path": m.path.display().to_string(),
-                "model_type": {"embedding": {"pooling": i.pooling.name()}},
-                "dim": i.dim,
-                "hidden_size": i.hidden_size,
-                "max_input_length": i.max_seq_length,
-                "normalize": i.normalize,
-                "precision": i.precision.name(),
-                "threads": m.engine.threads(),
-                "prompt": m.engine.prompt(),
-            })
+        .map(|m| match &m.kind {
+            crate::ModelKind::Embedder(e) => {
+                let i = e.engine.info();
+                json!({
+                    "model_id": m.name,
+                    "path": m.path.display().to_string(),
+                    "model_type": {"embedding": {"pooling": i.pooling.name()}},
+                    "dim": i.dim,
+                    "hidden_size": i.hidden_size,
+                    "max_input_length": i.max_seq_length,
+                    "normalize": i.normalize,
+                    "precision": i.precision.name(),
+                    "threads": e.engine.threads(),
+                    "prompt": e.engine.prompt(),
+                })
+            }
+            crate::ModelKind::Reranker(r) => {
+                let i = r.engine.info();
+                let id2label: serde_json::Map<String, Value> = r
+                    .engine
+                    .labels()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| (k.to_string(), json!(l)))
+                    .collect();
+                let label2id: serde_json::Map<String, Value> = r
+                    .engine
+                    .labels()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| (l.clone(), json!(k)))
+                    .collect();
+                json!({
+                    "model_id": m.name,
+                    "path": m.path.display().to_string(),
+                    "model_type": {"reranker": {"id2label": id2label, "label2id": label2id}},
+                    "dim": null,
+                    "hidden_size": i.hidden_size,
+                    "max_input_length": r.engine.max_seq_length(),
+                    "activation": r.engine.activation().name(),
+                    "precision": r.engine.precision().name(),
+                    "threads": r.engine.threads(),
+                })
+            }
         })
         .collect();
     let first = &models[0];

@@ -347,7 +347,7 @@ fn rerank_routes_name_the_missing_capability() {
         424,
         "backend",
     );
-    assert!(msg.contains("not a re-ranker"), "{msg}");
+    assert!(msg.contains("no re-ranker model"), "{msg}");
     let msg = openai_error(
         &post(
             srv.addr,
@@ -357,10 +357,293 @@ fn rerank_routes_name_the_missing_capability() {
         424,
         "backend",
     );
-    assert!(msg.contains("rerankers"), "{msg}");
+    assert!(msg.contains("no re-ranker model"), "{msg}");
     // A malformed rerank request is still a validation error first.
     tei_error(
         &post(srv.addr, "/rerank", &json!({"query": 1})),
+        422,
+        "validation",
+    );
+}
+
+/// The reference cross-encoder (scripts/fetch_reranker.sh) beside MiniLM,
+/// with CrossEncoder's max_length 256 and room for the 40 documents.
+fn rerank_server(test: &str) -> Option<embd_server::Handle> {
+    let r = model("minilm-reranker.weights", test)?;
+    let m = minilm(test)?;
+    Some(start(&r, |c| {
+        c.models = vec![
+            format!("rr={}", r.display()),
+            format!("emb={}", m.display()),
+        ];
+        c.max_input_length = Some(256);
+        c.max_client_batch_size = 64;
+    }))
+}
+
+fn read_json_file(name: &str) -> Value {
+    let p = shared().join("reference/families").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+#[test]
+fn rerank_routes_match_the_cross_encoder_reference() {
+    let Some(srv) = rerank_server("rerank_reference") else {
+        return;
+    };
+    // CrossEncoder.rank of one query over 40 documents.
+    let rank = read_json_file("minilm-reranker_rank.json");
+    let docs: Vec<&str> = rank["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    let want = rank["ranking"].as_array().unwrap();
+    let r = post(
+        srv.addr,
+        "/rerank",
+        &json!({"query": rank["query"], "texts": docs, "return_text": true}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.header("x-compute-tokens").is_some());
+    let got = r.json();
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), docs.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g["index"], w["corpus_id"]);
+        let (s, ws) = (g["score"].as_f64().unwrap(), w["score"].as_f64().unwrap());
+        assert!(
+            (s - ws).abs() <= 1e-5,
+            "document {}: {s} vs {ws}",
+            w["corpus_id"]
+        );
+        assert_eq!(
+            g["text"],
+            json!(docs[g["index"].as_u64().unwrap() as usize])
+        );
+    }
+    // The Jina / Cohere shape: top_n, documents as strings or objects.
+    let objects: Vec<Value> = docs.iter().map(|d| json!({"text": d})).collect();
+    for documents in [json!(docs), json!(objects)] {
+        let r = post(
+            srv.addr,
+            "/v1/rerank",
+            &json!({"model": "rr", "query": rank["query"], "documents": documents,
+                "top_n": 10, "return_documents": true}),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v = r.json();
+        assert_eq!(v["model"], "rr");
+        assert_eq!(v["object"], "list");
+        assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 40);
+        assert_eq!(v["usage"]["prompt_tokens"], v["usage"]["total_tokens"]);
+        let res = v["results"].as_array().unwrap();
+        assert_eq!(res.len(), 10);
+        for (g, w) in res.iter().zip(want) {
+            assert_eq!(g["index"], w["corpus_id"]);
+            let s = g["relevance_score"].as_f64().unwrap();
+            assert!((s - w["score"].as_f64().unwrap()).abs() <= 1e-5);
+            let i = g["index"].as_u64().unwrap() as usize;
+            assert_eq!(g["document"]["text"], json!(docs[i]));
+        }
+    }
+    // Pair by pair against CrossEncoder.predict: score (sigmoid) and, with
+    // raw_scores, the logit.
+    let p = shared().join("reference/families/minilm-reranker_reference.jsonl");
+    let lines = std::fs::read_to_string(p).unwrap();
+    for l in lines.lines().filter(|l| !l.is_empty()).step_by(5) {
+        let c: Value = serde_json::from_str(l).unwrap();
+        let body = json!({"query": c["query"], "texts": [c["passage"]]});
+        let s = post(srv.addr, "/rerank", &body).json()[0]["score"]
+            .as_f64()
+            .unwrap();
+        assert!((s - c["score"].as_f64().unwrap()).abs() <= 1e-5, "{l}");
+        let mut raw = body.clone();
+        raw["raw_scores"] = json!(true);
+        let lg = post(srv.addr, "/rerank", &raw).json()[0]["score"]
+            .as_f64()
+            .unwrap();
+        assert!((lg - c["logit"].as_f64().unwrap()).abs() <= 1e-4, "{l}");
+    }
+    // The embedding routes go to the embedder, wherever it is in the list;
+    // naming the reranker there is a 424 that says so.
+    let r = post(srv.addr, "/embed", &json!({"inputs": "a text"}));
+    assert_eq!(r.status, 200);
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/embed",
+            &json!({"inputs": "a text", "model": "rr"}),
+        ),
+        424,
+        "backend",
+    );
+    assert!(
+        msg.contains("model 'rr' is a re-ranker model, not an embedding model"),
+        "{msg}"
+    );
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/rerank",
+            &json!({"query": "q", "texts": ["a"], "model": "emb"}),
+        ),
+        424,
+        "backend",
+    );
+    assert!(
+        msg.contains("model 'emb' is an embedding model, not a re-ranker model"),
+        "{msg}"
+    );
+    let info = get(srv.addr, "/info").json();
+    assert!(
+        info["model_type"]["reranker"]["id2label"].is_object(),
+        "{info}"
+    );
+    assert_eq!(
+        info["models"][1]["model_type"]["embedding"]["pooling"],
+        "mean"
+    );
+    assert_eq!(info["max_input_length"], 256);
+}
+
+#[test]
+fn rerank_bad_input_gets_clear_errors() {
+    let Some(srv) = rerank_server("rerank_bad_input") else {
+        return;
+    };
+    let q = "what is a slice";
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        ("/rerank", json!({"query": q, "texts": []}), 400, "empty"),
+        (
+            "/rerank",
+            json!({"query": "", "texts": ["a"]}),
+            422,
+            "validation",
+        ),
+        (
+            "/rerank",
+            json!({"query": "  ", "texts": ["a"]}),
+            422,
+            "validation",
+        ),
+        (
+            "/rerank",
+            json!({"query": q, "texts": [1]}),
+            422,
+            "validation",
+        ),
+        (
+            "/rerank",
+            json!({"query": q, "texts": ["a"], "truncation_direction": "left"}),
+            422,
+            "validation",
+        ),
+        (
+            "/rerank",
+            json!({"query": q, "texts": vec!["a"; 65]}),
+            413,
+            "validation",
+        ),
+        (
+            "/rerank",
+            json!({"query": q, "texts": ["word ".repeat(400)], "truncate": false}),
+            413,
+            "validation",
+        ),
+    ];
+    for (path, body, status, kind) in cases {
+        let msg = tei_error(&post(srv.addr, path, &body), status, kind);
+        assert!(!msg.is_empty());
+    }
+    for (body, status, code) in [
+        (
+            json!({"query": q, "documents": ["a"], "top_n": 0}),
+            422,
+            "validation",
+        ),
+        (
+            json!({"query": q, "documents": [{"txt": "a"}]}),
+            422,
+            "validation",
+        ),
+        (json!({"query": q, "documents": []}), 400, "empty"),
+    ] {
+        openai_error(&post(srv.addr, "/v1/rerank", &body), status, code);
+    }
+    // Long pairs are cut as CrossEncoder cuts them; a NUL is text; top_n
+    // beyond the documents gives them all.
+    let long = "word ".repeat(400);
+    let r = post(
+        srv.addr,
+        "/rerank",
+        &json!({"query": q, "texts": [long, "a\u{0}b"]}),
+    );
+    assert_eq!(r.status, 200);
+    let r = post(
+        srv.addr,
+        "/v1/rerank",
+        &json!({"query": q, "documents": ["a", "b"], "top_n": 5}),
+    );
+    assert_eq!(r.json()["results"].as_array().unwrap().len(), 2);
+    assert_eq!(get(srv.addr, "/health").status, 200);
+}
+
+#[test]
+fn embed_all_gives_token_vectors_that_pool_to_the_reference() {
+    let Some(m) = minilm("embed_all") else { return };
+    let srv = start(&m, |_| {});
+    let e = engine(&m);
+    let cases = reference();
+    let texts: Vec<&str> = cases.iter().take(16).map(|c| c.0.as_str()).collect();
+    let r = post(srv.addr, "/embed_all", &json!({ "inputs": texts }));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got = r.json();
+    let got = got.as_array().unwrap();
+    let want = e
+        .embed_tokens_with(&texts, &embedder::CallOptions::default(), None)
+        .unwrap();
+    for (i, rows) in got.iter().enumerate() {
+        let rows = rows.as_array().unwrap();
+        // One vector per token of the reference ids, [CLS] and [SEP] included.
+        assert_eq!(rows.len(), cases[i].1.len());
+        let flat: Vec<f32> = rows.iter().flat_map(floats).collect();
+        assert!(same(&flat, &want[i]), "input {i}");
+        // all-MiniLM-L6-v2 mean-pools every token and normalizes.
+        let mut mean = vec![0.0f64; 384];
+        for r in flat.chunks_exact(384) {
+            for (a, &x) in mean.iter_mut().zip(r) {
+                *a += f64::from(x);
+            }
+        }
+        let n = mean.iter().map(|x| x * x).sum::<f64>().sqrt();
+        for (a, b) in mean.iter().zip(&cases[i].2) {
+            assert!((a / n - f64::from(*b)).abs() <= 1e-5, "input {i}");
+        }
+    }
+    // Options: dimensions and normalize per token; errors as for /embed.
+    let r = post(
+        srv.addr,
+        "/embed_all",
+        &json!({"inputs": "a b c", "dimensions": 32, "normalize": true}),
+    );
+    let rows = r.json();
+    assert_eq!(rows[0].as_array().unwrap().len(), 5);
+    let v = floats(&rows[0][1]);
+    assert_eq!(v.len(), 32);
+    assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+    tei_error(
+        &post(srv.addr, "/embed_all", &json!({"inputs": []})),
+        400,
+        "empty",
+    );
+    tei_error(
+        &post(
+            srv.addr,
+            "/embed_all",
+            &json!({"inputs": "x", "dimensions": 0}),
+        ),
         422,
         "validation",
     );
