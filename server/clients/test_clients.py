@@ -32,6 +32,8 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("EMBD_SERVE_BIN", REPO / "target" / "release" / "embd-serve"))
 MODEL = Path(os.environ.get("EMBD_TEST_MODEL", REPO / "models" / "all-MiniLM-L6-v2.weights"))
+# The reference cross-encoder (scripts/fetch_reranker.sh), served beside MODEL.
+RERANKER = REPO / "models" / "minilm-reranker.weights"
 
 
 def shared_dir() -> Path:
@@ -54,16 +56,22 @@ def reference() -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def server() -> Iterator[str]:
     """embd-serve on 127.0.0.1, a free port; stopped with SIGTERM (must exit 0)."""
-    for p in (BIN, MODEL):
+    for p in (BIN, MODEL, RERANKER):
         if not p.exists():
             pytest.fail(
-                f"{p} is missing (cargo build --release -p embd-server; scripts/fetch_model.sh)"
+                f"{p} is missing (cargo build --release -p embd-server; "
+                "scripts/fetch_model.sh; scripts/fetch_reranker.sh)"
             )
     proc = subprocess.Popen(
         [
             str(BIN),
             "-m",
             str(MODEL),
+            "-m",
+            f"rr={RERANKER}",
+            # CrossEncoder's max_length of the reference (MiniLM's own is 256).
+            "--max-input-length",
+            "256",
             "--host",
             "127.0.0.1",
             "--port",
@@ -170,10 +178,33 @@ def test_requests_tokenize_similarity_rerank(server: str, reference: list[dict[s
         timeout=60,
     ).json()
     assert abs(sims[0] - 1.0) < 1e-5
-    r = s.post(server + "/rerank", json={"query": "q", "texts": ["a"]}, timeout=60)
+    # Rerank against CrossEncoder.rank of the reference cross-encoder.
+    with open(shared_dir() / "reference" / "families" / "minilm-reranker_rank.json") as f:
+        rank = json.load(f)
+    got = s.post(
+        server + "/rerank",
+        json={"query": rank["query"], "texts": rank["documents"][:32]},
+        timeout=60,
+    ).json()
+    want = [w for w in rank["ranking"] if w["corpus_id"] < 32]
+    assert [g["index"] for g in got] == [w["corpus_id"] for w in want]
+    for g, w in zip(got, want):
+        assert abs(g["score"] - w["score"]) <= 1e-5
+    got = s.post(
+        server + "/v1/rerank",
+        json={"model": "rr", "query": rank["query"], "documents": rank["documents"][:32],
+              "top_n": 3, "return_documents": True},
+        timeout=60,
+    ).json()
+    assert [g["index"] for g in got["results"]] == [w["corpus_id"] for w in want[:3]]
+    assert got["results"][0]["document"]["text"] == rank["documents"][want[0]["corpus_id"]]
+    r = s.post(server + "/rerank", json={"query": "q", "texts": ["a"], "model": "x"}, timeout=60)
+    assert r.status_code == 200
+    r = s.post(server + "/embed", json={"inputs": "a", "model": "rr"}, timeout=60)
     assert r.status_code == 424 and r.json()["error_type"] == "backend"
-    r = s.post(server + "/v1/rerank", json={"query": "q", "documents": ["a"]}, timeout=60)
-    assert r.status_code == 424 and r.json()["error"]["code"] == "backend"
+    # Token vectors: one per token of the reference ids.
+    tv = s.post(server + "/embed_all", json={"inputs": rows[3]["text"]}, timeout=60).json()
+    assert len(tv[0]) == len(rows[3]["input_ids"]) and len(tv[0][0]) == 384
     info = s.get(server + "/info", timeout=60).json()
     assert info["max_input_length"] == 256
     assert "embd_requests_total" in s.get(server + "/metrics", timeout=60).text
