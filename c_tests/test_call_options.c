@@ -4,7 +4,9 @@
 #include "embedder.h"
 #include "check.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static embd_model *open_with(const char *path, int normalize, size_t dims, const char *prompt) {
     embd_options *o = embd_options_new();
@@ -114,6 +116,50 @@ int main(int argc, char **argv) {
     CHECK_ST(embd_encode_with(NULL, c, t, 2, b, 768, NULL, NULL), EMBD_STATUS_NULL_ARGUMENT, "model");
     CHECK_ST(embd_call_dim(m, c, NULL), EMBD_STATUS_NULL_ARGUMENT, "dim_out");
     CHECK_ST(embd_encode_with(m, c, NULL, 0, NULL, 0, NULL, NULL), EMBD_STATUS_OK, NULL);
+
+    /* Token vectors: ask for the size, then fill; their mean, normalized, is
+     * the sentence vector (all-MiniLM-L6-v2 mean-pools every token). */
+    {
+        size_t n_floats = 99, n2 = 0, k, j, tok[2] = {0, 0};
+        float *tv, *tv64;
+        double mean[384], norm = 0.0, worst = 0.0;
+        embd_call_options *c64 = embd_call_options_new();
+        CHECK_ST(embd_encode_tokens(m, NULL, t, 1, NULL, 0, &n_floats, tok, NULL), EMBD_STATUS_BUFFER_TOO_SMALL, "needs 2304");
+        CHECK(n_floats == 6 * 384 && tok[0] == 6);
+        tv = (float *)malloc(n_floats * sizeof(float));
+        tv64 = (float *)malloc(6 * 64 * sizeof(float));
+        REQUIRE(tv != NULL && tv64 != NULL);
+        CHECK_ST(embd_encode_tokens(m, NULL, t, 1, tv, n_floats, &n2, NULL, NULL), EMBD_STATUS_OK, NULL);
+        CHECK(n2 == n_floats);
+        CHECK_ST(embd_encode_texts(m, t, 1, a, 384), EMBD_STATUS_OK, NULL);
+        for (j = 0; j < 384; j++) {
+            mean[j] = 0.0;
+            for (k = 0; k < 6; k++) mean[j] += tv[k * 384 + j];
+            norm += mean[j] * mean[j];
+        }
+        norm = sqrt(norm);
+        for (j = 0; j < 384; j++) {
+            double d = fabs(mean[j] / norm - a[j]);
+            if (d > worst) worst = d;
+        }
+        CHECK(worst < 1e-5);
+        /* Dimensions cut each token vector (not normalized unless asked). */
+        CHECK_ST(embd_call_options_set_dimensions(c64, 64), EMBD_STATUS_OK, NULL);
+        CHECK_ST(embd_encode_tokens(m, c64, t, 1, tv64, 6 * 64, &n2, NULL, NULL), EMBD_STATUS_OK, NULL);
+        CHECK(n2 == 6 * 64);
+        for (k = 0; k < 6; k++) CHECK(memcmp(tv64 + k * 64, tv + k * 384, 64 * sizeof(float)) == 0);
+        CHECK_ST(embd_encode_tokens(m, c64, t, 1, tv64, 6 * 64 - 1, &n2, NULL, NULL), EMBD_STATUS_BUFFER_TOO_SMALL, "needs 384");
+        CHECK(n2 == 6 * 64);
+        CHECK_ST(embd_encode_tokens(m, NULL, t, 1, NULL, 6 * 384, &n2, NULL, NULL), EMBD_STATUS_NULL_ARGUMENT, "out");
+        CHECK_ST(embd_encode_tokens(m, NULL, t, 1, tv, n_floats, NULL, NULL, NULL), EMBD_STATUS_NULL_ARGUMENT, "n_floats_out");
+        CHECK_ST(embd_call_options_set_dimensions(c64, 1000), EMBD_STATUS_OK, NULL);
+        CHECK_ST(embd_encode_tokens(m, c64, t, 1, tv, n_floats, &n2, NULL, NULL), EMBD_STATUS_INVALID_ARGUMENT, "dimensions");
+        CHECK_ST(embd_encode_tokens(m, NULL, NULL, 0, NULL, 0, &n2, NULL, NULL), EMBD_STATUS_OK, NULL);
+        CHECK(n2 == 0);
+        embd_call_options_free(c64);
+        free(tv);
+        free(tv64);
+    }
 
     embd_call_options_free(c);
     embd_call_options_free(NULL);

@@ -948,6 +948,41 @@ embd_status embd_call_dim(const embd_model *model, const embd_call_options *opti
 embd_status embd_encode_with(const embd_model *model, const embd_call_options *options, const embd_text *texts, size_t n_texts, float *out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
 
 /**
+ * Token vectors of a batch of length-delimited texts under the per-call
+ * `options`: the last hidden state of every token, un-pooled (special and
+ * prompt tokens included), as sentence-transformers'
+ * `encode(output_value="token_embeddings")`. The options' prompt,
+ * truncation and dimensions apply as in `embd_encode_with`; the vectors are
+ * normalized only when the options set normalization on. Each text gets
+ * the vectors it gets alone.
+ *
+ * - `model`: borrowed for the duration of the call.
+ * - `options`: borrowed; NULL means every option unset.
+ * - `texts`, `n_texts`: as for `embd_encode_texts`.
+ * - `out`: caller-owned buffer of `out_len` floats: text 0's token vectors,
+ *   then text 1's, and so on, each vector `embd_call_dim(model, options)`
+ *   floats; may be NULL when `out_len` is 0 (to ask for the size).
+ * - `n_floats_out`: receives the number of floats written (required); on
+ *   `EMBD_STATUS_BUFFER_TOO_SMALL`, the number needed (nothing is written
+ *   to `out`).
+ * - `tokens_out`: NULL when not wanted, else a caller-owned array of at
+ *   least `n_texts` elements; element i receives the number of vectors of
+ *   text i (its token count). Filled on success and on
+ *   `EMBD_STATUS_BUFFER_TOO_SMALL`.
+ * - `truncated_out`: as for `embd_encode_ex`.
+ *
+ * Returns the statuses of `embd_encode_with`; `EMBD_STATUS_BUFFER_TOO_SMALL`
+ * as above; `EMBD_STATUS_UNSUPPORTED` for a static word-embedding model or
+ * a model opened with windows.
+ *
+ * Thread safety: safe to call concurrently on the same model and options.
+ *
+ * # Safety
+ * As `embd_encode_ex`; `n_floats_out` must be NULL or writable.
+ */
+embd_status embd_encode_tokens(const embd_model *model, const embd_call_options *options, const embd_text *texts, size_t n_texts, float *out, size_t out_len, size_t *n_floats_out, size_t *tokens_out, uint8_t *truncated_out);
+
+/**
  * Embeds a batch of NUL-terminated texts into a row-major `n_texts x dim`
  * block of floats. Each text gets exactly the vector it gets alone.
  *

@@ -350,3 +350,106 @@ pub unsafe extern "C" fn embd_encode_with(
         unsafe { write_info(&info, tokens_out, truncated_out) }
     })
 }
+
+/// Token vectors of a batch of length-delimited texts under the per-call
+/// `options`: the last hidden state of every token, un-pooled (special and
+/// prompt tokens included), as sentence-transformers'
+/// `encode(output_value="token_embeddings")`. The options' prompt,
+/// truncation and dimensions apply as in `embd_encode_with`; the vectors are
+/// normalized only when the options set normalization on. Each text gets
+/// the vectors it gets alone.
+///
+/// - `model`: borrowed for the duration of the call.
+/// - `options`: borrowed; NULL means every option unset.
+/// - `texts`, `n_texts`: as for `embd_encode_texts`.
+/// - `out`: caller-owned buffer of `out_len` floats: text 0's token vectors,
+///   then text 1's, and so on, each vector `embd_call_dim(model, options)`
+///   floats; may be NULL when `out_len` is 0 (to ask for the size).
+/// - `n_floats_out`: receives the number of floats written (required); on
+///   `EMBD_STATUS_BUFFER_TOO_SMALL`, the number needed (nothing is written
+///   to `out`).
+/// - `tokens_out`: NULL when not wanted, else a caller-owned array of at
+///   least `n_texts` elements; element i receives the number of vectors of
+///   text i (its token count). Filled on success and on
+///   `EMBD_STATUS_BUFFER_TOO_SMALL`.
+/// - `truncated_out`: as for `embd_encode_ex`.
+///
+/// Returns the statuses of `embd_encode_with`; `EMBD_STATUS_BUFFER_TOO_SMALL`
+/// as above; `EMBD_STATUS_UNSUPPORTED` for a static word-embedding model or
+/// a model opened with windows.
+///
+/// Thread safety: safe to call concurrently on the same model and options.
+///
+/// # Safety
+/// As `embd_encode_ex`; `n_floats_out` must be NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn embd_encode_tokens(
+    model: *const embd_model,
+    options: *const embd_call_options,
+    texts: *const embd_text,
+    n_texts: usize,
+    out: *mut f32,
+    out_len: usize,
+    n_floats_out: *mut usize,
+    tokens_out: *mut usize,
+    truncated_out: *mut u8,
+) -> embd_status {
+    ffi_boundary("embd_encode_tokens", || {
+        let m = handles::resolve(model, "model")?;
+        let opts = read_options(options)?;
+        if n_floats_out.is_null() {
+            return Err(Fail::null("n_floats_out"));
+        }
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { n_floats_out.write(0) };
+        if texts.is_null() && n_texts > 0 {
+            return Err(Fail::null("texts"));
+        }
+        check_batch(n_texts)?;
+        let e = m.embedder.as_bert().ok_or_else(|| {
+            Fail::new(
+                embd_status::Unsupported,
+                "token vectors need an encoder model; this is a static word-embedding model",
+            )
+        })?;
+        let plan = e.plan_tokens(&opts)?;
+        // SAFETY: `texts` is readable for `n_texts` elements per the contract.
+        let strs = unsafe { texts_from_c(texts, n_texts) }?;
+        let (seqs, info): (Vec<Vec<u32>>, Vec<crate::TextInfo>) = strs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                e.tokenize_planned(t, &plan).map_err(|err| {
+                    crate::Error::new(err.kind(), format!("text {i}: {}", err.message()))
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        let needed = plan.rows(&refs).checked_mul(plan.dim()).ok_or_else(|| {
+            Fail::new(embd_status::LimitExceeded, "tokens x dim overflows size_t")
+        })?;
+        // SAFETY: NULL or writable for `n_texts` elements per the contract.
+        unsafe { write_info(&info, tokens_out, truncated_out) }?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { n_floats_out.write(needed) };
+        // The size first: a NULL `out` with `out_len` 0 asks for it.
+        check_out_len(false, out_len, needed, "floats", || {
+            format!("{} tokens x {} dims", plan.rows(&refs), plan.dim())
+        })?;
+        if out.is_null() && needed > 0 {
+            return Err(Fail::null("out"));
+        }
+        // SAFETY: `out` is writable for `out_len` >= `needed` floats per the
+        // contract.
+        let out = unsafe { super::boundary::slice_mut(out, needed, "out") }?;
+        let r = e.embed_planned(&refs, &plan, out);
+        if r.is_err() {
+            // SAFETY: as above.
+            unsafe { n_floats_out.write(0) };
+        }
+        Ok(r?)
+    })
+}
