@@ -70,3 +70,34 @@ def test_truncation_per_call(model: Embedder) -> None:
     assert "text 1" in str(e.value)
     with pytest.raises(InvalidArgumentError, match="right, left, refuse"):
         model.encode(TEXTS, truncation="middle")
+
+
+def test_token_vectors_pool_to_the_reference(
+    model: Embedder, reference: List[Dict[str, Any]]
+) -> None:
+    rows = reference[:30]
+    got = model.encode_tokens([r["text"] for r in rows], batch_size=7)
+    assert isinstance(got, list) and len(got) == len(rows)
+    for tv, r in zip(got, rows):
+        # One vector per reference id; all-MiniLM-L6-v2 mean-pools every
+        # token and normalizes.
+        assert tv.dtype == np.float32 and tv.shape == (len(r["input_ids"]), 384)
+        mean = tv.astype(np.float64).mean(axis=0)
+        mean /= np.linalg.norm(mean)
+        assert np.abs(mean - np.asarray(r["embedding"])).max() <= 1e-5
+    # Batch invariance, and a str gives one array.
+    alone = model.encode_tokens(rows[4]["text"])
+    assert np.array_equal(alone, got[4])
+    # Not normalized by default; per token with normalize_embeddings=True.
+    assert abs(float(np.linalg.norm(alone[1])) - 1.0) > 1e-3
+    cut = model.encode_tokens(rows[4]["text"], dimensions=32, normalize_embeddings=True)
+    assert cut.shape == (alone.shape[0], 32)
+    assert np.allclose(np.linalg.norm(cut, axis=1), 1.0, atol=1e-5)
+    # The prompt's tokens come first.
+    p = model.encode_tokens("a b", prompt="query: ")
+    assert p.shape[0] == model.count_tokens("query: a b")
+    with pytest.raises(InvalidArgumentError, match="1..=384"):
+        model.encode_tokens("x", dimensions=1000)
+    with pytest.raises(InvalidArgumentError):
+        model.encode_tokens([LONG], truncation="refuse")
+    assert model.encode_tokens([]) == []

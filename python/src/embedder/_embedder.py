@@ -598,6 +598,111 @@ class Embedder:
                     status = L.embd_encode_quantized(h, arr, k, code, vptr, dest.size, tok_p, tr_p)
                 watch.check(status)
 
+    @overload
+    def encode_tokens(  # type: ignore[overload-overlap]  # a str is a Sequence[str]
+        self,
+        texts: str,
+        *,
+        batch_size: int = ...,
+        normalize_embeddings: Optional[bool] = ...,
+        prompt: Optional[str] = ...,
+        prompt_name: Optional[str] = ...,
+        dimensions: Optional[int] = ...,
+        truncation: Optional[str] = ...,
+    ) -> FloatArray: ...
+
+    @overload
+    def encode_tokens(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = ...,
+        normalize_embeddings: Optional[bool] = ...,
+        prompt: Optional[str] = ...,
+        prompt_name: Optional[str] = ...,
+        dimensions: Optional[int] = ...,
+        truncation: Optional[str] = ...,
+    ) -> List[FloatArray]: ...
+
+    def encode_tokens(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        batch_size: int = 64,
+        normalize_embeddings: Optional[bool] = None,
+        prompt: Optional[str] = None,
+        prompt_name: Optional[str] = None,
+        dimensions: Optional[int] = None,
+        truncation: Optional[str] = None,
+    ) -> Union[FloatArray, List[FloatArray]]:
+        """Token vectors, un-pooled, as sentence-transformers'
+        ``encode(output_value="token_embeddings")``: the last hidden state of
+        every token the model sees (``[CLS]``/``[SEP]`` and the prompt's tokens
+        included). A ``str`` gives a float32 array of shape ``(tokens, dim)``,
+        a sequence a list of such arrays (``embd_encode_tokens``).
+
+        ``prompt``, ``prompt_name``, ``dimensions`` and ``truncation`` are
+        those of :meth:`encode`; the vectors are normalized (each token's)
+        only with ``normalize_embeddings=True`` (the model's Normalize module
+        is for sentence vectors). A text's vectors do not depend on its batch.
+        """
+        single = isinstance(texts, str)
+        items: Sequence[str] = [texts] if single else texts  # type: ignore[list-item]
+        if isinstance(items, (bytes, bytearray)):
+            raise TypeError("texts must be str or a sequence of str, not bytes")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(
+                Status.INVALID_ARGUMENT, f"batch_size must be an int >= 1, got {batch_size!r}"
+            )
+        data = [_utf8(t, f"texts[{i}]") for i, t in enumerate(items)]
+        L = lib()
+        h = self._handle()
+        call = _CallOptions(normalize_embeddings, prompt, prompt_name, dimensions, truncation)
+        result: List[FloatArray] = []
+        try:
+            dim = call.dim(h)
+            for start in range(0, len(data), batch_size):
+                chunk = data[start : start + batch_size]
+                k = len(chunk)
+                arr = (EmbdText * k)(*[EmbdText(b, len(b)) for b in chunk])
+                tokens = np.zeros(k, np.uintp)  # size_t
+                need = ctypes.c_size_t(0)
+                # The size first (the texts' token counts), then the vectors.
+                status = L.embd_encode_tokens(
+                    h,
+                    call.handle,
+                    arr,
+                    k,
+                    None,
+                    0,
+                    ctypes.byref(need),
+                    tokens.ctypes.data_as(c_size_p),
+                    None,
+                )
+                if status != Status.BUFFER_TOO_SMALL:
+                    raise_status(status)
+                flat = np.empty(need.value, np.float32)
+                raise_status(
+                    L.embd_encode_tokens(
+                        h,
+                        call.handle,
+                        arr,
+                        k,
+                        flat.ctypes.data_as(c_float_p),
+                        flat.size,
+                        ctypes.byref(need),
+                        None,
+                        None,
+                    )
+                )
+                at = 0
+                for t in tokens.tolist():
+                    result.append(flat[at : at + t * dim].reshape(t, dim))
+                    at += t * dim
+        finally:
+            call.free()
+        return result[0] if single else result
+
     def similarity(self, a: npt.ArrayLike, b: npt.ArrayLike) -> Union[float, FloatArray]:
         """Cosine similarity; see :func:`embedder.similarity`."""
         return similarity(a, b)

@@ -146,6 +146,20 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
         c_size_p,
         c_uint8_p,
     )
+    _fn(
+        dll,
+        "embd_encode_tokens",
+        st,
+        vp,
+        vp,
+        ctypes.POINTER(EmbdText),
+        sz,
+        c_float_p,
+        sz,
+        c_size_p,
+        c_size_p,
+        c_uint8_p,
+    )
     _fn(dll, "embd_output_len", st, vp, ctypes.c_int32, sz, c_size_p)
     _fn(
         dll,
