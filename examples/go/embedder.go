@@ -97,43 +97,88 @@ static embd_status embd_go_encode(const embd_model *m, const char *buf, const si
 	return st;
 }
 
-// As embd_go_encode, under per-call options (embd_call_options, created and
-// freed here): normalize -1/0/1, dims 0 = the model's, prompt / prompt_name
-// NULL = unset, truncation an EMBD_TRUNCATION_* constant.
-static embd_status embd_go_encode_with(const embd_model *m, int normalize, size_t dims,
-                                       const char *prompt, const char *prompt_name,
-                                       embd_truncation truncation, const char *buf,
-                                       const size_t *lens, size_t n, float *out, size_t out_len,
-                                       size_t *tokens, uint8_t *truncated, char **err) {
-	*err = NULL;
+// A call options object (normalize -1/0/1, dims 0 = the model's, prompt /
+// prompt_name NULL = unset, truncation an EMBD_TRUNCATION_* constant), or
+// NULL with *st and *err set.
+static embd_call_options *embd_go_call_options(int normalize, size_t dims, const char *prompt,
+                                               const char *prompt_name, embd_truncation truncation,
+                                               embd_status *st, char **err) {
 	embd_call_options *o = embd_call_options_new();
 	if (o == NULL) {
 		*err = embd_go_copy_error();
-		return EMBD_STATUS_INTERNAL;
+		*st = EMBD_STATUS_INTERNAL;
+		return NULL;
 	}
-	embd_status st = embd_call_options_set_normalize(o, normalize);
-	if (st == EMBD_STATUS_OK) st = embd_call_options_set_dimensions(o, dims);
-	if (st == EMBD_STATUS_OK) st = embd_call_options_set_prompt(o, prompt);
-	if (st == EMBD_STATUS_OK) st = embd_call_options_set_prompt_name(o, prompt_name);
-	if (st == EMBD_STATUS_OK) st = embd_call_options_set_truncation(o, truncation);
-	if (st != EMBD_STATUS_OK) {
+	*st = embd_call_options_set_normalize(o, normalize);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_dimensions(o, dims);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt(o, prompt);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt_name(o, prompt_name);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_truncation(o, truncation);
+	if (*st != EMBD_STATUS_OK) {
 		*err = embd_go_copy_error();
 		embd_call_options_free(o);
-		return st;
+		return NULL;
 	}
+	return o;
+}
+
+// The embd_text of n texts laid end to end in buf (freed by the caller), or NULL.
+static embd_text *embd_go_texts(const char *buf, const size_t *lens, size_t n) {
 	embd_text *texts = (embd_text *)malloc((n ? n : 1) * sizeof(embd_text));
-	if (texts == NULL) {
-		embd_call_options_free(o);
-		return EMBD_STATUS_OUT_OF_MEMORY;
-	}
+	if (texts == NULL) return NULL;
 	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
 		texts[i].ptr = lens[i] ? buf + off : NULL;
 		texts[i].len = lens[i];
 		off += lens[i];
 	}
+	return texts;
+}
+
+// As embd_go_encode, under per-call options (made from the arguments and
+// freed here; see embd_go_call_options).
+static embd_status embd_go_encode_with(const embd_model *m, int normalize, size_t dims,
+                                       const char *prompt, const char *prompt_name,
+                                       embd_truncation truncation, const char *buf,
+                                       const size_t *lens, size_t n, float *out, size_t out_len,
+                                       size_t *tokens, uint8_t *truncated, char **err) {
+	*err = NULL;
+	embd_status st;
+	embd_call_options *o = embd_go_call_options(normalize, dims, prompt, prompt_name, truncation, &st, err);
+	if (o == NULL) return st;
+	embd_text *texts = embd_go_texts(buf, lens, n);
+	if (texts == NULL) {
+		embd_call_options_free(o);
+		return EMBD_STATUS_OUT_OF_MEMORY;
+	}
 	st = embd_encode_with(m, o, texts, n, out, out_len, tokens, truncated);
 	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
+	free(texts);
+	embd_call_options_free(o);
+	return st;
+}
+
+// embd_encode_tokens under per-call options made from the arguments: with
+// out NULL and out_len 0, EMBD_STATUS_BUFFER_TOO_SMALL and *n_floats the size.
+static embd_status embd_go_encode_tokens(const embd_model *m, int normalize, size_t dims,
+                                         const char *prompt, const char *prompt_name,
+                                         embd_truncation truncation, const char *buf,
+                                         const size_t *lens, size_t n, float *out, size_t out_len,
+                                         size_t *n_floats, size_t *tokens, uint8_t *truncated,
+                                         char **err) {
+	*err = NULL;
+	embd_status st;
+	embd_call_options *o = embd_go_call_options(normalize, dims, prompt, prompt_name, truncation, &st, err);
+	if (o == NULL) return st;
+	embd_text *texts = embd_go_texts(buf, lens, n);
+	if (texts == NULL) {
+		embd_call_options_free(o);
+		return EMBD_STATUS_OUT_OF_MEMORY;
+	}
+	st = embd_encode_tokens(m, o, texts, n, out, out_len, n_floats, tokens, truncated);
+	if (st != EMBD_STATUS_OK && !(st == EMBD_STATUS_BUFFER_TOO_SMALL && out == NULL)) {
+		*err = embd_go_copy_error();
+	}
 	free(texts);
 	embd_call_options_free(o);
 	return st;
@@ -635,6 +680,111 @@ type CallOptions struct {
 	Truncation Truncation
 }
 
+// cCallOptions are CallOptions as the C helpers take them.
+type cCallOptions struct {
+	normalize          C.int
+	prompt, promptName *C.char
+}
+
+func (o *CallOptions) toC() cCallOptions {
+	c := cCallOptions{normalize: -1}
+	if o.Normalize != nil {
+		c.normalize = 0
+		if *o.Normalize {
+			c.normalize = 1
+		}
+	}
+	if o.Prompt != nil {
+		c.prompt = C.CString(*o.Prompt)
+	}
+	if o.PromptName != nil {
+		c.promptName = C.CString(*o.PromptName)
+	}
+	return c
+}
+
+func (c cCallOptions) free() {
+	C.free(unsafe.Pointer(c.prompt))
+	C.free(unsafe.Pointer(c.promptName))
+}
+
+// textBuffer lays texts end to end in one buffer with one length per text:
+// neither holds Go pointers, so both may be passed to C. The buffer is never
+// empty (&buf[0] is always valid).
+func textBuffer(texts []string) ([]byte, []C.size_t) {
+	total := 0
+	for _, t := range texts {
+		total += len(t)
+	}
+	buf := make([]byte, 0, total+1)
+	lens := make([]C.size_t, len(texts))
+	for i, t := range texts {
+		buf = append(buf, t...)
+		lens[i] = C.size_t(len(t))
+	}
+	return append(buf, 0), lens
+}
+
+// EmbedTokens returns each text's token vectors, un-pooled, as
+// sentence-transformers' encode(output_value="token_embeddings"): out[i][t]
+// is the last hidden state of token t of text i ([CLS]/[SEP] and the
+// prompt's tokens included), o.Dimensions floats (Dim() when 0). The
+// prompt, truncation and dimensions of o apply as in EmbedWith; the vectors
+// are normalized only when o.Normalize is true. The info is per text.
+func (m *Model) EmbedTokens(texts []string, o CallOptions) ([][][]float32, []TextInfo, error) {
+	h, err := m.acquire()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.mu.RUnlock()
+	if len(texts) == 0 {
+		return [][][]float32{}, []TextInfo{}, nil
+	}
+	if o.Dimensions < 0 {
+		return nil, nil, &Error{Status: StatusInvalidArgument, Message: "dimensions must not be negative"}
+	}
+	buf, lens := textBuffer(texts)
+	c := o.toC()
+	defer c.free()
+	tokens := make([]C.size_t, len(texts))
+	truncated := make([]C.uint8_t, len(texts))
+	var need C.size_t
+	var msg *C.char
+	call := func(out *C.float, outLen C.size_t) C.embd_status {
+		return C.embd_go_encode_tokens(h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
+			C.embd_truncation(o.Truncation), (*C.char)(unsafe.Pointer(&buf[0])), &lens[0],
+			C.size_t(len(texts)), out, outLen, &need, &tokens[0], &truncated[0], &msg)
+	}
+	// The size first (the texts' token counts), then the vectors.
+	if st := call(nil, 0); st != C.EMBD_STATUS_BUFFER_TOO_SMALL {
+		if st == C.EMBD_STATUS_OK {
+			return nil, nil, &Error{Status: StatusInternal, Message: "embd_encode_tokens gave no size"}
+		}
+		return nil, nil, newError(st, msg)
+	}
+	flat := make([]float32, int(need))
+	if st := call((*C.float)(unsafe.Pointer(&flat[0])), need); st != C.EMBD_STATUS_OK {
+		return nil, nil, newError(st, msg)
+	}
+	total := 0
+	for _, t := range tokens {
+		total += int(t)
+	}
+	dim := len(flat) / total
+	out := make([][][]float32, len(texts))
+	info := make([]TextInfo, len(texts))
+	at := 0
+	for i, t := range tokens {
+		out[i] = make([][]float32, int(t))
+		for k := range out[i] {
+			out[i][k] = flat[at : at+dim : at+dim]
+			at += dim
+		}
+		info[i] = TextInfo{Tokens: int(t), Truncated: truncated[i] != 0}
+	}
+	return out, info, nil
+}
+
 // EmbedWith is EmbedWithInfo under per-call options: each vector has
 // o.Dimensions floats (Dim() when 0).
 func (m *Model) EmbedWith(texts []string, o CallOptions) ([][]float32, []TextInfo, error) {
@@ -659,19 +809,7 @@ func (m *Model) embed(texts []string, withInfo bool, o *CallOptions) ([][]float3
 		}
 		return [][]float32{}, nil, nil
 	}
-	total := 0
-	for _, t := range texts {
-		total += len(t)
-	}
-	// One buffer of all the bytes and one length per text: neither holds Go
-	// pointers, so both may be passed to C.
-	buf := make([]byte, 0, total+1)
-	lens := make([]C.size_t, len(texts))
-	for i, t := range texts {
-		buf = append(buf, t...)
-		lens[i] = C.size_t(len(t))
-	}
-	buf = append(buf, 0) // never empty: &buf[0] is always valid
+	buf, lens := textBuffer(texts)
 	dim := m.dim
 	if o != nil && o.Dimensions < 0 {
 		return nil, nil, &Error{Status: StatusInvalidArgument, Message: "dimensions must not be negative"}
@@ -695,23 +833,9 @@ func (m *Model) embed(texts []string, withInfo bool, o *CallOptions) ([][]float3
 		st = C.embd_go_encode(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(texts)),
 			(*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)), tokPtr, truncPtr, &msg)
 	} else {
-		normalize := C.int(-1)
-		if o.Normalize != nil {
-			normalize = 0
-			if *o.Normalize {
-				normalize = 1
-			}
-		}
-		var cprompt, cpromptName *C.char
-		if o.Prompt != nil {
-			cprompt = C.CString(*o.Prompt)
-			defer C.free(unsafe.Pointer(cprompt))
-		}
-		if o.PromptName != nil {
-			cpromptName = C.CString(*o.PromptName)
-			defer C.free(unsafe.Pointer(cpromptName))
-		}
-		st = C.embd_go_encode_with(h, normalize, C.size_t(o.Dimensions), cprompt, cpromptName,
+		c := o.toC()
+		defer c.free()
+		st = C.embd_go_encode_with(h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
 			C.embd_truncation(o.Truncation), (*C.char)(unsafe.Pointer(&buf[0])), &lens[0],
 			C.size_t(len(texts)), (*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)),
 			tokPtr, truncPtr, &msg)
@@ -757,17 +881,7 @@ func (m *Model) EmbedQuantized(texts []string, p OutputPrecision, withInfo bool)
 	if len(texts) == 0 {
 		return q, []TextInfo{}, nil
 	}
-	total := 0
-	for _, t := range texts {
-		total += len(t)
-	}
-	buf := make([]byte, 0, total+1)
-	lens := make([]C.size_t, len(texts))
-	for i, t := range texts {
-		buf = append(buf, t...)
-		lens[i] = C.size_t(len(t))
-	}
-	buf = append(buf, 0)
+	buf, lens := textBuffer(texts)
 	var tokens []C.size_t
 	var truncated []C.uint8_t
 	var tokPtr *C.size_t

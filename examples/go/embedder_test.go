@@ -911,3 +911,62 @@ func TestXLMRTiny(t *testing.T) {
 		}
 	}
 }
+
+func TestEmbedTokens(t *testing.T) {
+	m := openModel(t, embedder.WithThreads(2))
+	refs := loadReferences(t, refTexts...)
+	texts := make([]string, len(refs))
+	for i, r := range refs {
+		texts[i] = r.Text
+	}
+	tv, info, err := m.EmbedTokens(texts, embedder.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range refs {
+		// One vector per reference id; all-MiniLM-L6-v2 mean-pools every
+		// token and normalizes, so the mean gives the reference vector.
+		if len(tv[i]) != len(r.InputIDs) || info[i].Tokens != len(r.InputIDs) {
+			t.Fatalf("%q: %d vectors, info %+v, want %d", r.Text, len(tv[i]), info[i], len(r.InputIDs))
+		}
+		mean := make([]float64, 384)
+		for _, v := range tv[i] {
+			if len(v) != 384 {
+				t.Fatalf("vector of %d floats", len(v))
+			}
+			for j, x := range v {
+				mean[j] += float64(x)
+			}
+		}
+		norm := 0.0
+		for _, x := range mean {
+			norm += x * x
+		}
+		norm = math.Sqrt(norm)
+		for j, x := range mean {
+			if d := math.Abs(x/norm - float64(r.Embedding[j])); d > 1e-5 {
+				t.Fatalf("%q: component %d differs by %g", r.Text, j, d)
+			}
+		}
+	}
+	// A text alone gets the same vectors; dimensions cut each vector.
+	alone, _, err := m.EmbedTokens(texts[1:2], embedder.CallOptions{Dimensions: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range alone[0] {
+		for j := range v {
+			if v[j] != tv[1][k][j] {
+				t.Fatalf("token %d: cut vector differs from the full one", k)
+			}
+		}
+	}
+	if _, _, err := m.EmbedTokens([]string{"x"}, embedder.CallOptions{Dimensions: 1000}); err == nil {
+		t.Fatal("dimensions 1000 accepted")
+	} else if e, ok := err.(*embedder.Error); !ok || e.Status != embedder.StatusInvalidArgument {
+		t.Fatalf("dimensions 1000: %v", err)
+	}
+	if out, _, err := m.EmbedTokens(nil, embedder.CallOptions{}); err != nil || len(out) != 0 {
+		t.Fatalf("no texts: %v %v", out, err)
+	}
+}
