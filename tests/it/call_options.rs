@@ -426,3 +426,77 @@ fn cli_serve_execs_the_sibling_server_binary() {
         "-m|a=x y.weights|--help|--port|0|"
     );
 }
+
+#[test]
+fn cli_encode_token_vectors() {
+    let Some(path) = common::minilm_weights("cli_token_vectors") else {
+        return;
+    };
+    let cases = common::read_reference("minilm_reference.jsonl");
+    let cases: Vec<_> = cases
+        .iter()
+        .filter(|c| !c.text.contains(['\n', '\r']))
+        .take(12)
+        .collect();
+    let dir = common::TempDir::new("cli-token-vectors");
+    let input = dir.path().join("texts.jsonl");
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|c| serde_json::json!({"text": c.text}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_embd"))
+        .args([
+            "encode",
+            "--token-vectors",
+            "--jsonl",
+            "--threads",
+            "2",
+            "-m",
+        ])
+        .arg(&path)
+        .arg("--input")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), cases.len());
+    for (r, c) in rows.iter().zip(&cases) {
+        let tv: Vec<f32> = r["token_embeddings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|v| {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap() as f32)
+            })
+            .collect();
+        assert_eq!(r["tokens"], c.input_ids.len());
+        assert_eq!(tv.len(), c.input_ids.len() * 384);
+        let got = mean_normalized(&tv, 384);
+        for (a, b) in got.iter().zip(c.embedding.as_ref().unwrap()) {
+            assert!((a - b).abs() <= 1e-5, "{:?}", c.text);
+        }
+    }
+    // Ragged output has no npy form: refused by name.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_embd"))
+        .args(["encode", "--token-vectors", "--format", "npy", "-m"])
+        .arg(&path)
+        .arg("--input")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--format npy"));
+}

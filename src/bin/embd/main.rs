@@ -20,8 +20,8 @@ use embedder::formats::{Container, FormatKind, WriteSettings, CONTAINERS};
 use embedder::import::hf::{self, HfOptions};
 use embedder::options::ProgressFn;
 use embedder::{
-    Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges, Precision,
-    ReadOptions, Reranker, TextInfo,
+    CallOptions, Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges,
+    Precision, ReadOptions, Reranker, TextInfo,
 };
 
 use io_util::{read_pairs, read_texts, write_npy, write_npy_bytes};
@@ -142,6 +142,13 @@ enum Cmd {
         /// of int8/uint8 output (overrides the model's).
         #[arg(long, value_name = "FILE")]
         output_ranges: Option<PathBuf>,
+        /// Print each text's token vectors, un-pooled (sentence-transformers'
+        /// output_value="token_embeddings": the last hidden state of every
+        /// token, [CLS]/[SEP] and the prompt's included, cut to --dimensions,
+        /// not normalized) as JSONL {"token_embeddings": [[...], ...],
+        /// "tokens": N, "truncated": false}.
+        #[arg(long)]
+        token_vectors: bool,
     },
     /// Print token ids ({"input_ids": [...]}) per input.
     Tokenize {
@@ -599,7 +606,41 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             batch_size,
             output_precision,
             output_ranges,
+            token_vectors,
         } => {
+            if token_vectors {
+                if output_precision != OutputPrecision::Float32 || output_ranges.is_some() {
+                    return Err(Error::invalid_argument(
+                        "--token-vectors gives float32 vectors; --output-precision and \
+                         --output-ranges do not apply",
+                    ));
+                }
+                if let OutFormat::Npy = format {
+                    return Err(Error::invalid_argument(
+                        "--token-vectors writes JSONL (texts have different token counts); \
+                         --format npy does not apply",
+                    ));
+                }
+                let texts = input.read()?;
+                let emb = open_model(&model, precision.precision, &embed)?;
+                let e = emb.as_bert().ok_or_else(|| {
+                    Error::unsupported(
+                        "token vectors need an encoder model; this is a static word-embedding model",
+                    )
+                })?;
+                let mut sink = open_sink(output.as_deref())?;
+                let mut info = vec![TextInfo::default(); batch_size.max(1)];
+                for chunk in texts.chunks(batch_size.max(1)) {
+                    let info = &mut info[..chunk.len()];
+                    let tv = e.embed_tokens_with(chunk, &CallOptions::default(), Some(info))?;
+                    for (v, inf) in tv.iter().zip(info.iter()) {
+                        write_token_vectors_json(&mut sink, v, inf.tokens, inf)
+                            .map_err(stdout_err)?;
+                    }
+                }
+                sink.flush().map_err(stdout_err)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let mut embed = embed;
             if let Some(p) = &output_ranges {
                 embed.ranges = Some(read_ranges(p)?);
@@ -620,12 +661,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let emb = open_model(&model, precision.precision, &embed)?;
             let dim = emb.dim();
             let batch = batch_size.max(1);
-            let mut sink: Box<dyn Write> = match &output {
-                Some(p) => Box::new(BufWriter::new(
-                    std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?,
-                )),
-                None => Box::new(BufWriter::new(std::io::stdout().lock())),
-            };
+            let mut sink = open_sink(output.as_deref())?;
             let mut all = Vec::new();
             let mut buf = vec![0f32; batch * dim];
             let mut info = vec![TextInfo::default(); batch];
@@ -876,18 +912,57 @@ fn write_quantized_json(
     )
 }
 
-fn write_embedding_json(w: &mut dyn Write, row: &[f32], info: &TextInfo) -> std::io::Result<()> {
-    w.write_all(b"{\"embedding\": [")?;
+/// `path` (created), or standard output; buffered.
+fn open_sink(path: Option<&Path>) -> Result<Box<dyn Write>, Error> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(
+            std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    })
+}
+
+/// Floats as a JSON array, each in the shortest form that reads back to the
+/// same f32.
+fn write_floats(w: &mut dyn Write, row: &[f32]) -> std::io::Result<()> {
+    w.write_all(b"[")?;
     for (i, x) in row.iter().enumerate() {
         if i > 0 {
             w.write_all(b", ")?;
         }
-        // Shortest representation that reads back to the same f32.
         write!(w, "{x:?}")?;
+    }
+    w.write_all(b"]")
+}
+
+/// One text's token vectors (`tokens` rows) as a JSONL record.
+fn write_token_vectors_json(
+    w: &mut dyn Write,
+    vectors: &[f32],
+    tokens: usize,
+    info: &TextInfo,
+) -> std::io::Result<()> {
+    w.write_all(b"{\"token_embeddings\": [")?;
+    let dim = vectors.len() / tokens.max(1);
+    for (i, row) in vectors.chunks_exact(dim.max(1)).enumerate() {
+        if i > 0 {
+            w.write_all(b", ")?;
+        }
+        write_floats(w, row)?;
     }
     writeln!(
         w,
         "], \"tokens\": {}, \"truncated\": {}}}",
+        info.tokens, info.truncated
+    )
+}
+
+fn write_embedding_json(w: &mut dyn Write, row: &[f32], info: &TextInfo) -> std::io::Result<()> {
+    w.write_all(b"{\"embedding\": ")?;
+    write_floats(w, row)?;
+    writeln!(
+        w,
+        ", \"tokens\": {}, \"truncated\": {}}}",
         info.tokens, info.truncated
     )
 }
