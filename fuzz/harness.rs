@@ -530,6 +530,9 @@ pub fn fuzz_unigram_spec(data: &[u8]) {
     {
         scores.truncate(n as usize);
     }
+    let Ok(pieces) = embedder::tokenizer::vocab::Pieces::new(&pieces) else {
+        return;
+    };
     let Ok(spec) = TokenizerSpec::from_parts(
         TokenizerKind::Unigram,
         pieces,

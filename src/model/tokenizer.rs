@@ -164,7 +164,8 @@ pub fn spec_of(file: &ModelFile, vocab: &Vocab) -> Result<Option<TokenizerSpec>>
     let charsmap = tensor(CHARSMAP, DType::U8, 1)?
         .map(<[u8]>::to_vec)
         .unwrap_or_default();
-    let pieces: Vec<String> = vocab.iter().map(str::to_string).collect();
+    // The vocabulary's own buffer: the pieces are not copied.
+    let pieces = vocab.pieces().clone();
     TokenizerSpec::from_parts(kind, pieces, scores, merges, charsmap, settings).map(Some)
 }
 

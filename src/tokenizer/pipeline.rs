@@ -15,6 +15,7 @@ use super::normalizers::Normalizer;
 use super::pre_tokenizers::{metaspace_decode, PreScratch, PreTokenizer, PrependScheme};
 use super::template::Template;
 use super::unigram::{Unigram, UnigramScratch};
+use super::vocab::Pieces;
 
 /// The model.
 #[derive(Debug, Clone)]
@@ -96,9 +97,8 @@ pub struct Pipeline {
     /// Post-processing.
     pub template: Template,
     decoder: Decoder,
-    /// Every token (for decode), concatenated; `offsets[i]..offsets[i + 1]`.
-    text: Box<str>,
-    offsets: Box<[u32]>,
+    /// Every token (for decode): the spec's buffer, shared with the vocabulary.
+    pieces: Pieces,
     /// Long texts may be cut before a space (see [`Pipeline::encode_raw_bounded`]).
     cut_safe: bool,
     /// The pre-tokenizer needs to know what is at the start of the input.
@@ -113,16 +113,8 @@ impl Pipeline {
         model: Model,
         template: Template,
         decoder: Decoder,
-        pieces: &[String],
+        pieces: Pieces,
     ) -> Pipeline {
-        let total: usize = pieces.iter().map(String::len).sum();
-        let mut text = String::with_capacity(total);
-        let mut offsets = Vec::with_capacity(pieces.len() + 1);
-        offsets.push(0u32);
-        for p in pieces {
-            text.push_str(p);
-            offsets.push(text.len().min(u32::MAX as usize) as u32);
-        }
         let space_kept = match &normalizer {
             None => true,
             Some(n) => n.cut_safe() && precompiled_keeps_space(n),
@@ -140,8 +132,7 @@ impl Pipeline {
             model,
             template,
             decoder,
-            text: text.into(),
-            offsets: offsets.into(),
+            pieces,
             cut_safe,
             track_origin,
         }
@@ -149,21 +140,21 @@ impl Pipeline {
 
     /// The token of `id`.
     pub fn token(&self, id: u32) -> Option<&str> {
-        let i = id as usize;
-        if i + 1 >= self.offsets.len() {
-            return None;
-        }
-        self.text
-            .get(self.offsets[i] as usize..self.offsets[i + 1] as usize)
+        self.pieces.get(id as usize)
+    }
+
+    /// Every token (model pieces and added tokens), by id.
+    pub fn pieces(&self) -> &Pieces {
+        &self.pieces
     }
 
     /// Number of tokens (model pieces and added tokens).
     pub fn vocab_len(&self) -> usize {
-        self.offsets.len() - 1
+        self.pieces.len()
     }
 
     /// Bytes held beyond the token strings themselves (which take
-    /// `vocab_len() * 4 + total bytes` here).
+    /// [`Pieces::heap_bytes`], shared with the vocabulary).
     pub fn heap_bytes_beyond_pieces(&self) -> usize {
         let model = match &self.model {
             Model::Unigram(u) => u.heap_bytes(),
@@ -172,9 +163,14 @@ impl Pipeline {
         model + self.normalizer.as_ref().map_or(0, Normalizer::heap_bytes)
     }
 
+    /// Heap bytes held (pieces, model, normalizer).
+    pub fn heap_bytes(&self) -> usize {
+        self.heap_bytes_pieces() + self.heap_bytes_beyond_pieces()
+    }
+
     /// Bytes of the token strings and their offsets.
     pub fn heap_bytes_pieces(&self) -> usize {
-        self.text.len() + self.offsets.len() * 4
+        self.pieces.heap_bytes()
     }
 
     /// Appends the ids of `text` to `out`: no special tokens, no truncation.

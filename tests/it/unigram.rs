@@ -363,6 +363,7 @@ fn speed_report() {
     for _ in 0..3 {
         let (p, s, c) = (pieces.clone(), scores.clone(), real.charsmap.clone());
         let t0 = Instant::now();
+        let p = embedder::tokenizer::vocab::Pieces::new(&p).unwrap();
         let spec = TokenizerSpec::from_parts(real.kind, p, s, vec![], c, &settings).unwrap();
         let t1 = Instant::now();
         let pipe = spec.build().unwrap();
