@@ -481,8 +481,38 @@ impl Bpe {
         self.token_id(text)
     }
 
+    /// As [`Bpe::tokenize_word_uncached`], each id with the bytes `[start, end)`
+    /// of `word` it stands for (HF's token offsets within the word).
+    pub fn tokenize_word_spans(&self, word: &str, out: &mut Vec<(u32, usize, usize)>) {
+        if word.is_empty() {
+            return;
+        }
+        if self.options.ignore_merges {
+            if let Some(id) = self.token_id(word) {
+                out.push((id, 0, word.len()));
+                return;
+            }
+        }
+        let mut s = Scratch::default();
+        self.merge_symbols(word, &mut s);
+        let mut at = 0usize;
+        for sym in s.symbols.iter().filter(|x| x.len != 0) {
+            let end = at + sym.len as usize;
+            out.push((sym.id, at, end));
+            at = end;
+        }
+    }
+
     /// HF's `merge_word` then `merge_all`, appending the result to `out`.
     fn merge_word(&self, word: &str, s: &mut Scratch, out: &mut Vec<u32>) {
+        self.merge_symbols(word, s);
+        out.extend(s.symbols.iter().filter(|s| s.len != 0).map(|s| s.id));
+    }
+
+    /// HF's `merge_word` then `merge_all`: the merged symbols in `s.symbols`
+    /// (those of `len` 0 were merged into their left neighbour).
+    #[inline]
+    fn merge_symbols(&self, word: &str, s: &mut Scratch) {
         let Scratch {
             symbols,
             heap,
@@ -550,7 +580,6 @@ impl Bpe {
             l.next = -1;
         }
         self.merge_all(symbols, heap);
-        out.extend(symbols.iter().filter(|s| s.len != 0).map(|s| s.id));
     }
 
     /// The rank of the pair `(a, b)`, if it merges.

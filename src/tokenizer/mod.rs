@@ -22,6 +22,7 @@
 //!   model, the post-processor template), as `tokenizer.json` describes it.
 
 pub mod added;
+mod aligned;
 pub mod bpe;
 pub mod byte_level;
 mod byte_level_tables;

@@ -10,12 +10,14 @@ use std::cell::RefCell;
 use serde_json::Value;
 
 use super::added::{AddedVocab, Split};
+use super::aligned::{self, Aligned};
 use super::bpe::Bpe;
 use super::normalizers::Normalizer;
 use super::pre_tokenizers::{metaspace_decode, PreScratch, PreTokenizer, PrependScheme};
 use super::template::Template;
 use super::unigram::{Unigram, UnigramScratch};
 use super::vocab::Pieces;
+use super::TokenSpan;
 
 /// The model.
 #[derive(Debug, Clone)]
@@ -186,7 +188,7 @@ impl Pipeline {
 
     fn encode_raw_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         self.added.split_raw(text, |s| match s {
-            Split::Token(id) => out.push(id),
+            Split::Token(id, _, _) => out.push(id),
             Split::Text(seg, start) => self.encode_segment(seg, start == 0, out, scratch),
         });
     }
@@ -215,7 +217,7 @@ impl Pipeline {
         }
         if self.added.has_normalized() {
             self.added.split_normalized(text, |s| match s {
-                Split::Token(id) => out.push(id),
+                Split::Token(id, _, _) => out.push(id),
                 Split::Text(t, start) => self.words(t, origin.saturating_sub(start), pre, uni, out),
             });
         } else {
@@ -244,6 +246,92 @@ impl Pipeline {
             Model::Unigram(u) => u.tokenize_word(word, out, uni),
             Model::Bpe(b) => b.tokenize_word(word, out),
         }
+    }
+
+    /// The ids of [`Pipeline::encode_raw`]`(text)`, each with the bytes of
+    /// `text` HF `tokenizers` gives as its offsets: the alignments of its
+    /// normalized bytes followed through every normalizer and pre-tokenizer
+    /// step as HF's `NormalizedString` does, then the post-processor's
+    /// `trim_offsets` (byte-level BPE). An added token written in the text
+    /// covers its string and the whitespace its `lstrip`/`rstrip` take. A
+    /// separate path: `encode_raw` does not pay for it.
+    pub fn encode_raw_with_offsets(&self, text: &str) -> Vec<TokenSpan> {
+        let mut out = Vec::new();
+        // HF's token string of each added token: the text it matched.
+        let mut values: Vec<(usize, String)> = Vec::new();
+        let mut uni = UnigramScratch::default();
+        let mut words = Vec::new();
+        let mut spans = Vec::new();
+        let mut word_spans = |piece: Aligned, out: &mut Vec<TokenSpan>| {
+            words.clear();
+            aligned::words(self.pre_tokenizer.as_ref(), piece, &mut words);
+            for w in &words {
+                spans.clear();
+                match &self.model {
+                    Model::Unigram(u) => u.tokenize_word_spans(&w.s, &mut spans, &mut uni),
+                    Model::Bpe(b) => b.tokenize_word_spans(&w.s, &mut spans),
+                }
+                out.extend(spans.iter().map(|&(id, a, b)| TokenSpan {
+                    id,
+                    offsets: w.span(a..b),
+                }));
+            }
+        };
+        self.added.split_raw(text, |s| match s {
+            Split::Token(id, a, b) => {
+                values.push((out.len(), text[a..b].to_string()));
+                out.push(TokenSpan {
+                    id,
+                    offsets: Some((a, b)),
+                });
+            }
+            Split::Text(seg, start) => {
+                let raw = Aligned::new(seg, start);
+                let n = match &self.normalizer {
+                    Some(n) => aligned::normalize(n, &raw),
+                    None => raw,
+                };
+                if n.s.is_empty() {
+                    return;
+                }
+                if !self.added.has_normalized() {
+                    word_spans(n, &mut out);
+                    return;
+                }
+                let mut parts = Vec::new();
+                self.added.split_normalized(&n.s, |s| match s {
+                    Split::Token(id, a, b) => parts.push(Err((
+                        TokenSpan {
+                            id,
+                            offsets: n.span(a..b),
+                        },
+                        n.s[a..b].to_string(),
+                    ))),
+                    Split::Text(t, at) => parts.push(Ok(n.slice(at..at + t.len()))),
+                });
+                for p in parts {
+                    match p {
+                        Ok(piece) => word_spans(piece, &mut out),
+                        Err((span, value)) => {
+                            values.push((out.len(), value));
+                            out.push(span);
+                        }
+                    }
+                }
+            }
+        });
+        if !self.template.offset_trims.is_empty() {
+            // The token strings HF trims: the vocabulary's, an added token's match.
+            let mut strings: Vec<&str> =
+                out.iter().map(|s| self.token(s.id).unwrap_or("")).collect();
+            for (i, v) in &values {
+                strings[*i] = v;
+            }
+            for &aps in &self.template.offset_trims {
+                trim_offsets(text, &strings, aps, &mut out);
+            }
+        }
+        out
     }
 
     /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
@@ -386,6 +474,49 @@ impl Pipeline {
             }
             Decoder::Concat => tokens.concat(),
         }
+    }
+}
+
+/// HF's `process_offsets` (byte-level `trim_offsets`): a token's leading
+/// and trailing `Ġ` (or whitespace) characters leave its offsets, except
+/// the single leading one of the first token with `add_prefix_space`.
+/// Counted in characters of `text`, as HF counts them. `strings`: each
+/// token's string (an added token's is the text it matched, whitespace
+/// taken by `lstrip`/`rstrip` included).
+fn trim_offsets(text: &str, strings: &[&str], add_prefix_space: bool, spans: &mut [TokenSpan]) {
+    let space = |c: char| c == 'Ġ' || c.is_whitespace();
+    for (i, s) in spans.iter_mut().enumerate() {
+        let Some((a, b)) = s.offsets else {
+            continue;
+        };
+        let tok = strings[i];
+        let mut lead = tok.chars().take_while(|&c| space(c)).count();
+        let trail = tok.chars().rev().take_while(|&c| space(c)).count();
+        let (mut a, mut b) = (a, b);
+        if lead > 0 {
+            let first = i == 0 || a == 0;
+            if first && add_prefix_space && lead == 1 {
+                lead = 0;
+            }
+            // `lead` characters forward, but not past the end.
+            let moved = text
+                .get(a..)
+                .and_then(|t| t.char_indices().nth(lead).map(|(k, _)| a + k))
+                .unwrap_or(text.len());
+            a = moved.min(b);
+        }
+        if trail > 0 {
+            let before = text.get(..b).unwrap_or("");
+            if before.chars().count() >= trail {
+                let back = before
+                    .char_indices()
+                    .rev()
+                    .nth(trail - 1)
+                    .map_or(0, |(k, _)| k);
+                b = back.max(a);
+            }
+        }
+        s.offsets = Some((a, b));
     }
 }
 

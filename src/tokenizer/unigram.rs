@@ -402,10 +402,69 @@ impl Unigram {
     /// Appends the ids of `word` to `out`.
     pub fn tokenize_word(&self, word: &str, out: &mut Vec<u32>, scratch: &mut UnigramScratch) {
         let s = word.as_bytes();
-        let n = s.len();
-        if n == 0 {
+        if s.is_empty() {
             return;
         }
+        self.viterbi(s, scratch);
+        let path = &scratch.path;
+        // `path` runs backwards; fuse runs of unk ids.
+        let mut k = path.len();
+        while k > 0 {
+            k -= 1;
+            let (start, mut stop, id) = path[k];
+            if id != self.unk_id {
+                out.push(id);
+                continue;
+            }
+            while k > 0 && path[k - 1].2 == self.unk_id {
+                k -= 1;
+                stop = path[k].1;
+            }
+            let piece = &s[start as usize..stop as usize];
+            self.push_unknown(piece, out);
+        }
+    }
+
+    /// As [`Unigram::tokenize_word`], each id with the bytes `[start, end)` of
+    /// `word` it stands for, as HF's `Unigram::tokenize` gives them: a fused
+    /// unknown covers its whole string, and so does each of its byte-fallback
+    /// pieces.
+    pub fn tokenize_word_spans(
+        &self,
+        word: &str,
+        out: &mut Vec<(u32, usize, usize)>,
+        scratch: &mut UnigramScratch,
+    ) {
+        let s = word.as_bytes();
+        if s.is_empty() {
+            return;
+        }
+        self.viterbi(s, scratch);
+        let path = &scratch.path;
+        let mut ids = Vec::new();
+        let mut k = path.len();
+        while k > 0 {
+            k -= 1;
+            let (start, mut stop, id) = path[k];
+            if id != self.unk_id {
+                out.push((id, start as usize, stop as usize));
+                continue;
+            }
+            while k > 0 && path[k - 1].2 == self.unk_id {
+                k -= 1;
+                stop = path[k].1;
+            }
+            ids.clear();
+            self.push_unknown(&s[start as usize..stop as usize], &mut ids);
+            out.extend(ids.iter().map(|&id| (id, start as usize, stop as usize)));
+        }
+    }
+
+    /// The best segmentation of `s` (not empty) into `scratch.path`, last
+    /// piece first: `(start, stop, id)`.
+    #[inline]
+    fn viterbi(&self, s: &[u8], scratch: &mut UnigramScratch) {
+        let n = s.len();
         let best = &mut scratch.best;
         best.clear();
         best.resize(
@@ -456,22 +515,6 @@ impl Unigram {
             let start = if b.start == NONE { 0 } else { b.start as usize };
             path.push((start as u32, end as u32, b.id));
             end = start;
-        }
-        // `path` runs backwards; fuse runs of unk ids.
-        let mut k = path.len();
-        while k > 0 {
-            k -= 1;
-            let (start, mut stop, id) = path[k];
-            if id != self.unk_id {
-                out.push(id);
-                continue;
-            }
-            while k > 0 && path[k - 1].2 == self.unk_id {
-                k -= 1;
-                stop = path[k].1;
-            }
-            let piece = &s[start as usize..stop as usize];
-            self.push_unknown(piece, out);
         }
     }
 
