@@ -583,6 +583,32 @@ mod tests {
     }
 
     #[test]
+    fn offsets_by_hand() {
+        let p = tiny(Layout::AsWritten, None);
+        let spans = |t: &str| -> Vec<(u32, Option<(usize, usize)>)> {
+            let got = p.encode_raw_with_offsets(t);
+            let mut ids = Vec::new();
+            p.encode_raw(t, &mut ids);
+            assert_eq!(got.iter().map(|s| s.id).collect::<Vec<_>>(), ids, "{t:?}");
+            got.iter().map(|s| (s.id, s.offsets)).collect()
+        };
+        // "a  b": the run becomes one space aligned to its last byte, and that
+        // space's "▁" starts "▁b"; the prepended "▁" takes "a"'s place.
+        assert_eq!(spans("a  b"), [(5, Some((0, 1))), (7, Some((2, 4)))]);
+        // A trailing space is a "▁" of its own.
+        assert_eq!(spans("a "), [(5, Some((0, 1))), (4, Some((1, 2)))]);
+        // <mask> with lstrip covers the space it takes; "b" after it gets a "▁"
+        // aligned to itself.
+        assert_eq!(
+            spans("a <mask>b"),
+            [(5, Some((0, 1))), (9, Some((1, 8))), (7, Some((8, 9)))]
+        );
+        // "é" (2 bytes) is unknown: one unk over "▁é".
+        assert_eq!(spans("é"), [(4, Some((0, 2))), (3, Some((0, 2)))]);
+        assert_eq!(spans(""), []);
+    }
+
+    #[test]
     fn transformers_rebuild_of_the_same_file() {
         let cfg = json!({"tokenizer_class": "XLMRobertaTokenizer"});
         let p = tiny(Layout::AsTransformers, Some(&cfg));
