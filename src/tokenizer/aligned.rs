@@ -422,7 +422,7 @@ mod tests {
     #[test]
     fn replace_and_prepend() {
         let a = Aligned::new("a  b", 0);
-        let r = a.replace([1..3].into_iter(), "▁");
+        let r = a.replace(std::iter::once(1..3), "▁");
         assert_eq!(r.s, "a▁b");
         assert_eq!(r.span(1..4), Some((2, 3)));
         let p = Aligned::new("éb", 5).prepend("▁");
@@ -443,7 +443,7 @@ mod tests {
         ]);
         let mut w = Vec::new();
         words(Some(&p), Aligned::new("ab  cd", 0), &mut w);
-        let got: Vec<(&str, usize, Option<(usize, usize)>)> = w
+        let got: Vec<_> = w
             .iter()
             .map(|x| (x.s.as_str(), x.base, x.span(0..x.s.len())))
             .collect();
