@@ -453,7 +453,7 @@ fn unigram_spec_seeds() -> Vec<Vec<u8>> {
             .pieces
             .iter()
             .take(n)
-            .zip(&spec.scores)
+            .zip(spec.scores.iter())
             .map(|(p, s)| format!("{p}\t{s}"))
             .chain(spec.pieces.iter().skip(n).map(str::to_string))
             .collect();

@@ -47,7 +47,7 @@ use super::normalizers::Normalizer;
 use super::pipeline::{Decoder, Model, Pipeline};
 use super::pre_tokenizers::PreTokenizer;
 use super::template::Template;
-use super::unigram::Unigram;
+use super::unigram::{Scores, Unigram};
 use super::vocab::Pieces;
 use crate::error::{Error, Result};
 
@@ -95,8 +95,9 @@ pub struct TokenizerSpec {
     /// in one shared buffer (a model file's [`crate::Vocab`] and the
     /// tokenizer built from the spec hold the same one).
     pub pieces: Pieces,
-    /// Unigram log-probabilities, one per model piece.
-    pub scores: Vec<f32>,
+    /// Unigram log-probabilities, one per model piece (a model file's are
+    /// borrowed from its mapping, not copied).
+    pub scores: Scores,
     /// BPE merges as token ids (rank = index).
     pub merges: Vec<(u32, u32)>,
     /// The raw SentencePiece char map (empty if none).
@@ -528,7 +529,7 @@ impl TokenizerSpec {
         let spec = TokenizerSpec {
             kind,
             pieces: Pieces::new(&pieces)?,
-            scores,
+            scores: scores.into(),
             merges,
             charsmap,
             unk_id,
@@ -549,7 +550,7 @@ impl TokenizerSpec {
     pub fn from_parts(
         kind: TokenizerKind,
         pieces: Pieces,
-        scores: Vec<f32>,
+        scores: impl Into<Scores>,
         merges: Vec<(u32, u32)>,
         charsmap: Vec<u8>,
         settings_json: &str,
@@ -576,7 +577,7 @@ impl TokenizerSpec {
         let spec = TokenizerSpec {
             kind,
             pieces,
-            scores,
+            scores: scores.into(),
             merges,
             charsmap,
             unk_id,
@@ -770,7 +771,7 @@ impl TokenizerSpec {
                 Model::Unigram(Unigram::from_pieces(
                     pieces,
                     vs,
-                    &self.scores,
+                    self.scores.clone(),
                     self.unk_id.unwrap_or(0),
                     self.byte_fallback,
                 )?)
@@ -883,39 +884,39 @@ mod tests {
             .unwrap_err()
             .to_string()
         };
-        let e = try_parts(spec.pieces.to_vec(), spec.scores.clone(), "{not json");
+        let e = try_parts(spec.pieces.to_vec(), spec.scores.to_vec(), "{not json");
         assert!(e.contains("not JSON"), "{e}");
         let e = try_parts(
             spec.pieces.to_vec(),
-            spec.scores.clone(),
+            spec.scores.to_vec(),
             &s.replace("\"version\":1", "\"version\":2"),
         );
         assert!(e.contains("version 2"), "{e}");
         let e = try_parts(spec.pieces.to_vec(), spec.scores[..4].to_vec(), &s);
         assert!(e.contains("scores"), "{e}");
-        let e = try_parts(spec.pieces.to_vec()[..5].to_vec(), spec.scores.clone(), &s);
+        let e = try_parts(spec.pieces.to_vec()[..5].to_vec(), spec.scores.to_vec(), &s);
         assert!(e.contains("added_tokens"), "{e}");
         let e = try_parts(
             spec.pieces.to_vec(),
-            spec.scores.clone(),
+            spec.scores.to_vec(),
             &s.replace("\"unk_id\":1", "\"unk_id\":7"),
         );
         assert!(e.contains("model.unk_id"), "{e}");
         let e = try_parts(
             spec.pieces.to_vec(),
-            spec.scores.clone(),
+            spec.scores.to_vec(),
             &s.replace("[\"</s>\",2]", "[\"</s>\",9]"),
         );
         assert!(e.contains("post_processor"), "{e}");
         let e = try_parts(
             spec.pieces.to_vec(),
-            spec.scores.clone(),
+            spec.scores.to_vec(),
             &s.replace("Metaspace", "Foo"),
         );
         assert!(e.contains("pre_tokenizer"), "{e}");
         let mut bad = spec.pieces.to_vec();
         bad[0] = "<x>".into();
-        let e = try_parts(bad, spec.scores.clone(), &s);
+        let e = try_parts(bad, spec.scores.to_vec(), &s);
         assert!(e.contains("added_tokens[0]"), "{e}");
         let e = TokenizerSpec::from_parts(
             TokenizerKind::Unigram,

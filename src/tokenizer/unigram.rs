@@ -21,6 +21,8 @@
 //! bytes) and a 256-entry root table; no allocation per character or per word
 //! (the Viterbi buffers are the caller's scratch).
 
+use std::sync::Arc;
+
 use super::vocab::Pieces;
 use crate::error::{Error, Result};
 
@@ -239,6 +241,112 @@ impl Trie {
     }
 }
 
+/// Unigram scores (one `f32` log-probability a piece): owned, or borrowed from
+/// bytes someone else keeps alive (a model file's mapped `tokenizer.scores`
+/// tensor), so that opening a model does not copy them. Clones share them.
+#[derive(Clone)]
+pub struct Scores(ScoresRepr);
+
+#[derive(Clone)]
+enum ScoresRepr {
+    Owned(Arc<[f32]>),
+    Borrowed {
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Scores {
+    /// The `len` little-endian `f32`s at byte `start` of `owner`'s bytes,
+    /// without a copy when they are 4-byte aligned on a little-endian machine;
+    /// copied otherwise. `None` if they are not all inside the bytes.
+    pub fn borrow(
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        len: usize,
+    ) -> Option<Scores> {
+        let bytes = (*owner)
+            .as_ref()
+            .get(start..start.checked_add(len.checked_mul(4)?)?)?;
+        if cfg!(target_endian = "little")
+            && bytes.as_ptr() as usize % std::mem::align_of::<f32>() == 0
+        {
+            return Some(Scores(ScoresRepr::Borrowed { owner, start, len }));
+        }
+        let v: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Some(Scores::from(v))
+    }
+
+    /// The scores.
+    #[inline]
+    pub fn as_slice(&self) -> &[f32] {
+        match &self.0 {
+            ScoresRepr::Owned(v) => v,
+            ScoresRepr::Borrowed { owner, start, len } => {
+                let bytes = &(**owner).as_ref()[*start..*start + 4 * *len];
+                // SAFETY: `borrow` checked that these `4 * len` bytes are inside
+                // the owner's (immutable) bytes, 4-byte aligned, and that the
+                // machine is little-endian like the stored values; every bit
+                // pattern is a valid `f32`; `owner` keeps them alive as long as
+                // `self`.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), *len) }
+            }
+        }
+    }
+
+    /// Heap bytes these scores hold themselves (0 when borrowed).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            ScoresRepr::Owned(v) => v.len() * 4,
+            ScoresRepr::Borrowed { .. } => 0,
+        }
+    }
+
+    /// True if the scores are borrowed, not copied.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.0, ScoresRepr::Borrowed { .. })
+    }
+}
+
+impl std::ops::Deref for Scores {
+    type Target = [f32];
+    #[inline]
+    fn deref(&self) -> &[f32] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<f32>> for Scores {
+    fn from(v: Vec<f32>) -> Scores {
+        Scores(ScoresRepr::Owned(v.into()))
+    }
+}
+
+impl Default for Scores {
+    fn default() -> Scores {
+        Scores::from(Vec::new())
+    }
+}
+
+impl PartialEq for Scores {
+    fn eq(&self, other: &Scores) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl std::fmt::Debug for Scores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scores")
+            .field("len", &self.len())
+            .field("borrowed", &self.is_borrowed())
+            .finish()
+    }
+}
+
 /// Reusable Viterbi buffers.
 #[derive(Debug, Default)]
 pub struct UnigramScratch {
@@ -268,7 +376,7 @@ struct Best {
 #[derive(Debug, Clone)]
 pub struct Unigram {
     trie: Trie,
-    scores: Box<[f32]>,
+    scores: Scores,
     unk_id: u32,
     unk_score: f64,
     /// `<0xXX>` piece ids (`NONE` where absent), with `byte_fallback`.
@@ -302,21 +410,22 @@ impl Unigram {
         Unigram::build(
             pieces.len(),
             |i| pieces[i].as_ref().as_bytes(),
-            scores,
+            Scores::from(scores.to_vec()),
             unk_id,
             byte_fallback,
         )
     }
 
     /// As [`Unigram::new`], over the first `n` of `pieces` (the model's pieces;
-    /// added tokens may follow them).
+    /// added tokens may follow them), keeping `scores` as they are (shared or
+    /// borrowed, not copied).
     ///
     /// # Errors
     /// As [`Unigram::new`]; also if `n` is past the pieces.
     pub fn from_pieces(
         pieces: &Pieces,
         n: usize,
-        scores: &[f32],
+        scores: Scores,
         unk_id: u32,
         byte_fallback: bool,
     ) -> Result<Unigram> {
@@ -332,7 +441,7 @@ impl Unigram {
     fn build<'a>(
         n: usize,
         key: impl Fn(usize) -> &'a [u8],
-        scores: &[f32],
+        scores: Scores,
         unk_id: u32,
         byte_fallback: bool,
     ) -> Result<Unigram> {
@@ -367,7 +476,7 @@ impl Unigram {
         });
         Ok(Unigram {
             trie,
-            scores: scores.into(),
+            scores,
             unk_id,
             unk_score: min - 10.0,
             byte_ids,
@@ -391,7 +500,9 @@ impl Unigram {
 
     /// Bytes held beyond the pieces themselves (trie, scores, byte table).
     pub fn heap_bytes(&self) -> usize {
-        self.trie.heap_bytes() + self.scores.len() * 4 + self.byte_ids.as_ref().map_or(0, |_| 1024)
+        self.trie.heap_bytes()
+            + self.scores.heap_bytes()
+            + self.byte_ids.as_ref().map_or(0, |_| 1024)
     }
 
     /// Trie nodes (for reports).
@@ -465,6 +576,7 @@ impl Unigram {
     #[inline]
     fn viterbi(&self, s: &[u8], scratch: &mut UnigramScratch) {
         let n = s.len();
+        let scores = self.scores.as_slice();
         let best = &mut scratch.best;
         best.clear();
         best.resize(
@@ -481,7 +593,7 @@ impl Unigram {
             let mblen = utf8_len(s[i]).min(n - i);
             let mut single = false;
             self.trie.prefixes(&s[i..], |len, id| {
-                let cand = base + self.scores[id as usize] as f64;
+                let cand = base + scores[id as usize] as f64;
                 let t = &mut best[i + len];
                 if t.start == NONE || cand > t.score {
                     *t = Best {
