@@ -270,9 +270,7 @@ impl Scores {
         let bytes = (*owner)
             .as_ref()
             .get(start..start.checked_add(len.checked_mul(4)?)?)?;
-        if cfg!(target_endian = "little")
-            && bytes.as_ptr() as usize % std::mem::align_of::<f32>() == 0
-        {
+        if cfg!(target_endian = "little") && bytes.as_ptr().cast::<f32>().is_aligned() {
             return Some(Scores(ScoresRepr::Borrowed { owner, start, len }));
         }
         let v: Vec<f32> = bytes
