@@ -382,8 +382,9 @@ fn speed_report() {
         panic!("a Unigram spec builds a Unigram model");
     };
     eprintln!(
-        "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes as the pipeline's copy \
-         with offsets); held beyond the pieces: {} bytes (trie {} nodes, scores, char map)",
+        "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes with offsets, one \
+         buffer shared with the spec); held beyond the pieces: {} bytes (trie {} nodes, scores, \
+         char map)",
         big.heap_bytes_pieces(),
         big.heap_bytes_beyond_pieces(),
         u.trie_nodes()
