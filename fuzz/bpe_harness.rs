@@ -126,6 +126,18 @@ pub fn check(bpe: &Bpe, pre: &ByteLevel, text: &str, lossless: bool) {
         let mut again = Vec::new();
         bpe.tokenize_word_uncached(w, &mut again);
         assert_eq!(ids, again, "cached and uncached differ on {w:?}");
+        let mut spans = Vec::new();
+        bpe.tokenize_word_spans(w, &mut spans);
+        assert_eq!(
+            spans.iter().map(|s| s.0).collect::<Vec<_>>(),
+            ids,
+            "spans and ids differ on {w:?}"
+        );
+        let mut at = 0;
+        for &(_, a, b) in &spans {
+            assert!(a == at && a <= b, "spans do not tile {w:?}: {spans:?}");
+            at = b;
+        }
         let mut spelled = String::new();
         for &id in &ids {
             let t = bpe.token(id);

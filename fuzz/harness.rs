@@ -530,6 +530,9 @@ pub fn fuzz_unigram_spec(data: &[u8]) {
     {
         scores.truncate(n as usize);
     }
+    let Ok(pieces) = embedder::tokenizer::vocab::Pieces::new(&pieces) else {
+        return;
+    };
     let Ok(spec) = TokenizerSpec::from_parts(
         TokenizerKind::Unigram,
         pieces,
@@ -557,6 +560,22 @@ pub fn fuzz_unigram_spec(data: &[u8]) {
     assert_eq!(p.count_tokens(text, max_len), ids.len(), "count_tokens");
     let mut raw = Vec::new();
     p.encode_raw(text, &mut raw);
+    // The offsets path gives the same ids, each with whole characters of the text.
+    let spans = p.encode_raw_with_offsets(text);
+    assert_eq!(
+        spans.iter().map(|s| s.id).collect::<Vec<_>>(),
+        raw,
+        "offsets path ids"
+    );
+    for s in &spans {
+        if let Some((a, b)) = s.offsets {
+            assert!(
+                a <= b && b <= text.len() && text.is_char_boundary(a) && text.is_char_boundary(b),
+                "offsets {a}..{b} in a text of {} bytes",
+                text.len()
+            );
+        }
+    }
     let mut bounded = Vec::new();
     p.encode_raw_bounded(text, 3, &mut bounded);
     assert!(

@@ -449,11 +449,13 @@ fn unigram_spec_seeds() -> Vec<Vec<u8>> {
         b.extend_from_slice(spec.settings_string().as_bytes());
         b.push(1);
         let n = spec.vocab_size();
-        let lines: Vec<String> = spec.pieces[..n]
+        let lines: Vec<String> = spec
+            .pieces
             .iter()
-            .zip(&spec.scores)
+            .take(n)
+            .zip(spec.scores.iter())
             .map(|(p, s)| format!("{p}\t{s}"))
-            .chain(spec.pieces[n..].iter().cloned())
+            .chain(spec.pieces.iter().skip(n).map(str::to_string))
             .collect();
         b.extend_from_slice(lines.join("\n").as_bytes());
         b.push(1);

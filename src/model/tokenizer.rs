@@ -22,12 +22,15 @@
 //! the file ([`tokenizer_of`]), the HF import stores it ([`store`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::formats::Backing;
 use crate::formats::{DType, ModelFile, TensorEntry};
 use crate::model::arch::Family;
 use crate::model::config::ModelConfig;
 use crate::tokenizer::spec::{TokenizerKind, TokenizerSpec};
+use crate::tokenizer::unigram::Scores;
 use crate::tokenizer::vocab::Vocab;
 use crate::tokenizer::Tokenizer;
 
@@ -107,6 +110,15 @@ pub fn tokenizer_of(file: &ModelFile, cfg: &ModelConfig, vocab: Vocab) -> Result
     }
 }
 
+/// A model file's bytes, for a tokenizer that borrows a tensor from them.
+struct FileBytes(Arc<Backing>);
+
+impl AsRef<[u8]> for FileBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
 /// The stored tokenizer description of `file` (over its vocabulary `vocab`),
 /// `None` for a WordPiece file.
 ///
@@ -136,13 +148,23 @@ pub fn spec_of(file: &ModelFile, vocab: &Vocab) -> Result<Option<TokenizerSpec>>
         }
         Ok(Some(file.tensor_bytes(t)))
     };
-    let scores: Vec<f32> = tensor(SCORES, DType::F32, 1)?
-        .map(|b| {
-            b.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
-        })
-        .unwrap_or_default();
+    let scores: Scores = match tensor(SCORES, DType::F32, 1)? {
+        None => Scores::default(),
+        Some(b) => {
+            // Borrowed from the mapping when the tensor is mapped (no copy).
+            let mapped = file.tensor(SCORES).and_then(|t| file.tensor_file_range(t));
+            let owner: Arc<dyn AsRef<[u8]> + Send + Sync> =
+                Arc::new(FileBytes(file.backing().clone()));
+            match mapped.and_then(|r| Scores::borrow(owner, r.start, b.len() / 4)) {
+                Some(s) => s,
+                None => Scores::from(
+                    b.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect::<Vec<f32>>(),
+                ),
+            }
+        }
+    };
     let merges: Vec<(u32, u32)> = match tensor(MERGES, DType::U32, 2)? {
         Some(b) => {
             if file.tensor(MERGES).is_some_and(|t| t.shape[1] != 2) {
@@ -164,7 +186,8 @@ pub fn spec_of(file: &ModelFile, vocab: &Vocab) -> Result<Option<TokenizerSpec>>
     let charsmap = tensor(CHARSMAP, DType::U8, 1)?
         .map(<[u8]>::to_vec)
         .unwrap_or_default();
-    let pieces: Vec<String> = vocab.iter().map(str::to_string).collect();
+    // The vocabulary's own buffer: the pieces are not copied.
+    let pieces = vocab.pieces().clone();
     TokenizerSpec::from_parts(kind, pieces, scores, merges, charsmap, settings).map(Some)
 }
 

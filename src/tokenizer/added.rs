@@ -40,8 +40,9 @@ pub struct AddedToken {
 pub enum Split<'a> {
     /// Plain text starting at byte `start` of the text given to the split.
     Text(&'a str, usize),
-    /// An added token's id.
-    Token(u32),
+    /// An added token's id, and the bytes `[start, stop)` of the text it
+    /// takes (its string, and the whitespace `lstrip`/`rstrip` take).
+    Token(u32, usize, usize),
 }
 
 /// Leftmost-longest matcher over a few strings.
@@ -238,7 +239,7 @@ impl AddedVocab {
             if taken < start {
                 f(Split::Text(&text[taken..start], taken));
             }
-            f(Split::Token(tok.id));
+            f(Split::Token(tok.id, start, stop));
             taken = stop;
             from = from.max(stop);
         }
@@ -268,7 +269,7 @@ mod tests {
         let mut out = Vec::new();
         v.split_raw(text, |s| match s {
             Split::Text(t, at) => out.push(format!("{t:?}@{at}")),
-            Split::Token(id) => out.push(format!("#{id}")),
+            Split::Token(id, _, _) => out.push(format!("#{id}")),
         });
         out
     }
@@ -320,7 +321,11 @@ mod tests {
         v.split_normalized("say yes!", |s| out.push(s));
         assert_eq!(
             out,
-            [Split::Text("say ", 0), Split::Token(3), Split::Text("!", 7)]
+            [
+                Split::Text("say ", 0),
+                Split::Token(3, 4, 7),
+                Split::Text("!", 7)
+            ]
         );
         // Not matched in the raw text.
         assert_eq!(pieces(&v, "yes"), ["\"yes\"@0"]);

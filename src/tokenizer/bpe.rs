@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use super::vocab::{Pieces, TokenTable};
 use crate::error::{Error, Result};
 
 /// Words this long or longer (in bytes) are not cached (HF's `MAX_LENGTH`).
@@ -207,8 +208,12 @@ thread_local! {
 /// A byte-pair-encoding model. Immutable but for its cache; `Send + Sync`.
 #[derive(Debug)]
 pub struct Bpe {
-    pieces: Vec<String>,
-    vocab: FxMap<Box<str>, u32>,
+    /// The tokens by id: the pipeline's (and vocabulary's) buffer, shared;
+    /// the model's are the first `len` (`""`: no token).
+    pieces: Pieces,
+    len: usize,
+    /// Token -> id over `pieces[..len]`.
+    vocab: TokenTable,
     /// `(left << 32 | right)` -> rank.
     merges: FxMap<u64, u32>,
     /// The token each rank merges into.
@@ -228,6 +233,7 @@ impl Clone for Bpe {
     fn clone(&self) -> Bpe {
         Bpe {
             pieces: self.pieces.clone(),
+            len: self.len,
             vocab: self.vocab.clone(),
             merges: self.merges.clone(),
             merged: self.merged.clone(),
@@ -246,18 +252,37 @@ impl Bpe {
     /// HF) and the options. A merge whose tokens or result are not in the
     /// vocabulary, or an `unk_token` that is not, is refused by name.
     pub fn new(pieces: Vec<String>, merges: &[(u32, u32)], options: BpeOptions) -> Result<Bpe> {
-        let mut vocab: FxMap<Box<str>, u32> = FxMap::default();
-        vocab.reserve(pieces.len());
-        for (id, p) in pieces.iter().enumerate() {
-            if !p.is_empty() {
-                let id = u32::try_from(id)
-                    .map_err(|_| Error::model("bpe vocabulary has more than 2^32 tokens"))?;
-                vocab.entry(p.as_str().into()).or_insert(id);
-            }
+        let n = pieces.len();
+        Bpe::with_pieces(Pieces::new(&pieces)?, n, merges, options)
+    }
+
+    /// As [`Bpe::new`], over the first `n` of `pieces` (shared, not copied;
+    /// added tokens may follow the model's).
+    ///
+    /// # Errors
+    /// As [`Bpe::new`]; also if `n` is past the pieces.
+    pub fn with_pieces(
+        pieces: Pieces,
+        n: usize,
+        merges: &[(u32, u32)],
+        options: BpeOptions,
+    ) -> Result<Bpe> {
+        if n > pieces.len() {
+            return Err(Error::model(format!(
+                "bpe: {n} model tokens but only {} tokens",
+                pieces.len()
+            )));
         }
+        let table = TokenTable::build_first(&pieces, n, "");
+        // "" is no token: never found.
+        let vocab = |s: &str| {
+            (!s.is_empty())
+                .then(|| table.get(&pieces, s.as_bytes()))
+                .flatten()
+        };
         let name = |id: u32| -> Result<&str> {
-            match pieces.get(id as usize) {
-                Some(p) if !p.is_empty() => Ok(p.as_str()),
+            match pieces.get(id as usize).filter(|_| (id as usize) < n) {
+                Some(p) if !p.is_empty() => Ok(p),
                 _ => Err(Error::model(format!(
                     "bpe merge names token id {id}, which is not in the vocabulary"
                 ))),
@@ -280,7 +305,7 @@ impl Bpe {
             joined.clear();
             joined.push_str(sa);
             joined.push_str(tail);
-            let id = *vocab.get(joined.as_str()).ok_or_else(|| {
+            let id = vocab(joined.as_str()).ok_or_else(|| {
                 Error::model(format!(
                     "bpe merge {rank} ('{sa}' '{sb}'): the merged token '{joined}' is not in \
                      the vocabulary"
@@ -293,14 +318,14 @@ impl Bpe {
         }
         let unk = match &options.unk_token {
             None => None,
-            Some(t) => Some(*vocab.get(t.as_str()).ok_or_else(|| {
+            Some(t) => Some(vocab(t.as_str()).ok_or_else(|| {
                 Error::model(format!("bpe unk_token '{t}' is not in the vocabulary"))
             })?),
         };
         let byte_tokens = if options.byte_fallback {
             let mut t = Box::new([NONE; 256]);
             for (b, slot) in t.iter_mut().enumerate() {
-                if let Some(&id) = vocab.get(format!("<0x{b:02X}>").as_str()) {
+                if let Some(id) = vocab(format!("<0x{b:02X}>").as_str()) {
                     *slot = id;
                 }
             }
@@ -323,14 +348,15 @@ impl Bpe {
                 if v & 2 != 0 {
                     s.push_str(&options.end_of_word_suffix);
                 }
-                if let Some(&id) = vocab.get(s.as_str()) {
+                if let Some(id) = vocab(s.as_str()) {
                     *slot = id;
                 }
             }
         }
         Ok(Bpe {
             pieces,
-            vocab,
+            len: n,
+            vocab: table,
             merges: map,
             merged,
             options,
@@ -346,32 +372,36 @@ impl Bpe {
         &self.options
     }
 
-    /// The tokens by id.
-    pub fn pieces(&self) -> &[String] {
-        &self.pieces
+    /// Number of model tokens (ids `0..len`; some may be `""`, no token).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the model has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The token of `id`, if there is one.
     pub fn token(&self, id: u32) -> Option<&str> {
         self.pieces
             .get(id as usize)
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty() && (id as usize) < self.len)
     }
 
     /// The id of `token`, if it is in the vocabulary.
+    #[inline]
     pub fn token_id(&self, token: &str) -> Option<u32> {
-        self.vocab.get(token).copied()
+        if token.is_empty() {
+            return None;
+        }
+        self.vocab.get(&self.pieces, token.as_bytes())
     }
 
     /// Heap bytes of the lookup tables (vocabulary map, merges, initial
     /// tables), not counting the cache.
     pub fn heap_bytes(&self) -> usize {
-        let pieces: usize = self.pieces.iter().map(|p| p.capacity() + 24).sum();
-        let vocab: usize =
-            self.vocab.capacity() * 25 + self.vocab.keys().map(|k| k.len()).sum::<usize>();
-        pieces
-            + vocab
+        self.vocab.heap_bytes()
             + self.merges.capacity() * 13
             + self.merged.capacity() * 4
             + 4 * FAST_CHARS * 4
@@ -394,7 +424,7 @@ impl Bpe {
             return;
         }
         if self.options.ignore_merges {
-            if let Some(&id) = self.vocab.get(word) {
+            if let Some(id) = self.token_id(word) {
                 out.push(id);
                 return;
             }
@@ -420,7 +450,7 @@ impl Bpe {
             return;
         }
         if self.options.ignore_merges {
-            if let Some(&id) = self.vocab.get(word) {
+            if let Some(id) = self.token_id(word) {
                 out.push(id);
                 return;
             }
@@ -448,11 +478,41 @@ impl Bpe {
         if last {
             text.push_str(&self.options.end_of_word_suffix);
         }
-        self.vocab.get(text.as_str()).copied()
+        self.token_id(text)
+    }
+
+    /// As [`Bpe::tokenize_word_uncached`], each id with the bytes `[start, end)`
+    /// of `word` it stands for (HF's token offsets within the word).
+    pub fn tokenize_word_spans(&self, word: &str, out: &mut Vec<(u32, usize, usize)>) {
+        if word.is_empty() {
+            return;
+        }
+        if self.options.ignore_merges {
+            if let Some(id) = self.token_id(word) {
+                out.push((id, 0, word.len()));
+                return;
+            }
+        }
+        let mut s = Scratch::default();
+        self.merge_symbols(word, &mut s);
+        let mut at = 0usize;
+        for sym in s.symbols.iter().filter(|x| x.len != 0) {
+            let end = at + sym.len as usize;
+            out.push((sym.id, at, end));
+            at = end;
+        }
     }
 
     /// HF's `merge_word` then `merge_all`, appending the result to `out`.
     fn merge_word(&self, word: &str, s: &mut Scratch, out: &mut Vec<u32>) {
+        self.merge_symbols(word, s);
+        out.extend(s.symbols.iter().filter(|s| s.len != 0).map(|s| s.id));
+    }
+
+    /// HF's `merge_word` then `merge_all`: the merged symbols in `s.symbols`
+    /// (those of `len` 0 were merged into their left neighbour).
+    #[inline]
+    fn merge_symbols(&self, word: &str, s: &mut Scratch) {
         let Scratch {
             symbols,
             heap,
@@ -520,7 +580,6 @@ impl Bpe {
             l.next = -1;
         }
         self.merge_all(symbols, heap);
-        out.extend(symbols.iter().filter(|s| s.len != 0).map(|s| s.id));
     }
 
     /// The rank of the pair `(a, b)`, if it merges.

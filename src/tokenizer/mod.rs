@@ -22,6 +22,7 @@
 //!   model, the post-processor template), as `tokenizer.json` describes it.
 
 pub mod added;
+mod aligned;
 pub mod bpe;
 pub mod byte_level;
 mod byte_level_tables;
@@ -248,7 +249,14 @@ impl Tokenizer {
                 "a WordPiece tokenizer is described by the BERT options, not a stored spec",
             ));
         }
-        let pipeline = spec.build()?;
+        // One buffer for the vocabulary and the pipeline: the vocabulary's when
+        // the spec's is a copy of it.
+        let pipeline = if !spec.pieces.same_buffer(vocab.pieces()) && spec.pieces == *vocab.pieces()
+        {
+            spec.build_over(vocab.pieces())?
+        } else {
+            spec.build()?
+        };
         Ok(Tokenizer {
             vocab,
             config: TokenizerConfig::bert_uncased(),
@@ -272,6 +280,20 @@ impl Tokenizer {
             b.specials_have_whitespace |= b.normalized_specials.tokens.iter().any(ws);
         }
         self
+    }
+
+    /// Heap bytes the tokenizer holds (its vocabulary, lookup structures,
+    /// scores, merges, char map), summed from the sizes of its buffers; the
+    /// per-thread scratch buffers and the BPE word cache are not counted.
+    pub fn heap_bytes(&self) -> usize {
+        self.vocab.heap_bytes()
+            + match &self.kind {
+                Kind::WordPiece(b) => b.wordpiece.heap_bytes(),
+                Kind::Pipeline(p) if p.pieces().same_buffer(self.vocab.pieces()) => {
+                    p.heap_bytes_beyond_pieces()
+                }
+                Kind::Pipeline(p) => p.heap_bytes(),
+            }
     }
 
     /// The vocabulary.

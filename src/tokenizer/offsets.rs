@@ -28,18 +28,13 @@ impl Tokenizer {
     /// its string; a word the vocabulary cannot split (`[UNK]`) covers the
     /// whole word; pieces of one character that normalizes to several (`ß`
     /// lower-cased stays one, but `İ` becomes two) share that character's
-    /// range. The SentencePiece Unigram and byte-level BPE tokenizers give
-    /// their ids without offsets (not computed for them yet).
+    /// range. The SentencePiece Unigram and byte-level BPE tokenizers give the
+    /// offsets HF `tokenizers` gives (see
+    /// [`super::pipeline::Pipeline::encode_raw_with_offsets`]).
     pub fn encode_raw_with_offsets(&self, text: &str) -> Vec<TokenSpan> {
         match &self.kind {
             Kind::WordPiece(b) => b.spans(self, text),
-            Kind::Pipeline(_) => {
-                let mut ids = Vec::new();
-                self.encode_raw(text, &mut ids);
-                ids.into_iter()
-                    .map(|id| TokenSpan { id, offsets: None })
-                    .collect()
-            }
+            Kind::Pipeline(p) => p.encode_raw_with_offsets(text),
         }
     }
 }

@@ -10,11 +10,14 @@ use std::cell::RefCell;
 use serde_json::Value;
 
 use super::added::{AddedVocab, Split};
+use super::aligned::{self, Aligned};
 use super::bpe::Bpe;
 use super::normalizers::Normalizer;
 use super::pre_tokenizers::{metaspace_decode, PreScratch, PreTokenizer, PrependScheme};
 use super::template::Template;
 use super::unigram::{Unigram, UnigramScratch};
+use super::vocab::Pieces;
+use super::TokenSpan;
 
 /// The model.
 #[derive(Debug, Clone)]
@@ -96,9 +99,8 @@ pub struct Pipeline {
     /// Post-processing.
     pub template: Template,
     decoder: Decoder,
-    /// Every token (for decode), concatenated; `offsets[i]..offsets[i + 1]`.
-    text: Box<str>,
-    offsets: Box<[u32]>,
+    /// Every token (for decode): the spec's buffer, shared with the vocabulary.
+    pieces: Pieces,
     /// Long texts may be cut before a space (see [`Pipeline::encode_raw_bounded`]).
     cut_safe: bool,
     /// The pre-tokenizer needs to know what is at the start of the input.
@@ -113,16 +115,8 @@ impl Pipeline {
         model: Model,
         template: Template,
         decoder: Decoder,
-        pieces: &[String],
+        pieces: Pieces,
     ) -> Pipeline {
-        let total: usize = pieces.iter().map(String::len).sum();
-        let mut text = String::with_capacity(total);
-        let mut offsets = Vec::with_capacity(pieces.len() + 1);
-        offsets.push(0u32);
-        for p in pieces {
-            text.push_str(p);
-            offsets.push(text.len().min(u32::MAX as usize) as u32);
-        }
         let space_kept = match &normalizer {
             None => true,
             Some(n) => n.cut_safe() && precompiled_keeps_space(n),
@@ -140,8 +134,7 @@ impl Pipeline {
             model,
             template,
             decoder,
-            text: text.into(),
-            offsets: offsets.into(),
+            pieces,
             cut_safe,
             track_origin,
         }
@@ -149,21 +142,21 @@ impl Pipeline {
 
     /// The token of `id`.
     pub fn token(&self, id: u32) -> Option<&str> {
-        let i = id as usize;
-        if i + 1 >= self.offsets.len() {
-            return None;
-        }
-        self.text
-            .get(self.offsets[i] as usize..self.offsets[i + 1] as usize)
+        self.pieces.get(id as usize)
+    }
+
+    /// Every token (model pieces and added tokens), by id.
+    pub fn pieces(&self) -> &Pieces {
+        &self.pieces
     }
 
     /// Number of tokens (model pieces and added tokens).
     pub fn vocab_len(&self) -> usize {
-        self.offsets.len() - 1
+        self.pieces.len()
     }
 
     /// Bytes held beyond the token strings themselves (which take
-    /// `vocab_len() * 4 + total bytes` here).
+    /// [`Pieces::heap_bytes`], shared with the vocabulary).
     pub fn heap_bytes_beyond_pieces(&self) -> usize {
         let model = match &self.model {
             Model::Unigram(u) => u.heap_bytes(),
@@ -172,9 +165,14 @@ impl Pipeline {
         model + self.normalizer.as_ref().map_or(0, Normalizer::heap_bytes)
     }
 
+    /// Heap bytes held (pieces, model, normalizer).
+    pub fn heap_bytes(&self) -> usize {
+        self.heap_bytes_pieces() + self.heap_bytes_beyond_pieces()
+    }
+
     /// Bytes of the token strings and their offsets.
     pub fn heap_bytes_pieces(&self) -> usize {
-        self.text.len() + self.offsets.len() * 4
+        self.pieces.heap_bytes()
     }
 
     /// Appends the ids of `text` to `out`: no special tokens, no truncation.
@@ -190,7 +188,7 @@ impl Pipeline {
 
     fn encode_raw_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         self.added.split_raw(text, |s| match s {
-            Split::Token(id) => out.push(id),
+            Split::Token(id, _, _) => out.push(id),
             Split::Text(seg, start) => self.encode_segment(seg, start == 0, out, scratch),
         });
     }
@@ -219,7 +217,7 @@ impl Pipeline {
         }
         if self.added.has_normalized() {
             self.added.split_normalized(text, |s| match s {
-                Split::Token(id) => out.push(id),
+                Split::Token(id, _, _) => out.push(id),
                 Split::Text(t, start) => self.words(t, origin.saturating_sub(start), pre, uni, out),
             });
         } else {
@@ -248,6 +246,92 @@ impl Pipeline {
             Model::Unigram(u) => u.tokenize_word(word, out, uni),
             Model::Bpe(b) => b.tokenize_word(word, out),
         }
+    }
+
+    /// The ids of [`Pipeline::encode_raw`]`(text)`, each with the bytes of
+    /// `text` HF `tokenizers` gives as its offsets: the alignments of its
+    /// normalized bytes followed through every normalizer and pre-tokenizer
+    /// step as HF's `NormalizedString` does, then the post-processor's
+    /// `trim_offsets` (byte-level BPE). An added token written in the text
+    /// covers its string and the whitespace its `lstrip`/`rstrip` take. A
+    /// separate path: `encode_raw` does not pay for it.
+    pub fn encode_raw_with_offsets(&self, text: &str) -> Vec<TokenSpan> {
+        let mut out = Vec::new();
+        // HF's token string of each added token: the text it matched.
+        let mut values: Vec<(usize, String)> = Vec::new();
+        let mut uni = UnigramScratch::default();
+        let mut words = Vec::new();
+        let mut spans = Vec::new();
+        let mut word_spans = |piece: Aligned, out: &mut Vec<TokenSpan>| {
+            words.clear();
+            aligned::words(self.pre_tokenizer.as_ref(), piece, &mut words);
+            for w in &words {
+                spans.clear();
+                match &self.model {
+                    Model::Unigram(u) => u.tokenize_word_spans(&w.s, &mut spans, &mut uni),
+                    Model::Bpe(b) => b.tokenize_word_spans(&w.s, &mut spans),
+                }
+                out.extend(spans.iter().map(|&(id, a, b)| TokenSpan {
+                    id,
+                    offsets: w.span(a..b),
+                }));
+            }
+        };
+        self.added.split_raw(text, |s| match s {
+            Split::Token(id, a, b) => {
+                values.push((out.len(), text[a..b].to_string()));
+                out.push(TokenSpan {
+                    id,
+                    offsets: Some((a, b)),
+                });
+            }
+            Split::Text(seg, start) => {
+                let raw = Aligned::new(seg, start);
+                let n = match &self.normalizer {
+                    Some(n) => aligned::normalize(n, &raw),
+                    None => raw,
+                };
+                if n.s.is_empty() {
+                    return;
+                }
+                if !self.added.has_normalized() {
+                    word_spans(n, &mut out);
+                    return;
+                }
+                let mut parts = Vec::new();
+                self.added.split_normalized(&n.s, |s| match s {
+                    Split::Token(id, a, b) => parts.push(Err((
+                        TokenSpan {
+                            id,
+                            offsets: n.span(a..b),
+                        },
+                        n.s[a..b].to_string(),
+                    ))),
+                    Split::Text(t, at) => parts.push(Ok(n.slice(at..at + t.len()))),
+                });
+                for p in parts {
+                    match p {
+                        Ok(piece) => word_spans(piece, &mut out),
+                        Err((span, value)) => {
+                            values.push((out.len(), value));
+                            out.push(span);
+                        }
+                    }
+                }
+            }
+        });
+        if !self.template.offset_trims.is_empty() {
+            // The token strings HF trims: the vocabulary's, an added token's match.
+            let mut strings: Vec<&str> =
+                out.iter().map(|s| self.token(s.id).unwrap_or("")).collect();
+            for (i, v) in &values {
+                strings[*i] = v;
+            }
+            for &aps in &self.template.offset_trims {
+                trim_offsets(text, &strings, aps, &mut out);
+            }
+        }
+        out
     }
 
     /// Appends at least the first `want` ids of `encode_raw(text)` (all of them
@@ -393,6 +477,49 @@ impl Pipeline {
     }
 }
 
+/// HF's `process_offsets` (byte-level `trim_offsets`): a token's leading
+/// and trailing `Ġ` (or whitespace) characters leave its offsets, except
+/// the single leading one of the first token with `add_prefix_space`.
+/// Counted in characters of `text`, as HF counts them. `strings`: each
+/// token's string (an added token's is the text it matched, whitespace
+/// taken by `lstrip`/`rstrip` included).
+fn trim_offsets(text: &str, strings: &[&str], add_prefix_space: bool, spans: &mut [TokenSpan]) {
+    let space = |c: char| c == 'Ġ' || c.is_whitespace();
+    for (i, s) in spans.iter_mut().enumerate() {
+        let Some((a, b)) = s.offsets else {
+            continue;
+        };
+        let tok = strings[i];
+        let mut lead = tok.chars().take_while(|&c| space(c)).count();
+        let trail = tok.chars().rev().take_while(|&c| space(c)).count();
+        let (mut a, mut b) = (a, b);
+        if lead > 0 {
+            let first = i == 0 || a == 0;
+            if first && add_prefix_space && lead == 1 {
+                lead = 0;
+            }
+            // `lead` characters forward, but not past the end.
+            let moved = text
+                .get(a..)
+                .and_then(|t| t.char_indices().nth(lead).map(|(k, _)| a + k))
+                .unwrap_or(text.len());
+            a = moved.min(b);
+        }
+        if trail > 0 {
+            let before = text.get(..b).unwrap_or("");
+            if before.chars().count() >= trail {
+                let back = before
+                    .char_indices()
+                    .rev()
+                    .nth(trail - 1)
+                    .map_or(0, |(k, _)| k);
+                b = back.max(a);
+            }
+        }
+        s.offsets = Some((a, b));
+    }
+}
+
 /// A `Precompiled` step must leave an ASCII space unchanged for cuts before a
 /// space to be exact.
 fn precompiled_keeps_space(n: &Normalizer) -> bool {
@@ -453,6 +580,32 @@ mod tests {
         assert_eq!(p.encode("<s> a", None), [0, 0, 5, 2]);
         assert_eq!(p.encode("", None), [0, 2]);
         assert_eq!(p.encode(" ", None), [0, 4, 2]);
+    }
+
+    #[test]
+    fn offsets_by_hand() {
+        let p = tiny(Layout::AsWritten, None);
+        let spans = |t: &str| -> Vec<(u32, Option<(usize, usize)>)> {
+            let got = p.encode_raw_with_offsets(t);
+            let mut ids = Vec::new();
+            p.encode_raw(t, &mut ids);
+            assert_eq!(got.iter().map(|s| s.id).collect::<Vec<_>>(), ids, "{t:?}");
+            got.iter().map(|s| (s.id, s.offsets)).collect()
+        };
+        // "a  b": the run becomes one space aligned to its last byte, and that
+        // space's "▁" starts "▁b"; the prepended "▁" takes "a"'s place.
+        assert_eq!(spans("a  b"), [(5, Some((0, 1))), (7, Some((2, 4)))]);
+        // A trailing space is a "▁" of its own.
+        assert_eq!(spans("a "), [(5, Some((0, 1))), (4, Some((1, 2)))]);
+        // <mask> with lstrip covers the space it takes; "b" after it gets a "▁"
+        // aligned to itself.
+        assert_eq!(
+            spans("a <mask>b"),
+            [(5, Some((0, 1))), (9, Some((1, 8))), (7, Some((8, 9)))]
+        );
+        // "é" (2 bytes) is unknown: one unk over "▁é".
+        assert_eq!(spans("é"), [(4, Some((0, 2))), (3, Some((0, 2)))]);
+        assert_eq!(spans(""), []);
     }
 
     #[test]

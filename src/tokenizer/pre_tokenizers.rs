@@ -57,7 +57,7 @@ pub enum PreTokenizer {
     Sequence(Vec<PreTokenizer>),
 }
 
-static WHITESPACE_RE: LazyLock<Option<regex::Regex>> =
+pub(crate) static WHITESPACE_RE: LazyLock<Option<regex::Regex>> =
     LazyLock::new(|| regex::Regex::new(r"\w+|[^\w\s]+").ok());
 
 /// Reusable buffers, one per step of a sequence.

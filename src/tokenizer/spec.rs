@@ -47,7 +47,8 @@ use super::normalizers::Normalizer;
 use super::pipeline::{Decoder, Model, Pipeline};
 use super::pre_tokenizers::PreTokenizer;
 use super::template::Template;
-use super::unigram::Unigram;
+use super::unigram::{Scores, Unigram};
+use super::vocab::Pieces;
 use crate::error::{Error, Result};
 
 /// The settings version this code writes and reads.
@@ -90,10 +91,13 @@ pub enum Layout {
 pub struct TokenizerSpec {
     /// The model.
     pub kind: TokenizerKind,
-    /// Every token, in id order (model pieces, then added tokens past them).
-    pub pieces: Vec<String>,
-    /// Unigram log-probabilities, one per model piece.
-    pub scores: Vec<f32>,
+    /// Every token, in id order (model pieces, then added tokens past them),
+    /// in one shared buffer (a model file's [`crate::Vocab`] and the
+    /// tokenizer built from the spec hold the same one).
+    pub pieces: Pieces,
+    /// Unigram log-probabilities, one per model piece (a model file's are
+    /// borrowed from its mapping, not copied).
+    pub scores: Scores,
     /// BPE merges as token ids (rank = index).
     pub merges: Vec<(u32, u32)>,
     /// The raw SentencePiece char map (empty if none).
@@ -524,8 +528,8 @@ impl TokenizerSpec {
         pieces.extend(extra);
         let spec = TokenizerSpec {
             kind,
-            pieces,
-            scores,
+            pieces: Pieces::new(&pieces)?,
+            scores: scores.into(),
             merges,
             charsmap,
             unk_id,
@@ -545,8 +549,8 @@ impl TokenizerSpec {
     /// version.
     pub fn from_parts(
         kind: TokenizerKind,
-        pieces: Vec<String>,
-        scores: Vec<f32>,
+        pieces: Pieces,
+        scores: impl Into<Scores>,
         merges: Vec<(u32, u32)>,
         charsmap: Vec<u8>,
         settings_json: &str,
@@ -573,7 +577,7 @@ impl TokenizerSpec {
         let spec = TokenizerSpec {
             kind,
             pieces,
-            scores,
+            scores: scores.into(),
             merges,
             charsmap,
             unk_id,
@@ -687,7 +691,7 @@ impl TokenizerSpec {
         let added = self.added_tokens()?;
         for (i, t) in added.iter().enumerate() {
             match self.pieces.get(t.id as usize) {
-                Some(p) if *p == t.content => {}
+                Some(p) if p == t.content => {}
                 _ => {
                     return Err(model_err(format!(
                         "{at}.added_tokens[{i}]: id {} is not the piece {:?}",
@@ -754,21 +758,29 @@ impl TokenizerSpec {
     /// model this pipeline does not run (WordPiece:
     /// [`crate::tokenizer::Tokenizer`]).
     pub fn build(&self) -> Result<Pipeline> {
+        self.build_over(&self.pieces)
+    }
+
+    /// As [`TokenizerSpec::build`], with `pieces` (equal to the spec's) as
+    /// the pipeline's token buffer.
+    pub(crate) fn build_over(&self, pieces: &Pieces) -> Result<Pipeline> {
         let (normalizer, pre_tokenizer, template, decoder, added) = self.parts()?;
         let model = match self.kind {
             TokenizerKind::Unigram => {
                 let vs = self.vocab_size();
-                Model::Unigram(Unigram::new(
-                    &self.pieces[..vs],
-                    &self.scores,
+                Model::Unigram(Unigram::from_pieces(
+                    pieces,
+                    vs,
+                    self.scores.clone(),
                     self.unk_id.unwrap_or(0),
                     self.byte_fallback,
                 )?)
             }
             TokenizerKind::Bpe => {
                 let vs = self.vocab_size();
-                Model::Bpe(Bpe::new(
-                    self.pieces[..vs].to_vec(),
+                Model::Bpe(Bpe::with_pieces(
+                    pieces.clone(),
+                    vs,
                     &self.merges,
                     super::bpe::options_from_json(&self.settings["model"])?,
                 )?)
@@ -787,7 +799,7 @@ impl TokenizerSpec {
             model,
             template,
             decoder,
-            &self.pieces,
+            pieces.clone(),
         ))
     }
 }
@@ -839,7 +851,7 @@ mod tests {
         assert_eq!(spec.vocab_size(), 5);
         // The new added token gets the next id, whatever the file says.
         assert_eq!(spec.pieces.len(), 6);
-        assert_eq!(spec.pieces[5], "<new>");
+        assert_eq!(&spec.pieces[5], "<new>");
         let again = TokenizerSpec::from_parts(
             spec.kind,
             spec.pieces.clone(),
@@ -863,7 +875,7 @@ mod tests {
         let try_parts = |pieces: Vec<String>, scores: Vec<f32>, settings: &str| {
             TokenizerSpec::from_parts(
                 TokenizerKind::Unigram,
-                pieces,
+                pieces.into(),
                 scores,
                 vec![],
                 vec![],
@@ -872,39 +884,39 @@ mod tests {
             .unwrap_err()
             .to_string()
         };
-        let e = try_parts(spec.pieces.clone(), spec.scores.clone(), "{not json");
+        let e = try_parts(spec.pieces.to_vec(), spec.scores.to_vec(), "{not json");
         assert!(e.contains("not JSON"), "{e}");
         let e = try_parts(
-            spec.pieces.clone(),
-            spec.scores.clone(),
+            spec.pieces.to_vec(),
+            spec.scores.to_vec(),
             &s.replace("\"version\":1", "\"version\":2"),
         );
         assert!(e.contains("version 2"), "{e}");
-        let e = try_parts(spec.pieces.clone(), spec.scores[..4].to_vec(), &s);
+        let e = try_parts(spec.pieces.to_vec(), spec.scores[..4].to_vec(), &s);
         assert!(e.contains("scores"), "{e}");
-        let e = try_parts(spec.pieces[..5].to_vec(), spec.scores.clone(), &s);
+        let e = try_parts(spec.pieces.to_vec()[..5].to_vec(), spec.scores.to_vec(), &s);
         assert!(e.contains("added_tokens"), "{e}");
         let e = try_parts(
-            spec.pieces.clone(),
-            spec.scores.clone(),
+            spec.pieces.to_vec(),
+            spec.scores.to_vec(),
             &s.replace("\"unk_id\":1", "\"unk_id\":7"),
         );
         assert!(e.contains("model.unk_id"), "{e}");
         let e = try_parts(
-            spec.pieces.clone(),
-            spec.scores.clone(),
+            spec.pieces.to_vec(),
+            spec.scores.to_vec(),
             &s.replace("[\"</s>\",2]", "[\"</s>\",9]"),
         );
         assert!(e.contains("post_processor"), "{e}");
         let e = try_parts(
-            spec.pieces.clone(),
-            spec.scores.clone(),
+            spec.pieces.to_vec(),
+            spec.scores.to_vec(),
             &s.replace("Metaspace", "Foo"),
         );
         assert!(e.contains("pre_tokenizer"), "{e}");
-        let mut bad = spec.pieces.clone();
+        let mut bad = spec.pieces.to_vec();
         bad[0] = "<x>".into();
-        let e = try_parts(bad, spec.scores.clone(), &s);
+        let e = try_parts(bad, spec.scores.to_vec(), &s);
         assert!(e.contains("added_tokens[0]"), "{e}");
         let e = TokenizerSpec::from_parts(
             TokenizerKind::Unigram,

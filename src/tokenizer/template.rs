@@ -47,6 +47,10 @@ pub struct Template {
     pub pair_type_b: u32,
     /// Pair: after `B`.
     pub pair_suffix: Part,
+    /// HF's `trim_offsets` passes over a sequence's token offsets, in order
+    /// (one per `RobertaProcessing` or `ByteLevel` processor that trims), each
+    /// with its `add_prefix_space`.
+    pub offset_trims: Vec<bool>,
 }
 
 fn id_pair(v: &Value, key: &str, path: &str, n_ids: usize) -> Result<u32> {
@@ -54,6 +58,15 @@ fn id_pair(v: &Value, key: &str, path: &str, n_ids: usize) -> Result<u32> {
     let a = v.get(key).and_then(Value::as_array).ok_or_else(bad)?;
     let id = a.get(1).and_then(Value::as_u64).ok_or_else(bad)?;
     check_id(id, &format!("{path}.{key}"), n_ids)
+}
+
+/// The `trim_offsets` pass of a `RobertaProcessing` or `ByteLevel` processor
+/// (both default to trimming, with `add_prefix_space`): `[add_prefix_space]`
+/// when it trims, else nothing.
+fn trims(v: &Value, path: &str) -> Result<Vec<bool>> {
+    let trim = super::normalizers::get_bool(v, "trim_offsets", true, path)?;
+    let aps = super::normalizers::get_bool(v, "add_prefix_space", true, path)?;
+    Ok(if trim { vec![aps] } else { Vec::new() })
 }
 
 fn check_id(id: u64, what: &str, n_ids: usize) -> Result<u32> {
@@ -101,6 +114,9 @@ impl Template {
                 let cls = id_pair(v, "cls", path, n_ids)?;
                 let sep = id_pair(v, "sep", path, n_ids)?;
                 let mut t = Template::default();
+                if roberta {
+                    t.offset_trims = trims(v, path)?;
+                }
                 t.single_prefix.push(&[cls], 0);
                 t.single_suffix.push(&[sep], 0);
                 t.pair_prefix.push(&[cls], 0);
@@ -114,16 +130,21 @@ impl Template {
                 }
                 Ok(t)
             }
-            "ByteLevel" => Ok(Template::none()),
+            "ByteLevel" => Ok(Template {
+                offset_trims: trims(v, path)?,
+                ..Template::none()
+            }),
             "Sequence" => {
                 let list = v
                     .get("processors")
                     .and_then(Value::as_array)
                     .ok_or_else(|| Error::model(format!("{path}.processors: not a list")))?;
                 let mut found: Option<Template> = None;
+                let mut offset_trims = Vec::new();
                 for (i, p) in list.iter().enumerate() {
                     let sub = format!("{path}.processors[{i}]");
                     if p.get("type").and_then(Value::as_str) == Some("ByteLevel") {
+                        offset_trims.extend(trims(p, &sub)?);
                         continue;
                     }
                     if found.is_some() {
@@ -131,9 +152,13 @@ impl Template {
                             "{sub}: more than one processor that adds tokens"
                         )));
                     }
-                    found = Some(Self::from_json(p, n_ids, &sub)?);
+                    let t = Self::from_json(p, n_ids, &sub)?;
+                    offset_trims.extend_from_slice(&t.offset_trims);
+                    found = Some(t);
                 }
-                Ok(found.unwrap_or_else(Template::none))
+                let mut t = found.unwrap_or_else(Template::none);
+                t.offset_trims = offset_trims;
+                Ok(t)
             }
             other => Err(Error::unsupported(format!(
                 "{path}: post-processor type {other:?} is not supported"
@@ -211,6 +236,7 @@ impl Template {
             pair_prefix: pair.pop().unwrap_or_default(),
             pair_type_a: pt[0],
             pair_type_b: pt[1],
+            offset_trims: Vec::new(),
         })
     }
 

@@ -15,56 +15,73 @@
 //! - duplicate pieces: the last id wins (HF's string -> id map);
 //! - scores are summed in f64 (stored as f32: sentencepiece's own precision).
 //!
-//! The piece trie is built once from the sorted pieces, breadth first, so that
-//! the children of a node are contiguous: three flat arrays (9 bytes a node)
-//! and a 256-entry root table; no allocation per character or per word (the
-//! Viterbi buffers are the caller's scratch).
+//! The piece trie is a compressed (radix) trie built once from the sorted
+//! pieces, breadth first, so that the children of a node are contiguous: flat
+//! arrays (13 bytes a node, fewer than two nodes a piece, plus the edge label
+//! bytes) and a 256-entry root table; no allocation per character or per word
+//! (the Viterbi buffers are the caller's scratch).
 
+use std::sync::Arc;
+
+use super::vocab::Pieces;
 use crate::error::{Error, Result};
 
 const NONE: u32 = u32::MAX;
 
-/// A byte trie over the pieces.
+/// A compressed (radix) byte trie over the pieces: a chain of single-child
+/// nodes without a piece is one edge labelled with a byte string.
+///
+/// Nodes are numbered breadth first, so the children of a node are
+/// contiguous; per node: its first child, the first byte of the edge into it,
+/// where the rest of that edge's label starts in `tail` (the labels are
+/// stored in node order, so node `n`'s is `tail[tail_at[n]..tail_at[n + 1]]`)
+/// and the piece ending there. 13 bytes a node plus the label bytes; a node
+/// either ends a piece or branches, so there are fewer than twice as many
+/// nodes as pieces.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Trie {
     /// Child of the root for each first byte (0: none).
-    root: Vec<u32>,
+    root: Box<[u32]>,
     /// Children of node `n` are `first_child[n]..first_child[n + 1]`.
-    first_child: Vec<u32>,
-    /// Label of the edge into node `n` (sorted among siblings).
-    labels: Vec<u8>,
+    first_child: Box<[u32]>,
+    /// First byte of the edge into node `n` (sorted among siblings).
+    first: Box<[u8]>,
+    /// The rest of the edge into node `n` is `tail[tail_at[n]..tail_at[n + 1]]`.
+    tail_at: Box<[u32]>,
+    tail: Box<[u8]>,
     /// Piece id ending at node `n`, or `NONE`.
-    values: Vec<u32>,
+    values: Box<[u32]>,
 }
 
 impl Trie {
-    /// Builds the trie of `pieces` (the last id wins for equal strings).
+    /// Builds the trie of the `n` strings `key(0..n)` (the last id wins for
+    /// equal strings).
     ///
-    /// Cache-friendly: the pieces are sorted by an 8-byte big-endian prefix
+    /// Cache-friendly: the strings are sorted by an 8-byte big-endian prefix
     /// (full comparison only on ties), copied once into one buffer in sorted
-    /// order, and the breadth-first pass reads that buffer.
-    pub(crate) fn build<S: AsRef<str>>(pieces: &[S]) -> Trie {
+    /// order, and the breadth-first pass reads that buffer: the keys under a
+    /// node are a range of it, and the edge into a child runs to the longest
+    /// common prefix of the first and last key of its range.
+    pub(crate) fn build<'a>(n: usize, key: impl Fn(usize) -> &'a [u8]) -> Trie {
         let prefix = |s: &[u8]| {
             let mut k = [0u8; 8];
-            let n = s.len().min(8);
-            k[..n].copy_from_slice(&s[..n]);
+            let m = s.len().min(8);
+            k[..m].copy_from_slice(&s[..m]);
             u64::from_be_bytes(k)
         };
-        let mut order: Vec<(u64, u32)> = pieces
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (prefix(p.as_ref().as_bytes()), i as u32))
-            .collect();
-        let full = |i: u32| pieces[i as usize].as_ref().as_bytes();
+        let mut order: Vec<(u64, u32)> = (0..n).map(|i| (prefix(key(i)), i as u32)).collect();
+        let full = |i: u32| key(i as usize);
         order.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0)
                 .then_with(|| full(a.1).cmp(full(b.1)))
                 .then(a.1.cmp(&b.1))
         });
         // Sorted copy, equal strings deduplicated (keeping the last id).
-        let mut blob: Vec<u8> = Vec::new();
-        let mut offs: Vec<u32> = vec![0];
-        let mut ids: Vec<u32> = Vec::new();
+        let total: usize = (0..n).map(|i| key(i).len()).sum();
+        let mut blob: Vec<u8> = Vec::with_capacity(total);
+        let mut offs: Vec<u32> = Vec::with_capacity(n + 1);
+        offs.push(0);
+        let mut ids: Vec<u32> = Vec::with_capacity(n);
         for r in 0..order.len() {
             let id = order[r].1;
             if r + 1 < order.len()
@@ -79,19 +96,30 @@ impl Trie {
         }
         drop(order);
         let key = |k: u32| &blob[offs[k as usize] as usize..offs[k as usize + 1] as usize];
+        let lcp = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
 
-        let mut labels = vec![0u8];
-        let mut values = vec![NONE];
-        let mut first_child = Vec::new();
-        // ranges[n] = (lo, hi, depth): the sorted keys under node n.
-        let mut ranges: Vec<(u32, u32, u32)> = vec![(0, ids.len() as u32, 0)];
-        let mut n = 0;
-        while n < ranges.len() {
-            let (mut lo, hi, depth) = ranges[n];
-            first_child.push(labels.len() as u32);
+        // At most 2 nodes a key (one ending it, one branching above it).
+        let cap = 2 * ids.len() + 1;
+        let mut first = Vec::with_capacity(cap);
+        let mut values = Vec::with_capacity(cap);
+        let mut tail_at = Vec::with_capacity(cap + 1);
+        let mut tail: Vec<u8> = Vec::new();
+        let mut first_child = Vec::with_capacity(cap + 1);
+        // ranges[n] = (lo, hi, depth): the sorted keys under node n, which all
+        // start with the node's string of `depth` bytes.
+        let mut ranges: Vec<(u32, u32, u32)> = Vec::with_capacity(cap);
+        ranges.push((0, ids.len() as u32, 0));
+        first.push(0u8);
+        values.push(NONE);
+        // The root's (empty) edge: node n's runs from tail_at[n] to tail_at[n + 1].
+        tail_at.extend([0u32, 0]);
+        let mut node = 0;
+        while node < ranges.len() {
+            let (mut lo, hi, depth) = ranges[node];
+            first_child.push(first.len() as u32);
             let d = depth as usize;
             if lo < hi && key(lo).len() == d {
-                values[n] = ids[lo as usize];
+                values[node] = ids[lo as usize];
                 lo += 1;
             }
             let mut i = lo;
@@ -101,23 +129,34 @@ impl Trie {
                 while j < hi && key(j)[d] == b {
                     j += 1;
                 }
-                labels.push(b);
+                // Sorted: the keys of i..j share their common prefix with the
+                // first and the last; it ends at the shortest (the first) at most.
+                let end = if j - i == 1 {
+                    key(i).len()
+                } else {
+                    lcp(key(i), key(j - 1))
+                };
+                first.push(b);
                 values.push(NONE);
-                ranges.push((i, j, depth + 1));
+                tail.extend_from_slice(&key(i)[d + 1..end]);
+                tail_at.push(tail.len() as u32);
+                ranges.push((i, j, end as u32));
                 i = j;
             }
-            n += 1;
+            node += 1;
         }
-        first_child.push(labels.len() as u32);
+        first_child.push(first.len() as u32);
         let mut root = vec![0u32; 256];
         for c in first_child[0]..first_child[1] {
-            root[labels[c as usize] as usize] = c;
+            root[first[c as usize] as usize] = c;
         }
         Trie {
-            root,
-            first_child,
-            labels,
-            values,
+            root: root.into(),
+            first_child: first_child.into(),
+            first: first.into(),
+            tail_at: tail_at.into(),
+            tail: tail.into(),
+            values: values.into(),
         }
     }
 
@@ -125,9 +164,9 @@ impl Trie {
     fn child(&self, node: u32, b: u8) -> u32 {
         let lo = self.first_child[node as usize] as usize;
         let hi = self.first_child[node as usize + 1] as usize;
-        let labels = &self.labels[lo..hi];
-        if labels.len() <= 8 {
-            for (k, &l) in labels.iter().enumerate() {
+        let firsts = &self.first[lo..hi];
+        if firsts.len() <= 8 {
+            for (k, &l) in firsts.iter().enumerate() {
                 if l == b {
                     return (lo + k) as u32;
                 }
@@ -137,28 +176,29 @@ impl Trie {
             }
             0
         } else {
-            match labels.binary_search(&b) {
+            match firsts.binary_search(&b) {
                 Ok(k) => (lo + k) as u32,
                 Err(_) => 0,
             }
         }
     }
 
+    /// The rest of the edge into `node`.
+    #[inline]
+    fn tail(&self, node: u32) -> &[u8] {
+        let n = node as usize;
+        &self.tail[self.tail_at[n] as usize..self.tail_at[n + 1] as usize]
+    }
+
     /// The id of the piece equal to `s`.
     pub(crate) fn get(&self, s: &[u8]) -> Option<u32> {
-        let (&b0, rest) = s.split_first()?;
-        let mut node = self.root[b0 as usize];
-        for &b in rest {
-            if node == 0 {
-                return None;
+        let mut v = None;
+        self.prefixes(s, |len, id| {
+            if len == s.len() {
+                v = Some(id);
             }
-            node = self.child(node, b);
-        }
-        if node == 0 {
-            return None;
-        }
-        let v = self.values[node as usize];
-        (v != NONE).then_some(v)
+        });
+        v
     }
 
     /// Calls `f(len, id)` for every piece that is a prefix of `s`, shortest first.
@@ -168,6 +208,14 @@ impl Trie {
         let mut node = self.root[b0 as usize];
         let mut d = 1;
         while node != 0 {
+            let t = self.tail(node);
+            if !t.is_empty() {
+                // A plain loop: edges are short, a `memcmp` call costs more.
+                match s.get(d..d + t.len()) {
+                    Some(x) if x.iter().zip(t).all(|(a, b)| a == b) => d += t.len(),
+                    _ => return,
+                }
+            }
             let v = self.values[node as usize];
             if v != NONE {
                 f(d, v);
@@ -181,11 +229,120 @@ impl Trie {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.root.len() * 4 + self.first_child.len() * 4 + self.labels.len() + self.values.len() * 4
+        self.root.len() * 4
+            + self.first_child.len() * 4
+            + self.first.len()
+            + self.tail_at.len() * 4
+            + self.tail.len()
+            + self.values.len() * 4
     }
 
     pub(crate) fn nodes(&self) -> usize {
-        self.labels.len()
+        self.first.len()
+    }
+}
+
+/// Unigram scores (one `f32` log-probability a piece): owned, or borrowed from
+/// bytes someone else keeps alive (a model file's mapped `tokenizer.scores`
+/// tensor), so that opening a model does not copy them. Clones share them.
+#[derive(Clone)]
+pub struct Scores(ScoresRepr);
+
+#[derive(Clone)]
+enum ScoresRepr {
+    Owned(Arc<[f32]>),
+    Borrowed {
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Scores {
+    /// The `len` little-endian `f32`s at byte `start` of `owner`'s bytes,
+    /// without a copy when they are 4-byte aligned on a little-endian machine;
+    /// copied otherwise. `None` if they are not all inside the bytes.
+    pub fn borrow(
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        len: usize,
+    ) -> Option<Scores> {
+        let bytes = (*owner)
+            .as_ref()
+            .get(start..start.checked_add(len.checked_mul(4)?)?)?;
+        if cfg!(target_endian = "little") && bytes.as_ptr().cast::<f32>().is_aligned() {
+            return Some(Scores(ScoresRepr::Borrowed { owner, start, len }));
+        }
+        let v: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Some(Scores::from(v))
+    }
+
+    /// The scores.
+    #[inline]
+    pub fn as_slice(&self) -> &[f32] {
+        match &self.0 {
+            ScoresRepr::Owned(v) => v,
+            ScoresRepr::Borrowed { owner, start, len } => {
+                let bytes = &(**owner).as_ref()[*start..*start + 4 * *len];
+                // SAFETY: `borrow` checked that these `4 * len` bytes are inside
+                // the owner's (immutable) bytes, 4-byte aligned, and that the
+                // machine is little-endian like the stored values; every bit
+                // pattern is a valid `f32`; `owner` keeps them alive as long as
+                // `self`.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), *len) }
+            }
+        }
+    }
+
+    /// Heap bytes these scores hold themselves (0 when borrowed).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            ScoresRepr::Owned(v) => v.len() * 4,
+            ScoresRepr::Borrowed { .. } => 0,
+        }
+    }
+
+    /// True if the scores are borrowed, not copied.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.0, ScoresRepr::Borrowed { .. })
+    }
+}
+
+impl std::ops::Deref for Scores {
+    type Target = [f32];
+    #[inline]
+    fn deref(&self) -> &[f32] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<f32>> for Scores {
+    fn from(v: Vec<f32>) -> Scores {
+        Scores(ScoresRepr::Owned(v.into()))
+    }
+}
+
+impl Default for Scores {
+    fn default() -> Scores {
+        Scores::from(Vec::new())
+    }
+}
+
+impl PartialEq for Scores {
+    fn eq(&self, other: &Scores) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl std::fmt::Debug for Scores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scores")
+            .field("len", &self.len())
+            .field("borrowed", &self.is_borrowed())
+            .finish()
     }
 }
 
@@ -218,7 +375,7 @@ struct Best {
 #[derive(Debug, Clone)]
 pub struct Unigram {
     trie: Trie,
-    scores: Box<[f32]>,
+    scores: Scores,
     unk_id: u32,
     unk_score: f64,
     /// `<0xXX>` piece ids (`NONE` where absent), with `byte_fallback`.
@@ -249,20 +406,56 @@ impl Unigram {
         unk_id: u32,
         byte_fallback: bool,
     ) -> Result<Unigram> {
-        if pieces.len() != scores.len() {
+        Unigram::build(
+            pieces.len(),
+            |i| pieces[i].as_ref().as_bytes(),
+            Scores::from(scores.to_vec()),
+            unk_id,
+            byte_fallback,
+        )
+    }
+
+    /// As [`Unigram::new`], over the first `n` of `pieces` (the model's pieces;
+    /// added tokens may follow them), keeping `scores` as they are (shared or
+    /// borrowed, not copied).
+    ///
+    /// # Errors
+    /// As [`Unigram::new`]; also if `n` is past the pieces.
+    pub fn from_pieces(
+        pieces: &Pieces,
+        n: usize,
+        scores: Scores,
+        unk_id: u32,
+        byte_fallback: bool,
+    ) -> Result<Unigram> {
+        if n > pieces.len() {
             return Err(Error::model(format!(
-                "unigram: {} pieces but {} scores",
-                pieces.len(),
+                "unigram: {n} model pieces but only {} tokens",
+                pieces.len()
+            )));
+        }
+        Unigram::build(n, |i| pieces.bytes(i), scores, unk_id, byte_fallback)
+    }
+
+    fn build<'a>(
+        n: usize,
+        key: impl Fn(usize) -> &'a [u8],
+        scores: Scores,
+        unk_id: u32,
+        byte_fallback: bool,
+    ) -> Result<Unigram> {
+        if n != scores.len() {
+            return Err(Error::model(format!(
+                "unigram: {n} pieces but {} scores",
                 scores.len()
             )));
         }
-        if pieces.is_empty() {
+        if n == 0 {
             return Err(Error::model("unigram: the vocabulary is empty"));
         }
-        if unk_id as usize >= pieces.len() {
+        if unk_id as usize >= n {
             return Err(Error::model(format!(
-                "model.unk_id: {unk_id} is outside the {} pieces",
-                pieces.len()
+                "model.unk_id: {unk_id} is outside the {n} pieces"
             )));
         }
         let mut min = f64::INFINITY;
@@ -272,7 +465,7 @@ impl Unigram {
             }
             min = min.min(s as f64);
         }
-        let trie = Trie::build(pieces);
+        let trie = Trie::build(n, key);
         let byte_ids = byte_fallback.then(|| {
             let mut t = Box::new([NONE; 256]);
             for (b, slot) in t.iter_mut().enumerate() {
@@ -282,7 +475,7 @@ impl Unigram {
         });
         Ok(Unigram {
             trie,
-            scores: scores.into(),
+            scores,
             unk_id,
             unk_score: min - 10.0,
             byte_ids,
@@ -306,7 +499,9 @@ impl Unigram {
 
     /// Bytes held beyond the pieces themselves (trie, scores, byte table).
     pub fn heap_bytes(&self) -> usize {
-        self.trie.heap_bytes() + self.scores.len() * 4 + self.byte_ids.as_ref().map_or(0, |_| 1024)
+        self.trie.heap_bytes()
+            + self.scores.heap_bytes()
+            + self.byte_ids.as_ref().map_or(0, |_| 1024)
     }
 
     /// Trie nodes (for reports).
@@ -317,10 +512,70 @@ impl Unigram {
     /// Appends the ids of `word` to `out`.
     pub fn tokenize_word(&self, word: &str, out: &mut Vec<u32>, scratch: &mut UnigramScratch) {
         let s = word.as_bytes();
-        let n = s.len();
-        if n == 0 {
+        if s.is_empty() {
             return;
         }
+        self.viterbi(s, scratch);
+        let path = &scratch.path;
+        // `path` runs backwards; fuse runs of unk ids.
+        let mut k = path.len();
+        while k > 0 {
+            k -= 1;
+            let (start, mut stop, id) = path[k];
+            if id != self.unk_id {
+                out.push(id);
+                continue;
+            }
+            while k > 0 && path[k - 1].2 == self.unk_id {
+                k -= 1;
+                stop = path[k].1;
+            }
+            let piece = &s[start as usize..stop as usize];
+            self.push_unknown(piece, out);
+        }
+    }
+
+    /// As [`Unigram::tokenize_word`], each id with the bytes `[start, end)` of
+    /// `word` it stands for, as HF's `Unigram::tokenize` gives them: a fused
+    /// unknown covers its whole string, and so does each of its byte-fallback
+    /// pieces.
+    pub fn tokenize_word_spans(
+        &self,
+        word: &str,
+        out: &mut Vec<(u32, usize, usize)>,
+        scratch: &mut UnigramScratch,
+    ) {
+        let s = word.as_bytes();
+        if s.is_empty() {
+            return;
+        }
+        self.viterbi(s, scratch);
+        let path = &scratch.path;
+        let mut ids = Vec::new();
+        let mut k = path.len();
+        while k > 0 {
+            k -= 1;
+            let (start, mut stop, id) = path[k];
+            if id != self.unk_id {
+                out.push((id, start as usize, stop as usize));
+                continue;
+            }
+            while k > 0 && path[k - 1].2 == self.unk_id {
+                k -= 1;
+                stop = path[k].1;
+            }
+            ids.clear();
+            self.push_unknown(&s[start as usize..stop as usize], &mut ids);
+            out.extend(ids.iter().map(|&id| (id, start as usize, stop as usize)));
+        }
+    }
+
+    /// The best segmentation of `s` (not empty) into `scratch.path`, last
+    /// piece first: `(start, stop, id)`.
+    #[inline]
+    fn viterbi(&self, s: &[u8], scratch: &mut UnigramScratch) {
+        let n = s.len();
+        let scores = self.scores.as_slice();
         let best = &mut scratch.best;
         best.clear();
         best.resize(
@@ -337,7 +592,7 @@ impl Unigram {
             let mblen = utf8_len(s[i]).min(n - i);
             let mut single = false;
             self.trie.prefixes(&s[i..], |len, id| {
-                let cand = base + self.scores[id as usize] as f64;
+                let cand = base + scores[id as usize] as f64;
                 let t = &mut best[i + len];
                 if t.start == NONE || cand > t.score {
                     *t = Best {
@@ -371,22 +626,6 @@ impl Unigram {
             let start = if b.start == NONE { 0 } else { b.start as usize };
             path.push((start as u32, end as u32, b.id));
             end = start;
-        }
-        // `path` runs backwards; fuse runs of unk ids.
-        let mut k = path.len();
-        while k > 0 {
-            k -= 1;
-            let (start, mut stop, id) = path[k];
-            if id != self.unk_id {
-                out.push(id);
-                continue;
-            }
-            while k > 0 && path[k - 1].2 == self.unk_id {
-                k -= 1;
-                stop = path[k].1;
-            }
-            let piece = &s[start as usize..stop as usize];
-            self.push_unknown(piece, out);
         }
     }
 
@@ -519,11 +758,39 @@ mod tests {
         let many: Vec<String> = (0..200u8)
             .map(|i| format!("z{}", char::from(b'0' + i % 75)))
             .collect();
-        let t = Trie::build(&many);
+        let t = Trie::build(many.len(), |i| many[i].as_bytes());
         assert_eq!(
             t.get("z5".as_bytes()),
             Some(many.iter().rposition(|p| p == "z5").unwrap() as u32)
         );
+    }
+
+    #[test]
+    fn scores_borrowed_or_copied_read_the_same() {
+        let vals = [1.5f32, -2.25, 3.0];
+        let mut bytes = vec![0u8; 3];
+        for v in vals {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(&[0; 3]);
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(bytes);
+        // One of the starts 0..4 of the values' copy is 4-byte aligned.
+        let mut kinds = Vec::new();
+        for pad in 0..4 {
+            let mut b = vec![0u8; pad];
+            for v in vals {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            let o: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(b);
+            let s = Scores::borrow(o, pad, 3).unwrap();
+            assert_eq!(s.as_slice(), vals);
+            kinds.push(s.is_borrowed());
+        }
+        assert!(kinds.contains(&true) || cfg!(target_endian = "big"));
+        assert!(Scores::borrow(owner.clone(), 3, 3).is_some());
+        assert!(Scores::borrow(owner.clone(), 4, 3).is_some());
+        assert!(Scores::borrow(owner.clone(), 7, 3).is_none());
+        assert!(Scores::borrow(owner, usize::MAX, 2).is_none());
     }
 
     #[test]

@@ -26,13 +26,188 @@ impl SpecialIds {
     }
 }
 
-/// A vocabulary: tokens indexed by id, and the five special ids.
+/// Token strings by id in one shared buffer: all of them concatenated, with
+/// an offset table (two allocations whatever the size). Clones share the
+/// buffer, so a [`Vocab`], a tokenizer spec and the tokenizer built from them
+/// hold the strings once.
+#[derive(Clone)]
+pub struct Pieces {
+    inner: Arc<PieceText>,
+}
+
+struct PieceText {
+    /// Every token, concatenated.
+    text: Box<str>,
+    /// `offsets[i]..offsets[i + 1]` is token `i` in `text` (`len + 1` entries).
+    offsets: Box<[u32]>,
+}
+
+impl Pieces {
+    /// The strings `text[offsets[i]..offsets[i + 1]]`: `offsets` has one entry
+    /// more than there are strings, starts at 0, never decreases, ends at
+    /// `text.len()` and falls on char boundaries.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if the offsets do not cut `text` that way or
+    /// there are more than `u32::MAX` strings.
+    pub fn from_parts(text: String, offsets: Vec<u32>) -> Result<Pieces> {
+        let n = offsets.len().saturating_sub(1);
+        u32::try_from(n).map_err(|_| too_large(n, text.len()))?;
+        let ok = offsets.first() == Some(&0)
+            && offsets.last().map(|&e| e as usize) == Some(text.len())
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && offsets.iter().all(|&o| text.is_char_boundary(o as usize));
+        if !ok {
+            return Err(Error::model(
+                "vocabulary offsets do not cut the token text into tokens",
+            ));
+        }
+        Ok(Pieces {
+            inner: Arc::new(PieceText {
+                text: text.into_boxed_str(),
+                offsets: offsets.into_boxed_slice(),
+            }),
+        })
+    }
+
+    /// The strings of `tokens`, in one buffer.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if they take more than `u32::MAX` bytes or
+    /// strings.
+    pub fn new<S: AsRef<str>>(tokens: &[S]) -> Result<Pieces> {
+        let bytes: usize = tokens.iter().map(|t| t.as_ref().len()).sum();
+        let mut text = String::with_capacity(bytes);
+        let mut offsets = Vec::with_capacity(tokens.len() + 1);
+        offsets.push(0u32);
+        for t in tokens {
+            text.push_str(t.as_ref());
+            offsets.push(u32::try_from(text.len()).map_err(|_| too_large(tokens.len(), bytes))?);
+        }
+        Pieces::from_parts(text, offsets)
+    }
+
+    /// Number of strings.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.inner.offsets.len() - 1
+    }
+
+    /// True if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// String `i`, if in range.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let o = &self.inner.offsets;
+        if i + 1 >= o.len() {
+            return None;
+        }
+        self.inner.text.get(o[i] as usize..o[i + 1] as usize)
+    }
+
+    /// The bytes of string `i` (empty if out of range).
+    #[inline]
+    pub(crate) fn bytes(&self, i: usize) -> &[u8] {
+        self.get(i).map_or(&[], str::as_bytes)
+    }
+
+    /// All strings, by id, without allocating.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        let text = &self.inner.text;
+        self.inner
+            .offsets
+            .windows(2)
+            .map(move |w| &text[w[0] as usize..w[1] as usize])
+    }
+
+    /// The strings as owned `String`s (allocates each).
+    pub fn to_vec(&self) -> Vec<String> {
+        self.iter().map(str::to_string).collect()
+    }
+
+    /// The first `n` strings (all if fewer) as a new buffer.
+    pub fn prefix(&self, n: usize) -> Pieces {
+        let n = n.min(self.len());
+        if n == self.len() {
+            return self.clone();
+        }
+        let o = &self.inner.offsets[..=n];
+        let end = o[n] as usize;
+        Pieces {
+            inner: Arc::new(PieceText {
+                text: self.inner.text[..end].into(),
+                offsets: o.into(),
+            }),
+        }
+    }
+
+    /// Total bytes of the strings.
+    pub fn text_len(&self) -> usize {
+        self.inner.text.len()
+    }
+
+    /// Heap bytes of the buffer (text and offsets).
+    pub fn heap_bytes(&self) -> usize {
+        self.inner.text.len() + self.inner.offsets.len() * 4
+    }
+
+    /// True if `other` is the same buffer (not a copy).
+    pub fn same_buffer(&self, other: &Pieces) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl std::ops::Index<usize> for Pieces {
+    type Output = str;
+    fn index(&self, i: usize) -> &str {
+        match self.get(i) {
+            Some(s) => s,
+            None => panic!("piece {i} is out of range ({} pieces)", self.len()),
+        }
+    }
+}
+
+impl PartialEq for Pieces {
+    fn eq(&self, other: &Pieces) -> bool {
+        self.same_buffer(other)
+            || (self.inner.offsets == other.inner.offsets && self.inner.text == other.inner.text)
+    }
+}
+
+impl<S: AsRef<str>> PartialEq<Vec<S>> for Pieces {
+    fn eq(&self, other: &Vec<S>) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b.as_ref())
+    }
+}
+
+impl std::fmt::Debug for Pieces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pieces")
+            .field("len", &self.len())
+            .field("bytes", &self.text_len())
+            .finish()
+    }
+}
+
+impl From<Vec<String>> for Pieces {
+    /// # Panics
+    /// If the strings take more than 4 GiB (use [`Pieces::new`] to get an error).
+    fn from(v: Vec<String>) -> Pieces {
+        match Pieces::new(&v) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// A vocabulary: tokens indexed by id ([`Pieces`]), and the five special ids.
 ///
-/// All token strings live in one buffer with an offset table (two allocations
-/// whatever the size, so opening a model does not allocate per token). The
-/// token -> id table for [`Vocab::id`] is built on the first call (the tokenizer
-/// has its own tables), and so is the `Vec<String>` of [`Vocab::tokens`]. Clones
-/// share all of it.
+/// The token -> id table for [`Vocab::id`] is built on the first call (the
+/// tokenizer has its own tables), and so is the `Vec<String>` of
+/// [`Vocab::tokens`]. Clones share all of it.
 #[derive(Clone)]
 pub struct Vocab {
     inner: Arc<Inner>,
@@ -40,10 +215,7 @@ pub struct Vocab {
 }
 
 struct Inner {
-    /// Every token, concatenated.
-    text: Box<str>,
-    /// `offsets[i]..offsets[i + 1]` is token `i` in `text` (`len + 1` entries).
-    offsets: Box<[u32]>,
+    pieces: Pieces,
     ids: OnceLock<TokenTable>,
     strings: OnceLock<Vec<String>>,
 }
@@ -52,7 +224,7 @@ impl std::fmt::Debug for Vocab {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Vocab")
             .field("len", &self.len())
-            .field("bytes", &self.inner.text.len())
+            .field("bytes", &self.inner.pieces.text_len())
             .field("specials", &self.specials)
             .finish()
     }
@@ -64,56 +236,48 @@ impl Vocab {
     /// first id wins for token -> id lookups (as in HF `vocab.txt` loading, where
     /// the last wins; real BERT vocabularies have no duplicates).
     pub fn new(tokens: Vec<String>, specials: SpecialIds) -> Result<Vocab> {
-        let bytes: usize = tokens.iter().map(String::len).sum();
-        let mut text = String::with_capacity(bytes);
-        let mut offsets = Vec::with_capacity(tokens.len() + 1);
-        offsets.push(0u32);
-        for t in &tokens {
-            text.push_str(t);
-            offsets.push(u32::try_from(text.len()).map_err(|_| too_large(tokens.len(), bytes))?);
-        }
-        Vocab::from_parts(text, offsets, specials)
+        Vocab::with_pieces(Pieces::new(&tokens)?, specials)
     }
 
     /// Builds a vocabulary from all token strings concatenated in `text` and the
-    /// `offsets` that cut it: token `i` is `text[offsets[i]..offsets[i + 1]]`, so
-    /// `offsets` has one entry more than there are tokens, starts at 0, never
-    /// decreases, ends at `text.len()` and falls on char boundaries.
+    /// `offsets` that cut it (see [`Pieces::from_parts`]).
     ///
     /// # Errors
     /// [`crate::ErrorKind::Model`] if the offsets do not cut `text` that way, or
     /// as [`Vocab::new`].
     pub fn from_parts(text: String, offsets: Vec<u32>, specials: SpecialIds) -> Result<Vocab> {
-        let n = offsets.len().saturating_sub(1);
-        let n32 = u32::try_from(n).map_err(|_| too_large(n, text.len()))?;
-        let ok = offsets.first() == Some(&0)
-            && offsets.last().map(|&e| e as usize) == Some(text.len())
-            && offsets.windows(2).all(|w| w[0] <= w[1])
-            && offsets.iter().all(|&o| text.is_char_boundary(o as usize));
-        if !ok {
-            return Err(Error::model(
-                "vocabulary offsets do not cut the token text into tokens",
-            ));
-        }
+        Vocab::with_pieces(Pieces::from_parts(text, offsets)?, specials)
+    }
+
+    /// A vocabulary over `pieces` (shared, not copied).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] if a special id is not below `pieces.len()`.
+    pub fn with_pieces(pieces: Pieces, specials: SpecialIds) -> Result<Vocab> {
+        let n = pieces.len() as u64;
         for (name, id) in ["pad", "unk", "cls", "sep", "mask"]
             .iter()
             .zip(specials.as_array())
         {
-            if id >= n32 {
+            if u64::from(id) >= n {
                 return Err(Error::model(format!(
-                    "special token id {name}={id} is not below the vocabulary size {n32}"
+                    "special token id {name}={id} is not below the vocabulary size {n}"
                 )));
             }
         }
         Ok(Vocab {
             inner: Arc::new(Inner {
-                text: text.into_boxed_str(),
-                offsets: offsets.into_boxed_slice(),
+                pieces,
                 ids: OnceLock::new(),
                 strings: OnceLock::new(),
             }),
             specials,
         })
+    }
+
+    /// The token strings (shared: cloning them does not copy).
+    pub fn pieces(&self) -> &Pieces {
+        &self.inner.pieces
     }
 
     /// Builds a vocabulary from tokens, finding `[PAD] [UNK] [CLS] [SEP] [MASK]` by name.
@@ -173,7 +337,7 @@ impl Vocab {
 
     /// Number of tokens.
     pub fn len(&self) -> usize {
-        self.inner.offsets.len() - 1
+        self.inner.pieces.len()
     }
 
     /// True if there are no tokens.
@@ -185,34 +349,19 @@ impl Vocab {
     pub fn id(&self, token: &str) -> Option<u32> {
         self.inner
             .ids
-            .get_or_init(|| TokenTable::build(self, ""))
-            .get(self, token.as_bytes())
+            .get_or_init(|| TokenTable::build(&self.inner.pieces, ""))
+            .get(&self.inner.pieces, token.as_bytes())
     }
 
     /// The token for `id`, if in range.
     #[inline]
     pub fn token(&self, id: u32) -> Option<&str> {
-        let i = id as usize;
-        let o = &self.inner.offsets;
-        if i + 1 >= o.len() {
-            return None;
-        }
-        self.inner.text.get(o[i] as usize..o[i + 1] as usize)
-    }
-
-    /// The bytes of token `id` (empty if out of range).
-    #[inline]
-    fn token_bytes(&self, id: u32) -> &[u8] {
-        self.token(id).map_or(&[], str::as_bytes)
+        self.inner.pieces.get(id as usize)
     }
 
     /// All tokens, by id, without allocating.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        let text = &self.inner.text;
-        self.inner
-            .offsets
-            .windows(2)
-            .map(move |w| &text[w[0] as usize..w[1] as usize])
+        self.inner.pieces.iter()
     }
 
     /// All tokens, by id, as owned strings (built on the first call and kept;
@@ -221,6 +370,17 @@ impl Vocab {
         self.inner
             .strings
             .get_or_init(|| self.iter().map(str::to_string).collect())
+    }
+
+    /// Heap bytes held: the token text, its offsets, and the lookup tables
+    /// built so far (for memory reports).
+    pub fn heap_bytes(&self) -> usize {
+        let i = &self.inner;
+        i.pieces.heap_bytes()
+            + i.ids.get().map_or(0, TokenTable::heap_bytes)
+            + i.strings
+                .get()
+                .map_or(0, |v| v.iter().map(|s| s.capacity() + 24).sum())
     }
 
     /// The special ids.
@@ -257,16 +417,32 @@ pub(crate) struct TokenTable {
 
 const EMPTY: u64 = u64::MAX;
 
+impl std::fmt::Debug for TokenTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenTable")
+            .field("slots", &self.slots.len())
+            .field("max_key", &self.max_key)
+            .finish()
+    }
+}
+
 impl TokenTable {
     /// The table of every token of `vocab` starting with `prefix`, keyed by the
     /// rest. When a key repeats, the first id wins.
-    pub(crate) fn build(vocab: &Vocab, prefix: &str) -> TokenTable {
+    pub(crate) fn build(vocab: &Pieces, prefix: &str) -> TokenTable {
+        TokenTable::build_first(vocab, vocab.len(), prefix)
+    }
+
+    /// As [`TokenTable::build`], over the first `n` tokens only.
+    pub(crate) fn build_first(vocab: &Pieces, n: usize, prefix: &str) -> TokenTable {
         let prefix = prefix.as_bytes();
+        let n = n.min(vocab.len());
         let keys = if prefix.is_empty() {
-            vocab.len()
+            n
         } else {
             vocab
                 .iter()
+                .take(n)
                 .filter(|t| strip(t.as_bytes(), prefix).is_some())
                 .count()
         };
@@ -279,7 +455,7 @@ impl TokenTable {
             skip: prefix.len(),
             max_key: 0,
         };
-        for (id, tok) in vocab.iter().enumerate() {
+        for (id, tok) in vocab.iter().take(n).enumerate() {
             let Some(key) = strip(tok.as_bytes(), prefix) else {
                 continue;
             };
@@ -301,6 +477,11 @@ impl TokenTable {
         t
     }
 
+    /// Heap bytes of the table.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.slots.len() * 8
+    }
+
     /// Longest key in bytes (no lookup of a longer string can succeed).
     #[inline]
     pub(crate) fn max_key(&self) -> usize {
@@ -308,8 +489,8 @@ impl TokenTable {
     }
 
     #[inline]
-    fn key<'v>(&self, vocab: &'v Vocab, id: u32) -> &'v [u8] {
-        vocab.token_bytes(id).get(self.skip..).unwrap_or(&[])
+    fn key<'v>(&self, vocab: &'v Pieces, id: u32) -> &'v [u8] {
+        vocab.bytes(id as usize).get(self.skip..).unwrap_or(&[])
     }
 
     /// Tag and home slot of `key`.
@@ -321,7 +502,7 @@ impl TokenTable {
 
     /// The id of `key` (`vocab` must be the vocabulary the table was built from).
     #[inline]
-    pub(crate) fn get(&self, vocab: &Vocab, key: &[u8]) -> Option<u32> {
+    pub(crate) fn get(&self, vocab: &Pieces, key: &[u8]) -> Option<u32> {
         let (tag, mut i) = self.home(key);
         loop {
             let s = self.slots[i];
@@ -439,9 +620,9 @@ mod tests {
         assert_eq!(v.id(""), Some(6));
         assert_eq!(v.id("##x"), Some(8));
         assert_eq!(v.id("y"), None);
-        let t = TokenTable::build(&v, "##");
-        assert_eq!(t.get(&v, b"x"), Some(8));
-        assert_eq!(t.get(&v, b"##x"), None);
+        let t = TokenTable::build(v.pieces(), "##");
+        assert_eq!(t.get(v.pieces(), b"x"), Some(8));
+        assert_eq!(t.get(v.pieces(), b"##x"), None);
         assert_eq!(t.max_key(), 1);
     }
 
@@ -454,9 +635,12 @@ mod tests {
         for (i, tok) in v.iter().enumerate() {
             assert_eq!(v.id(tok), Some(i as u32), "{tok}");
         }
-        let cont = TokenTable::build(&v, "##");
+        let cont = TokenTable::build(v.pieces(), "##");
         for i in 0..5000 {
-            assert_eq!(cont.get(&v, i.to_string().as_bytes()), Some(5005 + i));
+            assert_eq!(
+                cont.get(v.pieces(), i.to_string().as_bytes()),
+                Some(5005 + i)
+            );
         }
         assert_eq!(v.id("w5000"), None);
     }

@@ -29,13 +29,18 @@ impl std::fmt::Debug for WordPiece {
 }
 
 impl WordPiece {
+    /// Heap bytes of the lookup tables (the vocabulary is shared, not counted).
+    pub fn heap_bytes(&self) -> usize {
+        self.start.heap_bytes() + self.cont.heap_bytes()
+    }
+
     /// Builds the tables from `vocab`. When a token repeats, the first id wins (as
     /// [`Vocab::id`]).
     pub fn new(vocab: &Vocab, continuation_prefix: &str, max_input_chars_per_word: usize) -> Self {
         WordPiece {
             vocab: vocab.clone(),
-            start: TokenTable::build(vocab, ""),
-            cont: TokenTable::build(vocab, continuation_prefix),
+            start: TokenTable::build(vocab.pieces(), ""),
+            cont: TokenTable::build(vocab.pieces(), continuation_prefix),
             unk: vocab.specials().unk,
             max_input_chars_per_word,
         }
@@ -64,7 +69,7 @@ impl WordPiece {
             }
             let mut found = None;
             while end > start {
-                if let Some(id) = table.get(&self.vocab, &word.as_bytes()[start..end]) {
+                if let Some(id) = table.get(self.vocab.pieces(), &word.as_bytes()[start..end]) {
                     found = Some(id);
                     break;
                 }

@@ -19,3 +19,4 @@ mod precision;
 mod reranker;
 mod tokenizer;
 mod unigram;
+mod vocab_250k;

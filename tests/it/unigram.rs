@@ -363,6 +363,7 @@ fn speed_report() {
     for _ in 0..3 {
         let (p, s, c) = (pieces.clone(), scores.clone(), real.charsmap.clone());
         let t0 = Instant::now();
+        let p = embedder::tokenizer::vocab::Pieces::new(&p).unwrap();
         let spec = TokenizerSpec::from_parts(real.kind, p, s, vec![], c, &settings).unwrap();
         let t1 = Instant::now();
         let pipe = spec.build().unwrap();
@@ -381,8 +382,9 @@ fn speed_report() {
         panic!("a Unigram spec builds a Unigram model");
     };
     eprintln!(
-        "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes as the pipeline's copy \
-         with offsets); held beyond the pieces: {} bytes (trie {} nodes, scores, char map)",
+        "best {best:.1} ms; pieces: {piece_bytes} bytes of text ({} bytes with offsets, one \
+         buffer shared with the spec); held beyond the pieces: {} bytes (trie {} nodes, scores, \
+         char map)",
         big.heap_bytes_pieces(),
         big.heap_bytes_beyond_pieces(),
         u.trie_nodes()

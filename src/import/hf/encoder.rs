@@ -639,7 +639,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     let (prompts, default_prompt) = prompts(dir)?;
 
     let tokens = match &spec {
-        Some(spec) => spec.pieces.clone(),
+        Some(spec) => spec.pieces.to_vec(),
         None => read_vocab(dir)?,
     };
     let specials = special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?;
