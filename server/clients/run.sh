@@ -11,4 +11,8 @@ if [ -z "${EMBD_SERVE_BIN:-}" ]; then
   cargo build --release --quiet -p embd-server --bin embd-serve
 fi
 PY="$("$HERE/setup_venv.sh")"
-exec "$PY" -m pytest -q -p no:cacheprovider "$HERE/test_clients.py" "$@"
+if [ -z "${EMBD_BIN:-}" ]; then
+  cargo build --release --quiet --bin embd  # converts the family models
+fi
+exec "$PY" -m pytest -q -p no:cacheprovider "$HERE/test_clients.py" \
+  "$HERE/test_tokenize_offsets_pipelines.py" "$@"

@@ -464,7 +464,7 @@ impl Backing {
         } else {
             end - end % page
         };
-        (start < end).then_some((m, start, end - start))
+        (start < end).then(|| (m, start, end - start))
     }
 
     /// Maps the pages of `range` into this process now (Linux
