@@ -405,12 +405,336 @@ fn reduced_precisions_are_bit_invariant() {
     }
 }
 
+/// splitmix64: the fixture's deterministic random numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    fn uniform(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Normal(0, std) by Box-Muller.
+    fn normal(&mut self, std: f64) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (std * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+}
+
+/// The issue's same-recipe random BERT as a HF folder: `BertModel` with
+/// hidden 128, 4 layers, 4 heads, FFN 512, MiniLM's WordPiece vocabulary and
+/// sentence-transformers modules (mean pooling, Normalize), initialized as
+/// transformers' `BertPreTrainedModel._init_weights` with
+/// `initializer_range` 0.2: Linear and Embedding weights N(0, 0.2), the
+/// padding row 0; biases 0 and LayerNorm 1 / 0 (the issue's recipe), or,
+/// `perturbed`, as the reference models were made ("LayerNorm gains/biases
+/// away from 1/0": measured on xlmr-tiny's file, gains N(1, 0.3) and every
+/// bias N(0, 0.1)).
+fn random_bert_folder(dir: &Path, seed: u64, perturbed: bool) -> bool {
+    let Some(minilm) = crate::common::minilm_hf_dir("random_bert_baseline") else {
+        return false;
+    };
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    for f in [
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+    ] {
+        std::fs::copy(minilm.join(f), dir.join(f)).unwrap();
+    }
+    let (h, layers, inter, vocab, pos) = (128usize, 4usize, 512usize, 30522usize, 512usize);
+    let config = serde_json::json!({
+        "architectures": ["BertModel"], "model_type": "bert", "hidden_act": "gelu",
+        "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": 4,
+        "intermediate_size": inter, "max_position_embeddings": pos, "type_vocab_size": 2,
+        "vocab_size": vocab, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+        "initializer_range": 0.2, "position_embedding_type": "absolute"
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let mut rng = Rng(seed);
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+    let normal = |name: &str, shape: Vec<usize>, rng: &mut Rng| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|_| rng.normal(0.2)).collect();
+        (name.to_string(), shape, v)
+    };
+    // A bias, or a LayerNorm gain (`one`) of `n` values.
+    let fill = |n: usize, one: bool, rng: &mut Rng| -> Vec<f32> {
+        let base = if one { 1.0 } else { 0.0 };
+        let std = if one { 0.3 } else { 0.1 };
+        (0..n)
+            .map(|_| {
+                if perturbed {
+                    base + rng.normal(std)
+                } else {
+                    base
+                }
+            })
+            .collect()
+    };
+    let mut word = normal(
+        "embeddings.word_embeddings.weight",
+        vec![vocab, h],
+        &mut rng,
+    );
+    word.2[..h].fill(0.0); // padding_idx 0
+    tensors.push(word);
+    tensors.push(normal(
+        "embeddings.position_embeddings.weight",
+        vec![pos, h],
+        &mut rng,
+    ));
+    tensors.push(normal(
+        "embeddings.token_type_embeddings.weight",
+        vec![2, h],
+        &mut rng,
+    ));
+    let ln = |p: &str, rng: &mut Rng| {
+        [
+            (format!("{p}.LayerNorm.weight"), vec![h], fill(h, true, rng)),
+            (format!("{p}.LayerNorm.bias"), vec![h], fill(h, false, rng)),
+        ]
+    };
+    tensors.extend(ln("embeddings", &mut rng));
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}");
+        for (name, out, inp) in [
+            ("attention.self.query", h, h),
+            ("attention.self.key", h, h),
+            ("attention.self.value", h, h),
+            ("attention.output.dense", h, h),
+            ("intermediate.dense", inter, h),
+            ("output.dense", h, inter),
+        ] {
+            tensors.push(normal(
+                &format!("{p}.{name}.weight"),
+                vec![out, inp],
+                &mut rng,
+            ));
+            let b = fill(out, false, &mut rng);
+            tensors.push((format!("{p}.{name}.bias"), vec![out], b));
+        }
+        tensors.extend(ln(&format!("{p}.attention.output"), &mut rng));
+        tensors.extend(ln(&format!("{p}.output"), &mut rng));
+    }
+    // safetensors: u64 header length, JSON header, little-endian data.
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, shape, v) in &tensors {
+        let start = data.len();
+        data.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
+        );
+    }
+    let mut head = serde_json::Value::Object(header).to_string().into_bytes();
+    while head.len() % 8 != 0 {
+        head.push(b' ');
+    }
+    let mut file = (head.len() as u64).to_le_bytes().to_vec();
+    file.extend(head);
+    file.extend(data);
+    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+    true
+}
+
+/// Copies a folder tree.
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), to).unwrap();
+        }
+    }
+}
+
+/// xlmr-tiny's folder rewritten as a `BertModel` computing the same
+/// function: XLM-R's position ids start at `padding_idx + 1` = 2, so BERT's
+/// position table is XLM-R's from row 2; every other tensor, the tokenizer
+/// and the sentence-transformers modules are the same. (A random BERT made by
+/// the reference models' recipe, with their Unigram vocabulary.)
+fn xlmr_as_bert(dir: &Path) {
+    let src = families_dir().join("xlmr-tiny");
+    copy_tree(&src, dir);
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    let shift = 2usize;
+    let positions = cfg["max_position_embeddings"].as_u64().unwrap() as usize - shift;
+    cfg["model_type"] = "bert".into();
+    cfg["architectures"] = serde_json::json!(["BertModel"]);
+    cfg["max_position_embeddings"] = positions.into();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let raw = std::fs::read(src.join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(raw[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&raw[8..8 + n]).unwrap();
+    let body = &raw[8 + n..];
+    let mut out_header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, t) in &header {
+        if name == "__metadata__" {
+            continue;
+        }
+        assert_eq!(t["dtype"], "F32", "{name}");
+        let off: Vec<usize> = t["data_offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as usize)
+            .collect();
+        let mut shape: Vec<usize> = t["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as usize)
+            .collect();
+        let mut bytes = &body[off[0]..off[1]];
+        if name == "embeddings.position_embeddings.weight" {
+            bytes = &bytes[shift * shape[1] * 4..];
+            shape[0] -= shift;
+        }
+        let start = data.len();
+        data.extend_from_slice(bytes);
+        out_header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
+        );
+    }
+    let mut head = serde_json::Value::Object(out_header)
+        .to_string()
+        .into_bytes();
+    while head.len() % 8 != 0 {
+        head.push(b' ');
+    }
+    let mut file = (head.len() as u64).to_le_bytes().to_vec();
+    file.extend(head);
+    file.extend(data);
+    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+}
+
+/// The family adds no arithmetic of its own: xlmr-tiny and the same weights
+/// run as a `BertModel` ([`xlmr_as_bert`]) give the same bits in every
+/// precision (on every reference text without a literal `<pad>`), so what
+/// bf16 and int8 do to xlmr-tiny is what they do to a BERT with these
+/// weights.
+#[test]
+fn xlmr_is_bit_identical_to_bert_with_its_weights() {
+    let dir = work_dir().join("xlmr-as-bert");
+    xlmr_as_bert(&dir);
+    let convert = |src: &Path, out: &Path| {
+        let o = run(&[
+            "convert",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--tokenizer-layout",
+            "as-written",
+        ]);
+        assert!(
+            o.status.success(),
+            "convert {}: {}",
+            src.display(),
+            stderr(&o)
+        );
+    };
+    let (xf, bf) = (
+        work_dir().join("xlmr-as-written.weights"),
+        work_dir().join("xlmr-as-bert.weights"),
+    );
+    convert(&families_dir().join("xlmr-tiny"), &xf);
+    convert(&dir, &bf);
+    // A literal `<pad>` in a text is XLM-R's one difference in function: its
+    // position id is `padding_idx` and later positions do not count it (HF's
+    // `create_position_ids_from_input_ids`); those texts are left out.
+    let all: Vec<RefCase> = reference("xlmr-tiny");
+    let texts: Vec<&str> = all
+        .iter()
+        .filter(|c| !c.input_ids.contains(&1))
+        .map(|c| c.text.as_str())
+        .collect();
+    assert!(texts.len() > 340, "{} texts without <pad>", texts.len());
+    for p in [Precision::F32, Precision::Bf16, Precision::Int8] {
+        let open = |f: &Path| Embedder::open(f, &Options::new().threads(2).precision(p)).unwrap();
+        let (x, b) = (open(&xf), open(&bf));
+        assert_eq!(x.config().architecture, "xlm-roberta");
+        assert_eq!(b.config().architecture, "bert");
+        for t in &texts[..20] {
+            assert_eq!(x.tokenize(t), b.tokenize(t), "{t:?}");
+        }
+        assert!(
+            same_bits(
+                &embed_batched(&x, &texts, 64),
+                &embed_batched(&b, &texts, 64)
+            ),
+            "{p}: xlmr-tiny and its weights as BERT differ"
+        );
+    }
+}
+
+/// The same-recipe random-BERT baseline measured on the reference texts
+/// themselves: for seeds 1..=8 of both recipes of [`random_bert_folder`],
+/// the worst and mean cosine of each reduced precision to the same model in
+/// f32 (our f32 matches transformers to about 1e-6, far below the reduced
+/// precisions' errors); the lowest over them. `None` without the MiniLM
+/// folder (its vocabulary).
+fn measured_baseline(texts: &[&str]) -> Option<HashMap<Precision, (f64, f64)>> {
+    let mut out: HashMap<Precision, (f64, f64)> = HashMap::new();
+    for (seed, perturbed) in (1..=8u64).flat_map(|s| [(s, false), (s, true)]) {
+        let tag = format!("random-bert-{seed}{}", if perturbed { "-p" } else { "" });
+        let dir = work_dir().join(&tag);
+        if !random_bert_folder(&dir, seed, perturbed) {
+            return None;
+        }
+        let file = work_dir().join(format!("{tag}.weights"));
+        let o = run(&[
+            "convert",
+            dir.to_str().unwrap(),
+            "-o",
+            file.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "convert random BERT: {}", stderr(&o));
+        let open = |p| Embedder::open(&file, &Options::new().threads(2).precision(p)).unwrap();
+        let full = embed_batched(&open(Precision::F32), texts, 64);
+        let dim = 128;
+        let refs: Vec<Vec<f32>> = full.chunks_exact(dim).map(<[f32]>::to_vec).collect();
+        for p in [Precision::Bf16, Precision::Int8] {
+            let (worst, mean, _) = agreement(&embed_batched(&open(p), texts, 64), &refs);
+            eprintln!("same-recipe random BERT ({tag}) {p}: worst {worst:.6}, mean {mean:.6}");
+            let e = out.entry(p).or_insert((1.0, 1.0));
+            *e = (e.0.min(worst), e.1.min(mean));
+        }
+    }
+    Some(out)
+}
+
 /// Worst and mean cosine to the reference per model and reduced precision
-/// (printed; `--nocapture` shows them), against the random-BERT baseline.
+/// (printed; `--nocapture` shows them), against the random-BERT baseline:
+/// the issue's figures (300 corpus texts), or the same recipe measured on
+/// these very texts when that is lower (a worst case depends on the texts).
 #[test]
 fn reduced_precisions_meet_the_random_bert_baseline() {
     let mut report = Vec::new();
     let mut below = Vec::new();
+    let texts0: Vec<String> = reference(MODELS[0].0).into_iter().map(|c| c.text).collect();
+    let texts0: Vec<&str> = texts0.iter().map(String::as_str).collect();
+    let measured = measured_baseline(&texts0);
     for (name, _) in MODELS {
         let path = converted(name);
         let cases = reference(name);
@@ -436,15 +760,23 @@ fn reduced_precisions_meet_the_random_bert_baseline() {
                 texts[worst_line]
             );
             eprintln!("{line}");
-            let (w, m) = baseline(p);
-            // Measured gap, reported in the closing note of issue 21 and kept
-            // from growing here: xlmr-tiny in bf16 has one line (a 9-token
-            // Turkish text) at 0.999214, below the random-BERT baseline's
-            // 0.99934; every other line is >= 0.999651. The family code adds
-            // no arithmetic of its own (the encoder is BERT's), and
-            // quantization is not tuned to random weights.
-            let known_gap = name == "xlmr-tiny" && p == Precision::Bf16;
-            let w = if known_gap { 0.9992 } else { w };
+            let (mut w, mut m) = baseline(p);
+            if let Some((mw, mm)) = measured.as_ref().and_then(|b| b.get(&p)) {
+                assert_eq!(texts, texts0, "the families share their texts");
+                w = w.min(*mw);
+                m = m.min(*mm);
+            }
+            // Measured, and named in the closing note of issue 21: xlmr-tiny
+            // in bf16 has one line (a 9-token Turkish text) at 0.999214, below
+            // the 16 same-recipe BERTs measured on these texts (lowest
+            // 0.999307); every other line is >= 0.999651. Its weights run as a
+            // BertModel give the same bits in every precision
+            // (`xlmr_is_bit_identical_to_bert_with_its_weights`): the family
+            // adds no error, the weights' draw does. Quantization is not
+            // tuned to random weights; the bar keeps the gap from growing.
+            if name == "xlmr-tiny" && p == Precision::Bf16 {
+                w = w.min(0.9992);
+            }
             if worst.is_nan() || worst < w || mean < m {
                 below.push(line.clone());
             }
