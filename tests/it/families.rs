@@ -529,26 +529,35 @@ fn random_bert_folder(dir: &Path, seed: u64, perturbed: bool) -> bool {
         tensors.extend(ln(&format!("{p}.attention.output"), &mut rng));
         tensors.extend(ln(&format!("{p}.output"), &mut rng));
     }
-    // safetensors: u64 header length, JSON header, little-endian data.
+    let tensors: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(n, shape, v)| (n, shape, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    write_safetensors(&dir.join("model.safetensors"), &tensors);
+    true
+}
+
+/// A safetensors file of F32 tensors (name, shape, little-endian bytes): u64
+/// header length, JSON header padded to 8 bytes, data.
+fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<u8>)]) {
     let mut header = serde_json::Map::new();
     let mut data = Vec::new();
-    for (name, shape, v) in &tensors {
+    for (name, shape, bytes) in tensors {
         let start = data.len();
-        data.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        data.extend_from_slice(bytes);
         header.insert(
             name.clone(),
             serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
         );
     }
     let mut head = serde_json::Value::Object(header).to_string().into_bytes();
-    while head.len() % 8 != 0 {
+    while !head.len().is_multiple_of(8) {
         head.push(b' ');
     }
     let mut file = (head.len() as u64).to_le_bytes().to_vec();
     file.extend(head);
     file.extend(data);
-    std::fs::write(dir.join("model.safetensors"), file).unwrap();
-    true
+    std::fs::write(path, file).unwrap();
 }
 
 /// Copies a folder tree.
@@ -586,8 +595,7 @@ fn xlmr_as_bert(dir: &Path) {
     let header: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&raw[8..8 + n]).unwrap();
     let body = &raw[8 + n..];
-    let mut out_header = serde_json::Map::new();
-    let mut data = Vec::new();
+    let mut tensors = Vec::new();
     for (name, t) in &header {
         if name == "__metadata__" {
             continue;
@@ -610,23 +618,9 @@ fn xlmr_as_bert(dir: &Path) {
             bytes = &bytes[shift * shape[1] * 4..];
             shape[0] -= shift;
         }
-        let start = data.len();
-        data.extend_from_slice(bytes);
-        out_header.insert(
-            name.clone(),
-            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
-        );
+        tensors.push((name.clone(), shape, bytes.to_vec()));
     }
-    let mut head = serde_json::Value::Object(out_header)
-        .to_string()
-        .into_bytes();
-    while head.len() % 8 != 0 {
-        head.push(b' ');
-    }
-    let mut file = (head.len() as u64).to_le_bytes().to_vec();
-    file.extend(head);
-    file.extend(data);
-    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+    write_safetensors(&dir.join("model.safetensors"), &tensors);
 }
 
 /// The family adds no arithmetic of its own: xlmr-tiny and the same weights
