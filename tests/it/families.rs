@@ -872,3 +872,45 @@ fn unsupported_family_tokenizer_combination_is_refused() {
         assert!(stderr(&o).contains("mpnet"), "{}", stderr(&o));
     }
 }
+
+/// cpp_embedder's command line (`cpp_embed`, the drop-in) runs the new
+/// families too: its JSON vectors match the reference.
+#[test]
+fn cpp_embed_runs_the_families() {
+    for (name, _) in MODELS {
+        let path = converted(name);
+        let cases: Vec<RefCase> = reference(name)
+            .into_iter()
+            .filter(|c| {
+                !c.text.trim().is_empty() && !c.text.contains(['\n', '\r']) && c.text.len() < 2000
+            })
+            .take(40)
+            .collect();
+        let file = work_dir().join(format!("{name}-cpp-embed.txt"));
+        let lines: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_cpp_embed"))
+            .args(["-m", path.to_str().unwrap(), "-f", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "cpp_embed {name}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let items = v["embeddings"].as_array().unwrap();
+        assert_eq!(items.len(), cases.len(), "{name}");
+        for (item, c) in items.iter().zip(&cases) {
+            assert_eq!(item["text"], c.text.as_str());
+            let got: Vec<f32> = item["vector"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            let (cos, max_abs) = compare(&got, c.embedding.as_ref().unwrap());
+            assert!(
+                cos >= F32_WORST_COSINE && max_abs <= F32_MAX_ABS,
+                "{name} {:?}: cosine {cos}, max abs {max_abs}",
+                c.text
+            );
+        }
+    }
+}
