@@ -914,3 +914,40 @@ fn cpp_embed_runs_the_families() {
         }
     }
 }
+
+/// The tokenizer case files (ids without truncation, 2,914 lines each)
+/// through `embd tokenize --no-truncate`, with the model that carries each
+/// tokenizer (the same tokenizer.json): xlmr-tiny (classic Unigram layout,
+/// as transformers rebuilds it), bert-unigram-tiny (transformers 5 layout),
+/// roberta-bpe-tiny (byte-level BPE).
+#[test]
+fn cli_tokenize_matches_the_case_files() {
+    for (name, cases_file) in [
+        ("xlmr-tiny", "families/unigram_cases.jsonl"),
+        ("bert-unigram-tiny", "families/unigram_v5_cases.jsonl"),
+        ("roberta-bpe-tiny", "families/bpe_cases.jsonl"),
+    ] {
+        let path = converted(name);
+        let cases = read_reference(cases_file);
+        assert_eq!(cases.len(), 2914, "{cases_file}");
+        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+        let input = work_dir().join(format!("{name}-cases.jsonl"));
+        write_input(&input, &texts);
+        let o = run(&[
+            "tokenize",
+            "-m",
+            path.to_str().unwrap(),
+            "--no-truncate",
+            "--jsonl",
+            "--input",
+            input.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let ids = jsonl_field(&o, "input_ids", ids_of);
+        assert_ids(
+            &format!("{cases_file} (embd tokenize, {name})"),
+            &ids,
+            &cases,
+        );
+    }
+}
