@@ -114,3 +114,27 @@ def test_prompt_name_query(converted: Dict[str, Path]) -> None:
         got = m.encode([r["text"] for r in ref])
     assert np.abs(got - want).max() <= 1e-5
     assert cosines(got, want).min() >= 0.99999
+
+
+CASES = {
+    "xlmr-tiny": "unigram_cases.jsonl",
+    "bert-unigram-tiny": "unigram_v5_cases.jsonl",
+    "roberta-bpe-tiny": "bpe_cases.jsonl",
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
+    """The tokenizer case files (ids without truncation; 2,914 lines each)
+    with the model carrying the same tokenizer.json: ids equal, and a text
+    longer than the model is its reference ids cut on the right (the first
+    ``max_seq_length - 1`` ids, then the closing special token)."""
+    cases = read_jsonl(families() / CASES[name])
+    assert len(cases) == 2914
+    with embedder.Embedder(converted[name], threads=1) as m:
+        n = m.max_seq_length
+        for c in cases:
+            want = c["input_ids"]
+            if len(want) > n:
+                want = want[: n - 1] + want[-1:]
+            assert m.tokenize(c["text"]) == want, c["text"]
