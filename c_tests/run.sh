@@ -36,8 +36,9 @@ if [ ! -f "$MODEL" ]; then
   echo "note: $MODEL not found; the model tests (label 'model') will fail" >&2
 fi
 
-# test_families.c: xlmr-tiny and roberta-bpe-tiny converted by embd, and the
-# first 50 lines of their sentence-transformers reference as expected values.
+# test_families.c: xlmr-tiny, bert-unigram-tiny and roberta-bpe-tiny converted
+# by embd; every line of their sentence-transformers reference and of the three
+# tokenizer case files as expected values.
 SHARED="${EMBD_SHARED_DIR:-$ROOT/../shared}"
 FAMILIES="$BUILD_ROOT/families"
 if [ -d "$SHARED/reference/families" ]; then
@@ -46,10 +47,14 @@ if [ -d "$SHARED/reference/families" ]; then
     EMBD_BIN="$TARGET_DIR/release/embd"
   fi
   mkdir -p "$FAMILIES"
-  for name in xlmr-tiny roberta-bpe-tiny; do
+  for name in xlmr-tiny bert-unigram-tiny roberta-bpe-tiny; do
     "$EMBD_BIN" convert "$SHARED/reference/families/$name" -o "$FAMILIES/$name.weights" >/dev/null
     python3 "$ROOT/c_tests/families_expected.py" \
-      "$SHARED/reference/families/${name}_reference.jsonl" 50 "$FAMILIES/$name.expected"
+      "$SHARED/reference/families/${name}_reference.jsonl" all "$FAMILIES/$name.expected"
+  done
+  for cases in unigram_cases unigram_v5_cases bpe_cases; do
+    python3 "$ROOT/c_tests/families_expected.py" \
+      "$SHARED/reference/families/$cases.jsonl" all "$FAMILIES/$cases.expected"
   done
 else
   echo "note: $SHARED/reference/families not found; the families test will fail" >&2
