@@ -144,7 +144,7 @@ enum Cmd {
         output_ranges: Option<PathBuf>,
         /// Print each text's token vectors, un-pooled (sentence-transformers'
         /// output_value="token_embeddings": the last hidden state of every
-        /// token, [CLS]/[SEP] and the prompt's included, cut to --dimensions,
+        /// token, `[CLS]`/`[SEP]` and the prompt's included, cut to --dimensions,
         /// not normalized) as JSONL {"token_embeddings": [[...], ...],
         /// "tokens": N, "truncated": false}.
         #[arg(long)]
