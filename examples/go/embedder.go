@@ -135,13 +135,16 @@ static embd_text *embd_go_texts(const char *buf, const size_t *lens, size_t n) {
 	return texts;
 }
 
-// As embd_go_encode, under per-call options (made from the arguments and
-// freed here; see embd_go_call_options).
-static embd_status embd_go_encode_with(const embd_model *m, int normalize, size_t dims,
+// Per-call options made from the arguments (see embd_go_call_options) and
+// freed here, around embd_encode_with (tokens 0: n_floats unused) or
+// embd_encode_tokens (tokens 1: with out NULL and out_len 0,
+// EMBD_STATUS_BUFFER_TOO_SMALL and *n_floats the size, no error copied).
+static embd_status embd_go_encode_with(int tokens, const embd_model *m, int normalize, size_t dims,
                                        const char *prompt, const char *prompt_name,
                                        embd_truncation truncation, const char *buf,
                                        const size_t *lens, size_t n, float *out, size_t out_len,
-                                       size_t *tokens, uint8_t *truncated, char **err) {
+                                       size_t *n_floats, size_t *tokens_out, uint8_t *truncated,
+                                       char **err) {
 	*err = NULL;
 	embd_status st;
 	embd_call_options *o = embd_go_call_options(normalize, dims, prompt, prompt_name, truncation, &st, err);
@@ -151,34 +154,13 @@ static embd_status embd_go_encode_with(const embd_model *m, int normalize, size_
 		embd_call_options_free(o);
 		return EMBD_STATUS_OUT_OF_MEMORY;
 	}
-	st = embd_encode_with(m, o, texts, n, out, out_len, tokens, truncated);
-	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
-	free(texts);
-	embd_call_options_free(o);
-	return st;
-}
-
-// embd_encode_tokens under per-call options made from the arguments: with
-// out NULL and out_len 0, EMBD_STATUS_BUFFER_TOO_SMALL and *n_floats the size.
-static embd_status embd_go_encode_tokens(const embd_model *m, int normalize, size_t dims,
-                                         const char *prompt, const char *prompt_name,
-                                         embd_truncation truncation, const char *buf,
-                                         const size_t *lens, size_t n, float *out, size_t out_len,
-                                         size_t *n_floats, size_t *tokens, uint8_t *truncated,
-                                         char **err) {
-	*err = NULL;
-	embd_status st;
-	embd_call_options *o = embd_go_call_options(normalize, dims, prompt, prompt_name, truncation, &st, err);
-	if (o == NULL) return st;
-	embd_text *texts = embd_go_texts(buf, lens, n);
-	if (texts == NULL) {
-		embd_call_options_free(o);
-		return EMBD_STATUS_OUT_OF_MEMORY;
+	if (tokens) {
+		st = embd_encode_tokens(m, o, texts, n, out, out_len, n_floats, tokens_out, truncated);
+	} else {
+		st = embd_encode_with(m, o, texts, n, out, out_len, tokens_out, truncated);
 	}
-	st = embd_encode_tokens(m, o, texts, n, out, out_len, n_floats, tokens, truncated);
-	if (st != EMBD_STATUS_OK && !(st == EMBD_STATUS_BUFFER_TOO_SMALL && out == NULL)) {
-		*err = embd_go_copy_error();
-	}
+	int size_query = tokens && st == EMBD_STATUS_BUFFER_TOO_SMALL && out == NULL;
+	if (st != EMBD_STATUS_OK && !size_query) *err = embd_go_copy_error();
 	free(texts);
 	embd_call_options_free(o);
 	return st;
@@ -751,7 +733,7 @@ func (m *Model) EmbedTokens(texts []string, o CallOptions) ([][][]float32, []Tex
 	var need C.size_t
 	var msg *C.char
 	call := func(out *C.float, outLen C.size_t) C.embd_status {
-		return C.embd_go_encode_tokens(h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
+		return C.embd_go_encode_with(1, h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
 			C.embd_truncation(o.Truncation), (*C.char)(unsafe.Pointer(&buf[0])), &lens[0],
 			C.size_t(len(texts)), out, outLen, &need, &tokens[0], &truncated[0], &msg)
 	}
@@ -835,10 +817,10 @@ func (m *Model) embed(texts []string, withInfo bool, o *CallOptions) ([][]float3
 	} else {
 		c := o.toC()
 		defer c.free()
-		st = C.embd_go_encode_with(h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
+		st = C.embd_go_encode_with(0, h, c.normalize, C.size_t(o.Dimensions), c.prompt, c.promptName,
 			C.embd_truncation(o.Truncation), (*C.char)(unsafe.Pointer(&buf[0])), &lens[0],
 			C.size_t(len(texts)), (*C.float)(unsafe.Pointer(&flat[0])), C.size_t(len(flat)),
-			tokPtr, truncPtr, &msg)
+			nil, tokPtr, truncPtr, &msg)
 	}
 	if st != C.EMBD_STATUS_OK {
 		return nil, nil, newError(st, msg)

@@ -496,14 +496,7 @@ class Embedder:
         ``__cause__``). Ctrl-C during the call stops it and raises
         ``KeyboardInterrupt``.
         """
-        single = isinstance(texts, str)
-        items: Sequence[str] = [texts] if single else texts  # type: ignore[list-item]
-        if isinstance(items, (bytes, bytearray)):
-            raise TypeError("texts must be str or a sequence of str, not bytes")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                Status.INVALID_ARGUMENT, f"batch_size must be an int >= 1, got {batch_size!r}"
-            )
+        single, items = _texts_arg(texts, batch_size)
         if precision not in OUTPUT_PRECISIONS:
             raise InvalidArgumentError(
                 Status.INVALID_ARGUMENT,
@@ -646,14 +639,7 @@ class Embedder:
         only with ``normalize_embeddings=True`` (the model's Normalize module
         is for sentence vectors). A text's vectors do not depend on its batch.
         """
-        single = isinstance(texts, str)
-        items: Sequence[str] = [texts] if single else texts  # type: ignore[list-item]
-        if isinstance(items, (bytes, bytearray)):
-            raise TypeError("texts must be str or a sequence of str, not bytes")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                Status.INVALID_ARGUMENT, f"batch_size must be an int >= 1, got {batch_size!r}"
-            )
+        single, items = _texts_arg(texts, batch_size)
         data = [_utf8(t, f"texts[{i}]") for i, t in enumerate(items)]
         L = lib()
         h = self._handle()
@@ -706,6 +692,20 @@ class Embedder:
     def similarity(self, a: npt.ArrayLike, b: npt.ArrayLike) -> Union[float, FloatArray]:
         """Cosine similarity; see :func:`embedder.similarity`."""
         return similarity(a, b)
+
+
+def _texts_arg(texts: Union[str, Sequence[str]], batch_size: int) -> Tuple[bool, Sequence[str]]:
+    """``(single, items)`` of an encode call's ``texts``, with ``batch_size``
+    checked."""
+    single = isinstance(texts, str)
+    items: Sequence[str] = [texts] if single else texts  # type: ignore[list-item]
+    if isinstance(items, (bytes, bytearray)):
+        raise TypeError("texts must be str or a sequence of str, not bytes")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(
+            Status.INVALID_ARGUMENT, f"batch_size must be an int >= 1, got {batch_size!r}"
+        )
+    return single, items
 
 
 TRUNCATIONS = {"right": 0, "left": 1, "refuse": 2}
