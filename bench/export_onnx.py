@@ -22,6 +22,14 @@ Writes two files:
   OUT_DIR/minilm.onnx        the plain graph ("unfused")
   OUT_DIR/minilm.opt.onnx    after ORT's BERT optimizer ("fused")
 
+A BertForSequenceClassification folder (a cross-encoder such as minilm-reranker; tensors
+under `bert.` plus `bert.pooler.dense` and `classifier`) gives the graph of
+transformers' BertForSequenceClassification instead of the pooling: the encoder as
+above, then the first token's state (Gather index 0 on the sequence axis), the pooler
+(MatMul+Add, Tanh) and the classifier (MatMul+Add), output `logits` [batch,
+num_labels] (no activation: CrossEncoder applies it). Written as OUT_DIR/reranker.onnx
+and OUT_DIR/reranker.opt.onnx (the same ORT optimizer; the head stays plain MatMul/Tanh).
+
 An MPNet folder (config.json model_type "mpnet", all-mpnet-base-v2) gives the graph of
 transformers' MPNetModel instead, as a torch export arranges it: no token types (inputs
 input_ids and attention_mask only); position ids padding_idx + cumsum(ids != padding_idx)
@@ -113,6 +121,10 @@ def build(hf_dir):
     if cfg.get("model_type") == "mpnet":
         return build_mpnet(hf_dir, cfg)
     weights = load_file(os.path.join(hf_dir, "model.safetensors"))
+    classifier = is_classifier(cfg)
+    if classifier:
+        # BertForSequenceClassification: the encoder's tensors under "bert."
+        weights = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in weights.items()}
     hidden = cfg["hidden_size"]
     heads = cfg["num_attention_heads"]
     head_dim = hidden // heads
@@ -162,6 +174,9 @@ def build(hf_dir):
         out = linear(g, gelu, weights, p + "output.dense")
         x = layer_norm(g, g.op("Add", [out, x]), weights, p + "output.LayerNorm", eps)
 
+    if classifier:
+        return classifier_graph(g, x, weights, cfg, (ids, mask, types))
+
     # --- mean pooling over tokens with mask 1, then L2 normalize -----------
     mask_f = g.op("Cast", [g.op("Unsqueeze", [mask, g.const([-1], dtype=np.int64)])], to=TensorProto.FLOAT)
     axis1 = g.const([1], dtype=np.int64)
@@ -182,6 +197,34 @@ def build(hf_dir):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py")
     model.ir_version = 8  # accepted by every onnxruntime >= 1.14
+    onnx.checker.check_model(model)
+    return model, cfg
+
+
+def is_classifier(cfg):
+    """A BertForSequenceClassification config (a cross-encoder)."""
+    return any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures") or [])
+
+
+def classifier_graph(g, x, weights, cfg, inputs):
+    """BERT's classification head on the encoder output `x` [B,S,H]: the first
+    token's state, pooler dense + tanh, classifier: `logits` [B, num_labels]."""
+    first = g.op("Gather", [x, g.const(0, dtype=np.int64)], axis=1)  # [B,H]
+    pooled = g.op("Tanh", [linear(g, first, weights, "pooler.dense")])
+    w = g.weight(weights["classifier.weight"].T, "classifier.weight_t")
+    b = g.weight(weights["classifier.bias"], "classifier.bias")
+    labels = weights["classifier.weight"].shape[0]
+    g.nodes.append(helper.make_node("Add", [g.op("MatMul", [pooled, w]), b], ["logits"], name="classifier"))
+    dims = ["batch", "sequence"]
+    graph = helper.make_graph(
+        g.nodes,
+        "bert-for-sequence-classification",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in inputs],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", labels])],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py")
+    model.ir_version = 8
     onnx.checker.check_model(model)
     return model, cfg
 
@@ -276,7 +319,8 @@ def main():
         onnx.save(model, plain)
         print(f"wrote {plain} ({os.path.getsize(plain) / 1e6:.1f} MB, {len(model.graph.node)} nodes)")
         return
-    plain = os.path.join(out_dir, "minilm.onnx")
+    stem = "reranker" if is_classifier(cfg) else "minilm"
+    plain = os.path.join(out_dir, f"{stem}.onnx")
     onnx.save(model, plain)
     print(f"wrote {plain} ({os.path.getsize(plain) / 1e6:.1f} MB, {len(model.graph.node)} nodes)")
 
@@ -291,7 +335,7 @@ def main():
     import onnxruntime as ort
     from onnxruntime.transformers.optimizer import optimize_model
 
-    basic = os.path.join(out_dir, "minilm.basic.onnx")
+    basic = os.path.join(out_dir, f"{stem}.basic.onnx")
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.optimized_model_filepath = basic
@@ -301,7 +345,7 @@ def main():
     opt = optimize_model(basic, model_type="bert", num_heads=cfg["num_attention_heads"],
                          hidden_size=cfg["hidden_size"], opt_level=0)
     os.remove(basic)
-    fused = os.path.join(out_dir, "minilm.opt.onnx")
+    fused = os.path.join(out_dir, f"{stem}.opt.onnx")
     opt.save_model_to_file(fused)
     counts = {}
     for n in opt.model.graph.node:

@@ -1,14 +1,18 @@
 /* Cross-encoders through the C API (embd_rerank_*), against sentence-transformers'
- * CrossEncoder: on every line of minilm-reranker_reference.jsonl the pair's ids and
- * token types are identical, the f32 score within 1e-5 and the logit within 1e-4;
- * embd_rerank_rank gives minilm-reranker_rank.json's order; every misuse gets its
+ * CrossEncoder, for minilm-reranker (BERT, WordPiece) and xlmr-reranker-tiny
+ * (XLM-R, Unigram, RoBERTa head): on every line of NAME_reference.jsonl the pair's ids
+ * (and token types, where the file has them) are identical, the f32 score within 1e-5
+ * and the logit within 1e-4; embd_rerank_rank gives NAME_rank.json's order; every
+ * misuse gets its
  * status (never a crash): an embedding model opened as a reranker and the reverse,
  * empty query, no documents, top_k 0 or above the documents, raw not 0/1, NULLs,
  * too many documents, short buffers, a NUL inside a text.
  *
  * argv[1]: models/minilm-reranker.weights (scripts/fetch_reranker.sh), else
  * EMBD_TEST_RERANK_MODEL; argv[2]: the shared/reference/families folder, else
- * EMBD_TEST_FAMILIES; argv[3]: an embedding model, else EMBD_TEST_MODEL. */
+ * EMBD_TEST_FAMILIES; argv[3]: an embedding model, else EMBD_TEST_MODEL; argv[4]:
+ * models/xlmr-reranker-tiny.weights (scripts/fetch_reranker.sh converts it), else the
+ * file of that name beside the minilm-reranker model. */
 #include "embedder.h"
 #include "check.h"
 
@@ -150,16 +154,17 @@ static embd_text text_of(const char *s, size_t len) {
 #define MAX_IDS 1024
 
 /* Every reference line: ids, types, score and logit. */
-static void check_reference(const embd_reranker *r, const char *families) {
+static void check_reference(const embd_reranker *r, const char *families, const char *name, int want_lines) {
     char path[4096];
     char *data, *line, *next;
     int lines = 0;
     float worst_score = 0.0f, worst_logit = 0.0f;
-    snprintf(path, sizeof path, "%s/minilm-reranker_reference.jsonl", families);
+    snprintf(path, sizeof path, "%s/%s_reference.jsonl", families, name);
     data = read_file(path);
     REQUIRE(data);
     for (line = data; line && *line; line = next) {
         char *q, *p;
+        const char *types_at;
         size_t ql, pl, n_ids, n_types, n = 0, tokens = 0;
         uint32_t want_ids[MAX_IDS], want_types[MAX_IDS], ids[MAX_IDS], types[MAX_IDS];
         float score = 0.0f, logit = 0.0f, want_score, want_logit;
@@ -171,7 +176,14 @@ static void check_reference(const embd_reranker *r, const char *families) {
         parse_string(find_key(line, "query"), &q, &ql);
         parse_string(find_key(line, "passage"), &p, &pl);
         n_ids = parse_uints(find_key(line, "input_ids"), want_ids, MAX_IDS);
-        n_types = parse_uints(find_key(line, "token_type_ids"), want_types, MAX_IDS);
+        /* A file without token types: all 0 (RoBERTa/XLM-R). */
+        types_at = find_key(line, "token_type_ids");
+        if (types_at) {
+            n_types = parse_uints(types_at, want_types, MAX_IDS);
+        } else {
+            memset(want_types, 0, sizeof want_types);
+            n_types = n_ids;
+        }
         want_score = strtof(find_key(line, "score"), NULL);
         want_logit = strtof(find_key(line, "logit"), NULL);
         REQUIRE(n_ids == n_types);
@@ -193,16 +205,17 @@ static void check_reference(const embd_reranker *r, const char *families) {
         free(p);
         lines++;
     }
-    printf("reference: %d lines, max |score diff| %.3g, max |logit diff| %.3g\n", lines, worst_score,
+    printf("%s reference: %d lines, max |score diff| %.3g, max |logit diff| %.3g\n", name, lines, worst_score,
            worst_logit);
-    CHECK(lines == 151);
+    CHECK(lines == want_lines);
     CHECK(worst_score <= 1e-5f);
     CHECK(worst_logit <= 1e-4f);
     free(data);
 }
 
-/* The rank file's order, and a cut to the first 10. */
-static void check_rank(const embd_reranker *r, const char *families) {
+/* The rank file's order, and a cut to the first 10; with `misuse`, every misuse
+ * of embd_rerank_rank. */
+static void check_rank(const embd_reranker *r, const char *families, const char *name, int misuse) {
     char path[4096];
     char *data, *query, *docs[64];
     size_t ql, lens[64], n_docs = 0, i, n_out = 0;
@@ -210,7 +223,7 @@ static void check_rank(const embd_reranker *r, const char *families) {
     size_t want[64], n_want = 0;
     embd_ranked out[64];
     const char *p;
-    snprintf(path, sizeof path, "%s/minilm-reranker_rank.json", families);
+    snprintf(path, sizeof path, "%s/%s_rank.json", families, name);
     data = read_file(path);
     REQUIRE(data);
     parse_string(find_key(data, "query"), &query, &ql);
@@ -245,6 +258,7 @@ static void check_rank(const embd_reranker *r, const char *families) {
     CHECK_ST(embd_rerank_rank(r, text_of(query, ql), tdocs, n_docs, 10, 0, out, 10, &n_out), EMBD_STATUS_OK, NULL);
     CHECK(n_out == 10);
     for (i = 0; i < 10; i++) CHECK(out[i].index == want[i]);
+    if (!misuse) goto done;
 
     /* Misuse: each with its status and a message naming it. */
     CHECK_ST(embd_rerank_rank(r, text_of("", 0), tdocs, n_docs, 1, 0, out, 64, &n_out),
@@ -270,6 +284,7 @@ static void check_rank(const embd_reranker *r, const char *families) {
              EMBD_STATUS_LIMIT_EXCEEDED, NULL);
     CHECK_ST(embd_rerank_rank(NULL, text_of(query, ql), tdocs, n_docs, 10, 0, out, 64, &n_out),
              EMBD_STATUS_NULL_ARGUMENT, "reranker");
+done:
     for (i = 0; i < n_docs; i++) free(docs[i]);
     free(query);
     free(data);
@@ -333,6 +348,7 @@ int main(int argc, char **argv) {
     embd_reranker *r = NULL;
     embd_options *o = embd_options_new();
     embd_status st;
+    char xlmr[4096];
     REQUIRE(o);
     CHECK_ST(embd_options_set_max_seq_length(o, 256), EMBD_STATUS_OK, NULL);
     st = embd_rerank_open(path, o, &r);
@@ -344,9 +360,30 @@ int main(int argc, char **argv) {
     }
     CHECK(embd_rerank_num_labels(r) == 1);
     CHECK(embd_rerank_max_seq_length(r) == 256);
-    check_reference(r, families);
-    check_rank(r, families);
+    check_reference(r, families, "minilm-reranker", 151);
+    check_rank(r, families, "minilm-reranker", 1);
     check_misuse(r, embedding_model, path);
+    embd_rerank_free(r);
+
+    /* The XLM-R cross-encoder at its own maximum length (128, as its reference). */
+    if (argc > 4) {
+        snprintf(xlmr, sizeof xlmr, "%s", argv[4]);
+    } else {
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash ? (int)(slash - path) + 1 : 0;
+        snprintf(xlmr, sizeof xlmr, "%.*sxlmr-reranker-tiny.weights", dir_len, path);
+    }
+    r = NULL;
+    st = embd_rerank_open(xlmr, NULL, &r);
+    if (st != EMBD_STATUS_OK) {
+        fprintf(stderr, "embd_rerank_open(%s): %s: %s (run scripts/fetch_reranker.sh)\n", xlmr,
+                embd_status_str(st), embd_last_error());
+        return 1;
+    }
+    CHECK(embd_rerank_num_labels(r) == 1);
+    CHECK(embd_rerank_max_seq_length(r) == 128);
+    check_reference(r, families, "xlmr-reranker-tiny", 260);
+    check_rank(r, families, "xlmr-reranker-tiny", 0);
     embd_rerank_free(r);
     return check_done("rerank");
 }

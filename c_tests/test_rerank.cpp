@@ -1,7 +1,10 @@
-// The C++ wrapper embedder/reranker.hpp over the reference cross-encoder: the
-// first lines of minilm-reranker_reference.jsonl (copied: query, passage,
-// score) within 1e-5, rank order of the same pairs' passages, and a misuse
-// throwing embd::Error with its status.
+// The C++ wrapper embedder/reranker.hpp over the reference cross-encoders: a
+// line of minilm-reranker_reference.jsonl and the first line of
+// xlmr-reranker-tiny_reference.jsonl (copied: query, passage, ids, score,
+// logit) within 1e-5 / 1e-4, rank order of the same pairs' passages, and a
+// misuse throwing embd::Error with its status. argv[1]: the minilm-reranker
+// model; argv[2]: models/xlmr-reranker-tiny.weights, else the file of that
+// name beside the first.
 #include "embedder/reranker.hpp"
 
 #include <cmath>
@@ -38,6 +41,28 @@ int main(int argc, char** argv) {
             threw = e.status() == EMBD_STATUS_INVALID_ARGUMENT;
         }
         if (!threw) fails++;
+
+        // The XLM-R cross-encoder (Unigram, <s> q </s></s> p </s>, RoBERTa head).
+        std::string xlmr = argc > 2 ? argv[2] : "";
+        if (xlmr.empty()) {
+            const auto slash = path.rfind('/');
+            xlmr = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
+                   "xlmr-reranker-tiny.weights";
+        }
+        embd::Reranker x(xlmr);
+        if (x.max_length() != 128) fails++;
+        const std::vector<uint32_t> want_ids = {0, 957, 131, 189, 94, 61, 2, 2, 957, 131, 16, 121, 2795, 2};
+        auto xi = x.tokenize("Macedonian", "Macedonisch");
+        if (xi.first != want_ids || xi.second != std::vector<uint32_t>(want_ids.size(), 0)) {
+            std::fprintf(stderr, "xlmr: ids differ\n");
+            fails++;
+        }
+        std::vector<float> xs = x.score({{"Macedonian", "Macedonisch"}});
+        std::vector<float> xl = x.score({{"Macedonian", "Macedonisch"}}, true);
+        if (std::fabs(xs[0] - 0.485462457f) > 1e-5f || std::fabs(xl[0] - (-0.0581665635f)) > 1e-4f) {
+            std::fprintf(stderr, "xlmr: score %g logit %g, want 0.485462457 -0.0581665635\n", xs[0], xl[0]);
+            fails++;
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;

@@ -7,6 +7,9 @@
 # all-MiniLM-L6-v2 folder that scripts/fetch_model.sh fetches (run first if absent),
 # joined by the reference's own assemble_minilm_reranker.py in a venv with numpy and
 # safetensors (models/cache/venv-reranker/, ignored).
+# Also converts the shared tiny random XLM-R cross-encoder (families/xlmr-reranker-tiny,
+# Unigram tokenizer, RoBERTa head; local, nothing to fetch) to
+# models/xlmr-reranker-tiny.weights, which the CLI, C, Go and Python tests read.
 #
 #   scripts/fetch_reranker.sh                         assemble + convert (f32)
 #   EMBD_BIN=path/to/embd scripts/fetch_reranker.sh   use an already built embd
@@ -36,6 +39,14 @@ embd="${EMBD_BIN:-}"
 if [ -z "$embd" ]; then
   (cd "$root" && cargo build --release --quiet --bin embd)
   embd="$root/target/release/embd"
+fi
+
+xlmr_out="$models/xlmr-reranker-tiny.weights"
+if [ ! -f "$xlmr_out" ] || ! "$embd" verify "$xlmr_out" >/dev/null 2>&1 \
+   || [ "$fam/xlmr-reranker-tiny/model.safetensors" -nt "$xlmr_out" ]; then
+  echo "converting $fam/xlmr-reranker-tiny -> $xlmr_out ..." >&2
+  "$embd" convert "$fam/xlmr-reranker-tiny" -o "$xlmr_out" --name xlmr-reranker-tiny
+  "$embd" verify "$xlmr_out"
 fi
 
 if [ -f "$out" ] && "$embd" verify "$out" >/dev/null 2>&1; then

@@ -26,6 +26,7 @@ use crate::formats::{ModelFile, ReadOptions};
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 use crate::model::head::{ClassificationHead, ScoreActivation, Task};
 use crate::options::{Options, Precision};
+use crate::tokenizer::template::Template;
 use crate::tokenizer::Tokenizer;
 
 /// Pairs tokenized ahead of the forward pass; ids of at most this many pairs
@@ -42,6 +43,147 @@ pub struct PairEncoding {
     pub type_ids: Vec<u32>,
     /// Ids of either text were cut to fit.
     pub truncated: bool,
+}
+
+/// A run of text ids with their token types.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Part {
+    ids: Vec<u32>,
+    types: Vec<u32>,
+}
+
+/// How the tokenizer frames a pair: `prefix A middle B suffix` (BERT
+/// `[CLS] A [SEP] B [SEP]`, RoBERTa/XLM-R `<s> A </s></s> B </s>`), with the
+/// token type of each text's ids. Read once at open from the tokenizer's own
+/// pair encoding ([`Tokenizer::encode_pair`]), so that a query's ids can be
+/// computed once and joined to every passage's ([`PairFrame::join`]) with
+/// the same result as encoding each pair whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PairFrame {
+    prefix: Part,
+    type_a: u32,
+    middle: Part,
+    type_b: u32,
+    suffix: Part,
+}
+
+impl PairFrame {
+    /// The frame of `tok`'s pairs, found by where a probe text's ids land in
+    /// `encode_pair(probe, "")` and `encode_pair("", probe)` around the bare
+    /// frame `encode_pair("", "")`. `None` when that is not unambiguous (the
+    /// probe's ids would look like frame ids) or a probe pair does not come
+    /// back the same as the tokenizer's own: the caller then encodes each
+    /// pair whole.
+    fn probe(tok: &Tokenizer) -> Option<PairFrame> {
+        let (f_ids, f_types) = tok.encode_pair("", "", None);
+        let mut probe = Vec::new();
+        tok.encode_raw("a", &mut probe);
+        if probe.is_empty() || probe.iter().any(|id| f_ids.contains(id)) {
+            return None;
+        }
+        // The one cut of the frame where the probe's ids were inserted.
+        let cut = |ids: &[u32]| -> Option<usize> {
+            let mut at = (0..=f_ids.len()).filter(|&c| {
+                ids.len() == f_ids.len() + probe.len()
+                    && ids[..c] == f_ids[..c]
+                    && ids[c..c + probe.len()] == probe[..]
+                    && ids[c + probe.len()..] == f_ids[c..]
+            });
+            let c = at.next()?;
+            at.next().is_none().then_some(c)
+        };
+        let (a_ids, a_types) = tok.encode_pair("a", "", None);
+        let (b_ids, b_types) = tok.encode_pair("", "a", None);
+        let (ca, cb) = (cut(&a_ids)?, cut(&b_ids)?);
+        if ca > cb {
+            return None;
+        }
+        let part = |r: std::ops::Range<usize>| Part {
+            ids: f_ids[r.clone()].to_vec(),
+            types: f_types[r].to_vec(),
+        };
+        let frame = PairFrame {
+            prefix: part(0..ca),
+            type_a: a_types[ca],
+            middle: part(ca..cb),
+            type_b: b_types[cb],
+            suffix: part(cb..f_ids.len()),
+        };
+        // A check on a pair of two texts, with and without a cut.
+        let (qa, pb) = ("what is a probe?", "a probe is a test text.");
+        let (mut ia, mut ib) = (Vec::new(), Vec::new());
+        tok.encode_raw(qa, &mut ia);
+        tok.encode_raw(pb, &mut ib);
+        for max in [None, Some(frame.len() + 3)] {
+            let want = tok.encode_pair(qa, pb, max);
+            let got = frame.join(&ia, &ib, max.unwrap_or(usize::MAX));
+            if (got.ids, got.type_ids) != want {
+                return None;
+            }
+        }
+        Some(frame)
+    }
+
+    /// Special ids in a pair.
+    fn len(&self) -> usize {
+        self.prefix.ids.len() + self.middle.ids.len() + self.suffix.ids.len()
+    }
+
+    /// The pair of texts with ids `a` and `b` (no special ids), cut by HF's
+    /// `longest_first` to `max` ids in all.
+    fn join(&self, a: &[u32], b: &[u32], max: usize) -> PairEncoding {
+        let room = max.saturating_sub(self.len());
+        let (ka, kb) = Template::longest_first(a.len(), b.len(), room);
+        let n = ka + kb + self.len();
+        let (mut ids, mut types) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        ids.extend_from_slice(&self.prefix.ids);
+        types.extend_from_slice(&self.prefix.types);
+        ids.extend_from_slice(&a[..ka]);
+        types.resize(ids.len(), self.type_a);
+        ids.extend_from_slice(&self.middle.ids);
+        types.extend_from_slice(&self.middle.types);
+        ids.extend_from_slice(&b[..kb]);
+        types.resize(ids.len(), self.type_b);
+        ids.extend_from_slice(&self.suffix.ids);
+        types.extend_from_slice(&self.suffix.types);
+        PairEncoding {
+            ids,
+            type_ids: types,
+            truncated: ka < a.len() || kb < b.len(),
+        }
+    }
+}
+
+/// How pairs are tokenized: the query's ids once per query and each
+/// passage's joined to them ([`PairFrame`]), or, for a tokenizer whose frame
+/// could not be read, each pair whole.
+struct PairCoder<'a> {
+    tok: &'a Tokenizer,
+    frame: Option<&'a PairFrame>,
+    max: usize,
+}
+
+impl PairCoder<'_> {
+    /// The ids of a query (empty without a frame: they are not used).
+    fn query_ids(&self, q: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        if self.frame.is_some() {
+            self.tok.encode_raw(q, &mut ids);
+        }
+        ids
+    }
+
+    /// The pair `(q, p)`, `q_ids` being [`PairCoder::query_ids`]`(q)`.
+    fn pair(&self, q: &str, q_ids: &[u32], p: &str) -> PairEncoding {
+        match self.frame {
+            Some(f) => {
+                let mut p_ids = Vec::new();
+                self.tok.encode_raw(p, &mut p_ids);
+                f.join(q_ids, &p_ids, self.max)
+            }
+            None => encode_pair(self.tok, q, p, self.max),
+        }
+    }
 }
 
 /// [`Tokenizer::encode_pair`] with the truncation flag: a pair that fills
@@ -71,6 +213,8 @@ pub struct Ranked {
 pub struct Reranker {
     embedder: Embedder,
     head: ClassificationHead,
+    /// The pair framing, `None` for a tokenizer whose frame could not be read.
+    frame: Option<PairFrame>,
 }
 
 impl std::fmt::Debug for Reranker {
@@ -151,7 +295,12 @@ impl Reranker {
         let hidden = crate::model::config::ModelConfig::from_metadata(&file.metadata)?.hidden_size;
         let head = ClassificationHead::load(&file, hidden)?;
         let embedder = Embedder::for_classifier(file, opts)?;
-        Ok(Reranker { embedder, head })
+        let frame = PairFrame::probe(embedder.tokenizer());
+        Ok(Reranker {
+            embedder,
+            head,
+            frame,
+        })
     }
 
     /// Logits per pair.
@@ -191,12 +340,17 @@ impl Reranker {
 
     /// A pair as the model reads it: ids, token types, truncation.
     pub fn tokenize_pair(&self, query: &str, passage: &str) -> PairEncoding {
-        encode_pair(
-            self.embedder.tokenizer(),
-            query,
-            passage,
-            self.max_seq_length(),
-        )
+        let c = self.coder();
+        c.pair(query, &c.query_ids(query), passage)
+    }
+
+    /// The pair tokenizer of this model.
+    fn coder(&self) -> PairCoder<'_> {
+        PairCoder {
+            tok: self.embedder.tokenizer(),
+            frame: self.frame.as_ref(),
+            max: self.max_seq_length(),
+        }
     }
 
     /// Scores of pairs (`(query, passage)`), after the model's activation:
@@ -254,11 +408,27 @@ impl Reranker {
             check_text(q.as_ref(), &format!("pair {i}: query"))?;
             check_text(p.as_ref(), &format!("pair {i}: passage"))?;
         }
-        let max = self.max_seq_length();
-        let tok = self.embedder.tokenizer();
+        // Consecutive pairs with the same query share its ids, computed
+        // once: `firsts` holds the first pair of each run of one query,
+        // `slot[i]` the run of pair i.
+        let n = pairs.len();
+        let (mut firsts, mut slot) = (Vec::new(), Vec::with_capacity(n));
+        for i in 0..n {
+            if i == 0 || pairs[i].0.as_ref() != pairs[i - 1].0.as_ref() {
+                firsts.push(i);
+            }
+            slot.push(firsts.len() - 1);
+        }
+        let coder = self.coder();
+        let q_ids = self.embedder.map_parallel(0..firsts.len(), |k| {
+            coder.query_ids(pairs[firsts[k]].0.as_ref())
+        });
         self.run_pairs(
-            pairs.len(),
-            |i| encode_pair(tok, pairs[i].0.as_ref(), pairs[i].1.as_ref(), max),
+            n,
+            |i| {
+                let (q, p) = (pairs[i].0.as_ref(), pairs[i].1.as_ref());
+                coder.pair(q, &q_ids[slot[i]], p)
+            },
             scores,
             logits,
             info,
@@ -332,13 +502,13 @@ impl Reranker {
         for (i, d) in docs.iter().enumerate() {
             check_text(d.as_ref(), &format!("document {i}"))?;
         }
-        let tok = self.embedder.tokenizer();
-        let max = self.max_seq_length();
+        let coder = self.coder();
+        let q_ids = coder.query_ids(query);
         let n = docs.len();
         let mut logits = vec![0.0f32; n];
         self.run_pairs(
             n,
-            |i| encode_pair(tok, query, docs[i].as_ref(), max),
+            |i| coder.pair(query, &q_ids, docs[i].as_ref()),
             None,
             Some(&mut logits),
             info,
@@ -459,4 +629,82 @@ fn check_text(t: &str, what: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenizer::vocab::Vocab;
+    use crate::tokenizer::TokenizerConfig;
+
+    /// Texts with ids of several lengths, empty ones and specials written out.
+    const TEXTS: [&str; 7] = [
+        "",
+        "a",
+        "what is the capital of france?",
+        "paris is the capital and largest city of france, on the seine.",
+        "[SEP] <s> </s> [CLS]",
+        "a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a",
+        "  ",
+    ];
+
+    /// The frame joins each pair as the tokenizer's own `encode_pair` does,
+    /// with and without the cut, at every length from none of the texts to
+    /// all of them.
+    fn joins_like_encode_pair(tok: &Tokenizer) {
+        let frame = PairFrame::probe(tok).expect("the frame is read");
+        for a in TEXTS {
+            for b in TEXTS {
+                let (mut ia, mut ib) = (Vec::new(), Vec::new());
+                tok.encode_raw(a, &mut ia);
+                tok.encode_raw(b, &mut ib);
+                for max in 0..frame.len() + ia.len() + ib.len() + 2 {
+                    let want = encode_pair(tok, a, b, max);
+                    assert_eq!(frame.join(&ia, &ib, max), want, "{a:?} / {b:?}, max {max}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bert_pairs_join_like_encode_pair() {
+        let tokens = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "what", "is", "the",
+        ];
+        let vocab =
+            Vocab::from_tokens_bert(tokens.iter().map(|t| t.to_string()).collect()).expect("vocab");
+        let tok = Tokenizer::new(vocab, TokenizerConfig::bert_uncased());
+        let frame = PairFrame::probe(&tok).expect("frame");
+        assert_eq!(
+            (frame.prefix.ids.clone(), frame.prefix.types.clone()),
+            (vec![2], vec![0])
+        );
+        assert_eq!(
+            (frame.middle.ids.clone(), frame.middle.types.clone()),
+            (vec![3], vec![0])
+        );
+        assert_eq!(
+            (frame.suffix.ids.clone(), frame.suffix.types.clone()),
+            (vec![3], vec![1])
+        );
+        assert_eq!((frame.type_a, frame.type_b), (0, 1));
+        joins_like_encode_pair(&tok);
+    }
+
+    /// The XLM-R reranker of the shared reference data (Unigram,
+    /// `<s> A </s></s> B </s>`), when present.
+    #[test]
+    fn xlmr_pairs_join_like_encode_pair() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/reference/families/xlmr-reranker-tiny");
+        if !dir.is_dir() {
+            eprintln!("skipped: {} is absent", dir.display());
+            return;
+        }
+        let r = Reranker::open(&dir, &Options::new()).expect("opens");
+        let frame = r.frame.as_ref().expect("frame");
+        assert_eq!(frame.len(), 4);
+        assert_eq!(frame.middle.ids.len(), 2);
+        joins_like_encode_pair(r.embedder.tokenizer());
+    }
 }

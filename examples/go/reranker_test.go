@@ -46,6 +46,29 @@ func openReranker(t *testing.T, opts ...embedder.RerankerOption) *embedder.Reran
 	return r
 }
 
+// openXlmrReranker: $EMBD_XLMR_RERANK_MODEL, else models/xlmr-reranker-tiny.weights
+// in a parent directory (scripts/fetch_reranker.sh converts it), at the model's
+// own maximum length (128, as its reference).
+func openXlmrReranker(t *testing.T) *embedder.Reranker {
+	t.Helper()
+	p := os.Getenv("EMBD_XLMR_RERANK_MODEL")
+	if p == "" {
+		p = findUp(filepath.Join("models", "xlmr-reranker-tiny.weights"))
+	}
+	if p == "" {
+		missing(t, "xlmr-reranker-tiny.weights not found: run scripts/fetch_reranker.sh or set EMBD_XLMR_RERANK_MODEL")
+	}
+	r, err := embedder.OpenReranker(p)
+	if err != nil {
+		t.Fatalf("OpenReranker: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if r.MaxLength() != 128 {
+		t.Errorf("max length %d, want 128", r.MaxLength())
+	}
+	return r
+}
+
 type pairLine struct {
 	Query    string   `json:"query"`
 	Passage  string   `json:"passage"`
@@ -56,8 +79,19 @@ type pairLine struct {
 }
 
 func TestRerankerReferenceEveryLine(t *testing.T) {
-	r := openReranker(t)
-	f, err := os.Open(familiesFile(t, "minilm-reranker_reference.jsonl"))
+	checkReference(t, openReranker(t), "minilm-reranker", 151)
+}
+
+func TestXlmrRerankerReferenceEveryLine(t *testing.T) {
+	checkReference(t, openXlmrReranker(t), "xlmr-reranker-tiny", 260)
+}
+
+// checkReference: every line of name_reference.jsonl (wantLines of them): ids and
+// token types identical (all 0 where the file has none), score within 1e-5, logit
+// within 1e-4, token counts.
+func checkReference(t *testing.T, r *embedder.Reranker, name string, wantLines int) {
+	t.Helper()
+	f, err := os.Open(familiesFile(t, name+"_reference.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +104,13 @@ func TestRerankerReferenceEveryLine(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}
+		if l.Types == nil {
+			l.Types = make([]uint32, len(l.InputIDs))
+		}
 		lines = append(lines, l)
 	}
-	if len(lines) != 151 {
-		t.Fatalf("%d reference lines, want 151", len(lines))
+	if len(lines) != wantLines {
+		t.Fatalf("%d reference lines, want %d", len(lines), wantLines)
 	}
 	pairs := make([]embedder.Pair, len(lines))
 	for i, l := range lines {
@@ -83,7 +120,7 @@ func TestRerankerReferenceEveryLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !equalU32(ids, l.InputIDs) || !equalU32(types, l.Types) {
-			t.Errorf("line %d: ids or types differ", i+1)
+			t.Errorf("%s line %d: ids or types differ", name, i+1)
 		}
 	}
 	scores, logits, info, err := r.Score(pairs)
@@ -95,12 +132,12 @@ func TestRerankerReferenceEveryLine(t *testing.T) {
 		worstS = math.Max(worstS, math.Abs(float64(scores[i])-l.Score))
 		worstL = math.Max(worstL, math.Abs(float64(logits[i])-l.Logit))
 		if info[i].Tokens != len(l.InputIDs) {
-			t.Errorf("line %d: %d tokens, want %d", i+1, info[i].Tokens, len(l.InputIDs))
+			t.Errorf("%s line %d: %d tokens, want %d", name, i+1, info[i].Tokens, len(l.InputIDs))
 		}
 	}
-	t.Logf("max |score diff| %.3g, max |logit diff| %.3g", worstS, worstL)
+	t.Logf("%s: max |score diff| %.3g, max |logit diff| %.3g", name, worstS, worstL)
 	if worstS > 1e-5 || worstL > 1e-4 {
-		t.Errorf("score diff %g (limit 1e-5), logit diff %g (limit 1e-4)", worstS, worstL)
+		t.Errorf("%s: score diff %g (limit 1e-5), logit diff %g (limit 1e-4)", name, worstS, worstL)
 	}
 }
 
@@ -116,20 +153,23 @@ func equalU32(a, b []uint32) bool {
 	return true
 }
 
-func TestRerankerRankFile(t *testing.T) {
-	r := openReranker(t)
-	data, err := os.ReadFile(familiesFile(t, "minilm-reranker_rank.json"))
+type rankFile struct {
+	Query     string   `json:"query"`
+	Documents []string `json:"documents"`
+	Ranking   []struct {
+		CorpusID int     `json:"corpus_id"`
+		Score    float64 `json:"score"`
+	} `json:"ranking"`
+}
+
+// checkRank: Rank gives name_rank.json's order and scores (1e-5).
+func checkRank(t *testing.T, r *embedder.Reranker, name string) rankFile {
+	t.Helper()
+	data, err := os.ReadFile(familiesFile(t, name+"_rank.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rf struct {
-		Query     string   `json:"query"`
-		Documents []string `json:"documents"`
-		Ranking   []struct {
-			CorpusID int     `json:"corpus_id"`
-			Score    float64 `json:"score"`
-		} `json:"ranking"`
-	}
+	var rf rankFile
 	if err := json.Unmarshal(data, &rf); err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +182,19 @@ func TestRerankerRankFile(t *testing.T) {
 	}
 	for i, w := range rf.Ranking {
 		if got[i].Index != w.CorpusID || math.Abs(float64(got[i].Score)-w.Score) > 1e-5 {
-			t.Errorf("rank %d: %d (%g), want %d (%g)", i, got[i].Index, got[i].Score, w.CorpusID, w.Score)
+			t.Errorf("%s rank %d: %d (%g), want %d (%g)", name, i, got[i].Index, got[i].Score, w.CorpusID, w.Score)
 		}
 	}
+	return rf
+}
+
+func TestXlmrRerankerRankFile(t *testing.T) {
+	checkRank(t, openXlmrReranker(t), "xlmr-reranker-tiny")
+}
+
+func TestRerankerRankFile(t *testing.T) {
+	r := openReranker(t)
+	rf := checkRank(t, r, "minilm-reranker")
 	// Misuse gets a status, never a crash.
 	for _, c := range []struct {
 		q    string

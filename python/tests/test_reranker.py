@@ -99,3 +99,69 @@ def test_misuse(reranker: Any) -> None:
     r.close()
     with pytest.raises(embedder.ClosedError):
         r.predict([("q", "p")])
+
+
+# ---- both reference cross-encoders, line by line ----------------------------
+
+
+def xlmr_reranker_path() -> Path:
+    env = os.environ.get("EMBD_XLMR_RERANK_MODEL")
+    return Path(env) if env else REPO / "models" / "xlmr-reranker-tiny.weights"
+
+
+@pytest.fixture(scope="module")
+def xlmr_reranker() -> Any:
+    p = xlmr_reranker_path()
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_XLMR_RERANK_MODEL")
+    # The reference used the model's own maximum length (128).
+    r = embedder.Reranker(p)
+    assert r.max_length == 128
+    yield r
+    r.close()
+
+
+def _reference(name: str) -> List[Dict[str, Any]]:
+    with families(f"{name}_reference.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.mark.parametrize(
+    "which,name,n_lines",
+    [("reranker", "minilm-reranker", 151), ("xlmr_reranker", "xlmr-reranker-tiny", 260)],
+)
+def test_reference_every_line_ids_scores_logits(
+    request: Any, which: str, name: str, n_lines: int
+) -> None:
+    r = request.getfixturevalue(which)
+    lines = _reference(name)
+    assert len(lines) == n_lines
+    for i, x in enumerate(lines):
+        ids, types = r.tokenize(x["query"], x["passage"])
+        assert ids == x["input_ids"], f"{name} line {i + 1}"
+        # A file without token types: all 0 (RoBERTa/XLM-R).
+        assert types == x.get("token_type_ids", [0] * len(ids)), f"{name} line {i + 1}"
+    pairs = [(x["query"], x["passage"]) for x in lines]
+    scores = r.predict(pairs)
+    logits = r.predict(pairs, raw=True)
+    ds = np.max(np.abs(scores - np.array([x["score"] for x in lines], np.float64)))
+    dl = np.max(np.abs(logits - np.array([x["logit"] for x in lines], np.float64)))
+    print(f"{name}: max |score diff| {ds:.3g}, max |logit diff| {dl:.3g}")
+    assert ds <= 1e-5 and dl <= 1e-4
+
+
+def test_xlmr_rank_order(xlmr_reranker: Any) -> None:
+    with families("xlmr-reranker-tiny_rank.json").open(encoding="utf-8") as f:
+        ref = json.load(f)
+    got = xlmr_reranker.rank(ref["query"], ref["documents"])
+    assert [g["corpus_id"] for g in got] == [r["corpus_id"] for r in ref["ranking"]]
+    for g, r in zip(got, ref["ranking"]):
+        assert abs(g["score"] - r["score"]) <= 1e-5
+
+
+def test_tokenize_long_pair_and_misuse(reranker: Any) -> None:
+    # Longer than the first buffer: the full cut pair comes back.
+    ids, types = reranker.tokenize("word " * 300, "other " * 300)
+    assert len(ids) == len(types) == reranker.max_length
+    with pytest.raises(TypeError):
+        reranker.tokenize(None, "p")

@@ -270,11 +270,16 @@ fn minilm_reranker_reduced_precisions() {
 }
 
 /// The issue's targets: scores within 0.01 (int8) / 0.001 (bf16) of the
-/// reference on every line and the top-10 kept. Not met yet (the head's large
-/// classifier weights amplify the first token's rounding error; bf16 weights
-/// alone, activations in f32, measured 8.0e-3): run with --ignored.
+/// reference on every line and the top-10 kept. Not met; choosing which
+/// products or layers run reduced does not reach them (measured on 200 corpus
+/// pairs against our f32, session 7): one product kind in bf16 in every layer
+/// (the rest f32) gives 3.7e-3 to 5.1e-3, one layer alone in bf16 (layer 0, 3
+/// or 4) 3.5e-3 to 4.0e-3; one product kind in int8 2.2e-2 to 4.7e-2, one
+/// layer alone in int8 2.3e-2 to 4.9e-2. A relative error r of the first
+/// token's final state becomes a logit error of about 13r to 15r through this
+/// head. Run with --ignored.
 #[test]
-#[ignore = "issue 22 precision targets not met yet: int8 8.8e-2, bf16 1.06e-2"]
+#[ignore = "issue 22 precision targets not reachable with reduced products: int8 8.8e-2, bf16 1.06e-2"]
 fn minilm_reranker_reduced_precisions_issue_targets() {
     for (p, limit) in [
         (embedder::Precision::Bf16, 1e-3f32),
@@ -359,21 +364,39 @@ fn classifier_and_embedder_refuse_each_other_by_name() {
     assert!(v.to_string().contains("cross-encoder"), "{v}");
 }
 
-#[test]
-fn cli_rerank_ranks_and_scores() {
-    let Some(path) = minilm_reranker("reranker_cli") else {
-        return;
-    };
-    let dir = common::TempDir::new("rerank-cli");
-    let (query, docs, want) = rank_file("minilm-reranker_rank.json");
+/// `models/xlmr-reranker-tiny.weights` (scripts/fetch_reranker.sh converts
+/// the shared folder).
+pub fn xlmr_reranker(test: &str) -> Option<std::path::PathBuf> {
+    common::model_path("models/xlmr-reranker-tiny.weights", test)
+}
+
+/// `embd rerank` on the model file `path` against the reference of `name`:
+/// `--query` gives the rank file's top 10 (indexes and scores within 1e-5);
+/// `--jsonl` every reference line's score (1e-5) and logit (1e-4), in input
+/// order. `max_length`: the reference's `CrossEncoder(max_length=...)`, if any.
+fn cli_matches_reference(path: &std::path::Path, name: &str, max_length: Option<&str>) {
+    let dir = common::TempDir::new(&format!("rerank-cli-{name}"));
+    let (query, docs, want) = rank_file(&format!("{name}_rank.json"));
+    // Documents one per line, or as {"text"} lines when one holds a line break.
     let docs_file = dir.path().join("docs.txt");
-    std::fs::write(&docs_file, docs.join("\n") + "\n").unwrap();
+    let jsonl = docs.iter().any(|d| d.contains(['\n', '\r']));
+    let body: String = if jsonl {
+        docs.iter()
+            .map(|d| serde_json::json!({ "text": d }).to_string() + "\n")
+            .collect()
+    } else {
+        docs.join("\n") + "\n"
+    };
+    std::fs::write(&docs_file, body).unwrap();
+    let max: Vec<&str> = max_length.map_or(vec![], |m| vec!["--max-length", m]);
     let out = std::process::Command::new(common::embd_bin())
         .args(["rerank", "-m"])
-        .arg(&path)
-        .args(["--max-length", "256", "--query", &query, "--input"])
+        .arg(path)
+        .args(&max)
+        .args(["--query", &query, "--input"])
         .arg(&docs_file)
         .args(["--top-k", "10"])
+        .args(jsonl.then_some("--jsonl"))
         .output()
         .unwrap();
     assert!(
@@ -388,11 +411,11 @@ fn cli_rerank_ranks_and_scores() {
         .collect();
     assert_eq!(got.len(), 10);
     for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g["index"].as_u64(), Some(w.0 as u64));
+        assert_eq!(g["index"].as_u64(), Some(w.0 as u64), "{name}");
         assert!((g["score"].as_f64().unwrap() as f32 - w.1).abs() <= 1e-5);
     }
     // --jsonl: every reference line, input order.
-    let lines = pair_lines("minilm-reranker_reference.jsonl");
+    let lines = pair_lines(&format!("{name}_reference.jsonl"));
     let pairs_file = dir.path().join("pairs.jsonl");
     let body: String = lines
         .iter()
@@ -400,8 +423,9 @@ fn cli_rerank_ranks_and_scores() {
         .collect();
     std::fs::write(&pairs_file, body).unwrap();
     let out = std::process::Command::new(common::embd_bin())
-        .args(["rerank", "--jsonl", "--max-length", "256", "-m"])
-        .arg(&path)
+        .args(["rerank", "--jsonl", "-m"])
+        .arg(path)
+        .args(&max)
         .arg("--input")
         .arg(&pairs_file)
         .output()
@@ -417,20 +441,44 @@ fn cli_rerank_ranks_and_scores() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(got.len(), lines.len());
+    let (mut ws, mut wl) = (0.0f32, 0.0f32);
     for (g, l) in got.iter().zip(&lines) {
-        assert!((g["score"].as_f64().unwrap() as f32 - l.score).abs() <= 1e-5);
-        assert!((g["logit"].as_f64().unwrap() as f32 - l.logit).abs() <= 1e-4);
+        ws = ws.max((g["score"].as_f64().unwrap() as f32 - l.score).abs());
+        wl = wl.max((g["logit"].as_f64().unwrap() as f32 - l.logit).abs());
     }
+    eprintln!(
+        "{name} CLI: {} lines, max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}",
+        lines.len()
+    );
+    assert!(ws <= 1e-5 && wl <= 1e-4, "{name}: score {ws}, logit {wl}");
     // Misuse: a clear message, exit 1.
     let out = std::process::Command::new(common::embd_bin())
         .args(["rerank", "-m"])
-        .arg(&path)
+        .arg(path)
         .args(["--query", "q", "--top-k", "0", "--input"])
         .arg(&docs_file)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("top_k is 0"));
+}
+
+#[test]
+fn cli_rerank_ranks_and_scores() {
+    let Some(path) = minilm_reranker("reranker_cli") else {
+        return;
+    };
+    cli_matches_reference(&path, "minilm-reranker", Some("256"));
+}
+
+/// The converted XLM-R cross-encoder (Unigram, RoBERTa head) through the CLI,
+/// at the model's own maximum length (128, as its reference).
+#[test]
+fn cli_rerank_xlmr_reranker_tiny() {
+    let Some(path) = xlmr_reranker("reranker_cli_xlmr") else {
+        return;
+    };
+    cli_matches_reference(&path, "xlmr-reranker-tiny", None);
 }
 
 #[test]

@@ -184,6 +184,18 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
     _fn(dll, "embd_rerank_max_seq_length", sz, vp)
     _fn(
         dll,
+        "embd_rerank_tokenize",
+        st,
+        vp,
+        EmbdText,
+        EmbdText,
+        c_uint32_p,
+        c_uint32_p,
+        sz,
+        c_size_p,
+    )
+    _fn(
+        dll,
         "embd_rerank_score",
         st,
         vp,

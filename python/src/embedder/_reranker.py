@@ -20,7 +20,7 @@ from ._embedder import (
     _utf8,
     _Watch,
 )
-from ._native import EmbdRanked, EmbdText, c_float_p, c_size_p, c_uint8_p, lib
+from ._native import EmbdRanked, EmbdText, c_float_p, c_size_p, c_uint8_p, c_uint32_p, lib
 from .errors import ClosedError, InvalidArgumentError, Status, raise_status
 
 __all__ = ["Reranker"]
@@ -148,6 +148,33 @@ class Reranker:
         """Tokens of a pair, special tokens included."""
         self._handle()
         return self._max_length
+
+    def tokenize(self, query: str, passage: str) -> Tuple[List[int], List[int]]:
+        """The pair as the model reads it: ``(input_ids, token_type_ids)``,
+        special tokens included, cut to :attr:`max_length` by HF's
+        ``longest_first`` truncation (as ``CrossEncoder``'s tokenizer call)."""
+        q = _utf8(query, "query")
+        p = _utf8(passage, "passage")
+        h = self._handle()
+        n = ctypes.c_size_t(0)
+        cap = 64
+        while True:
+            ids = (ctypes.c_uint32 * cap)()
+            types = (ctypes.c_uint32 * cap)()
+            status = lib().embd_rerank_tokenize(
+                h,
+                EmbdText(q, len(q)),
+                EmbdText(p, len(p)),
+                ctypes.cast(ids, c_uint32_p),
+                ctypes.cast(types, c_uint32_p),
+                cap,
+                ctypes.byref(n),
+            )
+            if status == Status.BUFFER_TOO_SMALL and n.value > cap:
+                cap = n.value
+                continue
+            raise_status(status)
+            return list(ids[: n.value]), list(types[: n.value])
 
     # ------------------------------------------------------------- scoring
 

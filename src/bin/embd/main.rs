@@ -230,24 +230,27 @@ enum Cmd {
     /// Score query-passage pairs with a cross-encoder (reranker), as
     /// sentence-transformers' CrossEncoder.
     ///
-    /// With --query: rank the documents of --input (one per line) and print one
-    /// JSON object per document, best first: {"index": i, "score": s} (ties by
-    /// index). With --jsonl: read {"query": ..., "passage": ...} lines and print
-    /// {"score": s, "logit": l} per line, in input order (arrays for a model
-    /// with several labels).
+    /// With --query: rank the documents of --input (one per line, or
+    /// {"text": ...} lines with --jsonl for documents holding line breaks) and
+    /// print one JSON object per document, best first: {"index": i, "score": s}
+    /// (ties by index). With --jsonl alone: read {"query": ..., "passage": ...}
+    /// lines and print {"score": s, "logit": l} per line, in input order
+    /// (arrays for a model with several labels).
     Rerank {
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
         precision: PrecisionArg,
         /// The query to rank the documents for.
-        #[arg(long, required_unless_present = "jsonl", conflicts_with = "jsonl")]
+        #[arg(long, required_unless_present = "jsonl")]
         query: Option<String>,
-        /// Documents, one per line (with --query); pairs as JSONL (with --jsonl);
-        /// - for standard input.
+        /// Documents, one per line (with --query; {"text": ...} lines with
+        /// --query --jsonl); pairs as JSONL (with --jsonl alone); - for standard
+        /// input.
         #[arg(long, default_value = "-")]
         input: String,
-        /// Input lines are {"query", "passage"} objects: score each pair.
+        /// Input lines are JSON: {"query", "passage"} objects to score each pair,
+        /// or with --query {"text"} documents to rank.
         #[arg(long)]
         jsonl: bool,
         /// Print only the best K documents (1..=the number of documents).
@@ -804,8 +807,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             precision,
             query,
             input,
-            // clap makes --jsonl and --query exclusive, one of them required.
-            jsonl: _,
+            // clap requires --query or --jsonl (or both).
+            jsonl,
             top_k,
             raw,
             max_length,
@@ -828,7 +831,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 }
             };
             if let Some(q) = query {
-                let docs = read_texts(&input, false)?;
+                let docs = read_texts(&input, jsonl)?;
                 for x in r.rank_ex(&q, &docs, top_k, raw, None)? {
                     let s = if raw { x.logit } else { x.score };
                     let v = serde_json::json!({ "index": x.index, "score": s });
