@@ -951,3 +951,136 @@ fn cli_tokenize_matches_the_case_files() {
         );
     }
 }
+
+/// The CLI's options on the new families, each against the reference:
+/// `similarity` (the cosine of the two reference vectors), `--dimensions`
+/// (the reference vector cut and normalized again), `--output-precision
+/// binary` (the signs of the reference vector), `--window-overlap` (a text
+/// that fits keeps its vector; a longer one counts all its tokens), `bench`.
+#[test]
+fn cli_options_on_the_families() {
+    for (name, _) in MODELS {
+        let path = converted(name);
+        let model = path.to_str().unwrap();
+        let cases: Vec<RefCase> = reference(name)
+            .into_iter()
+            .filter(|c| {
+                c.input_ids.len() > 6 && c.input_ids.len() < 128 && !c.text.starts_with('-')
+            })
+            .take(24)
+            .collect();
+        let refs = ref_embeddings(&cases);
+        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+        // similarity
+        let o = run(&["similarity", "-m", model, texts[0], texts[1]]);
+        assert!(o.status.success(), "{name} similarity: {}", stderr(&o));
+        let got: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        let (want, _) = compare(&refs[0], &refs[1]);
+        assert!(
+            (got - want).abs() < 1e-5,
+            "{name}: similarity {got} vs {want}"
+        );
+        let input = work_dir().join(format!("{name}-options.jsonl"));
+        write_input(&input, &texts);
+        let input = input.to_str().unwrap();
+        // --dimensions 32
+        let o = run(&[
+            "encode",
+            "-m",
+            model,
+            "--jsonl",
+            "--input",
+            input,
+            "--dimensions",
+            "32",
+        ]);
+        for (v, r) in jsonl_field(&o, "embedding", floats_of).iter().zip(&refs) {
+            let n = r[..32]
+                .iter()
+                .map(|x| f64::from(*x).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let want: Vec<f32> = r[..32].iter().map(|x| (f64::from(*x) / n) as f32).collect();
+            let (cos, max_abs) = compare(v, &want);
+            assert!(
+                cos >= F32_WORST_COSINE && max_abs <= F32_MAX_ABS,
+                "{name} dims"
+            );
+        }
+        // --output-precision binary: bit k of byte j is component 8j + k's sign
+        // (most significant first), for components clearly away from 0.
+        let o = run(&[
+            "encode",
+            "-m",
+            model,
+            "--jsonl",
+            "--input",
+            input,
+            "--output-precision",
+            "binary",
+        ]);
+        for (bytes, r) in jsonl_field(&o, "embedding", floats_of).iter().zip(&refs) {
+            assert_eq!(bytes.len(), r.len().div_ceil(8));
+            for (i, x) in r.iter().enumerate() {
+                let b = (bytes[i / 8] as i32 + 128) as u8; // binary = ubinary - 128
+                let bit = (b >> (7 - i % 8)) & 1 == 1;
+                if x.abs() > 1e-3 {
+                    assert_eq!(bit, *x > 0.0, "{name} binary component {i}");
+                }
+            }
+        }
+        // --window-overlap: texts that fit keep their vectors; a long one
+        // is windowed (its token count is the whole text's).
+        let long = texts.join(" ").repeat(6);
+        let mut with_long = texts.clone();
+        with_long.push(&long);
+        let winput = work_dir().join(format!("{name}-windows.jsonl"));
+        write_input(&winput, &with_long);
+        let o = run(&[
+            "encode",
+            "-m",
+            model,
+            "--jsonl",
+            "--input",
+            winput.to_str().unwrap(),
+            "--window-overlap",
+            "16",
+        ]);
+        let rows = jsonl_field(&o, "embedding", floats_of);
+        for ((v, r), t) in rows.iter().zip(&refs).zip(&texts) {
+            let (cos, max_abs) = compare(v, r);
+            assert!(
+                cos >= F32_WORST_COSINE && max_abs <= F32_MAX_ABS,
+                "{name} windows {t:?}: cosine {cos}, max abs {max_abs}"
+            );
+        }
+        let tokens = jsonl_field(&o, "tokens", |v| v.as_u64().unwrap());
+        assert!(
+            tokens[texts.len()] > 300,
+            "{name}: long text {} tokens",
+            tokens[texts.len()]
+        );
+        // bench, embedding and tokenization.
+        let plain = work_dir().join(format!("{name}-bench.txt"));
+        std::fs::write(&plain, texts.join("\n") + "\n").unwrap();
+        for extra in [&[][..], &["--tokenize-only"][..]] {
+            let mut args = vec![
+                "bench",
+                "-m",
+                model,
+                "--input",
+                plain.to_str().unwrap(),
+                "--rounds",
+                "1",
+                "--latency-runs",
+                "1",
+            ];
+            args.extend_from_slice(extra);
+            let o = run(&args);
+            assert!(o.status.success(), "{name} bench {extra:?}: {}", stderr(&o));
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| panic!("{name} bench JSON: {e}"));
+            assert!(v.is_object(), "{name} bench: {v}");
+        }
+    }
+}
