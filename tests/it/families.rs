@@ -76,17 +76,28 @@ fn converted(name: &str) -> PathBuf {
     if let Some(p) = map.get(name) {
         return p.clone();
     }
-    let src = families_dir().join(name);
     let out = work_dir().join(format!("{name}.weights"));
-    let o = run(&[
+    convert(&families_dir().join(name), &out, &[]);
+    map.insert(name.to_string(), out.clone());
+    out
+}
+
+/// `embd convert SRC -o OUT EXTRA...`, which must succeed.
+fn convert(src: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec![
         "convert",
         src.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "convert {name}: {}", stderr(&o));
-    map.insert(name.to_string(), out.clone());
-    out
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(
+        o.status.success(),
+        "convert {}: {}",
+        src.display(),
+        stderr(&o)
+    );
 }
 
 fn reference(name: &str) -> Vec<RefCase> {
@@ -632,28 +643,13 @@ fn xlmr_as_bert(dir: &Path) {
 fn xlmr_is_bit_identical_to_bert_with_its_weights() {
     let dir = work_dir().join("xlmr-as-bert");
     xlmr_as_bert(&dir);
-    let convert = |src: &Path, out: &Path| {
-        let o = run(&[
-            "convert",
-            src.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--tokenizer-layout",
-            "as-written",
-        ]);
-        assert!(
-            o.status.success(),
-            "convert {}: {}",
-            src.display(),
-            stderr(&o)
-        );
-    };
     let (xf, bf) = (
         work_dir().join("xlmr-as-written.weights"),
         work_dir().join("xlmr-as-bert.weights"),
     );
-    convert(&families_dir().join("xlmr-tiny"), &xf);
-    convert(&dir, &bf);
+    let written = ["--tokenizer-layout", "as-written"];
+    convert(&families_dir().join("xlmr-tiny"), &xf, &written);
+    convert(&dir, &bf, &written);
     // A literal `<pad>` in a text is XLM-R's one difference in function: its
     // position id is `padding_idx` and later positions do not count it (HF's
     // `create_position_ids_from_input_ids`); those texts are left out.
@@ -697,13 +693,7 @@ fn measured_baseline(texts: &[&str]) -> Option<HashMap<Precision, (f64, f64)>> {
             return None;
         }
         let file = work_dir().join(format!("{tag}.weights"));
-        let o = run(&[
-            "convert",
-            dir.to_str().unwrap(),
-            "-o",
-            file.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "convert random BERT: {}", stderr(&o));
+        convert(&dir, &file, &[]);
         let open = |p| Embedder::open(&file, &Options::new().threads(2).precision(p)).unwrap();
         let full = embed_batched(&open(Precision::F32), texts, 64);
         let dim = 128;
