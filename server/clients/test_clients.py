@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from serve_process import serve
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("EMBD_SERVE_BIN", REPO / "target" / "release" / "embd-serve"))
@@ -62,42 +61,19 @@ def server() -> Iterator[str]:
                 f"{p} is missing (cargo build --release -p embd-server; "
                 "scripts/fetch_model.sh; scripts/fetch_reranker.sh)"
             )
-    proc = subprocess.Popen(
-        [
-            str(BIN),
-            "-m",
-            str(MODEL),
-            "-m",
-            f"rr={RERANKER}",
-            # CrossEncoder's max_length of the reference (MiniLM's own is 256).
-            "--max-input-length",
-            "256",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--threads",
-            "2",
-            "--max-client-batch-size",
-            "64",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    if "listening on http://" not in line:
-        proc.kill()
-        pytest.fail(f"embd-serve did not start: {line}{proc.stderr.read()}")
-    url = line.split("listening on ")[1].split(" ")[0]
-    # Keep draining stderr so that the server never blocks on it.
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
-    try:
+    args = [
+        "-m",
+        str(MODEL),
+        "-m",
+        f"rr={RERANKER}",
+        # CrossEncoder's max_length of the reference (MiniLM's own is 256).
+        "--max-input-length",
+        "256",
+        "--max-client-batch-size",
+        "64",
+    ]
+    with serve(BIN, args) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        assert code == 0, f"embd-serve exited {code} after SIGTERM"
 
 
 def close(a: np.ndarray, b: list[float]) -> None:

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from serve_process import serve
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = Path(os.environ.get("EMBD_SERVE_BIN", REPO / "target" / "release" / "embd-serve"))
@@ -80,24 +79,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             check=True, capture_output=True,
         )
         args += ["--model", f"{name}={path}"]
-    proc = subprocess.Popen(
-        [str(SERVE), *args, "--host", "127.0.0.1", "--port", "0", "--threads", "2",
-         "--max-client-batch-size", "64"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    if "listening on http://" not in line:
-        proc.kill()
-        pytest.fail(f"embd-serve did not start: {line}{proc.stderr.read()}")
-    url = line.split("listening on ")[1].split(" ")[0]
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
-    try:
+    with serve(SERVE, [*args, "--max-client-batch-size", "64"]) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
 
 
 def cases(name: str) -> list[str]:
