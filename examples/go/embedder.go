@@ -21,19 +21,13 @@ package embedder
 #include <stdlib.h>
 #include <string.h>
 #include <embedder.h>
+#include "embd_go.h"
 
 // Every helper below calls one embd_* function and, when it fails, copies
 // embd_last_error() into malloc'd memory in the SAME C call: the message is
 // per OS thread, and a goroutine may move to another thread between two cgo
 // calls. The caller frees *err with free().
 
-static char *embd_go_copy_error(void) {
-	const char *e = embd_last_error();
-	size_t n = strlen(e);
-	char *c = (char *)malloc(n + 1);
-	if (c != NULL) memcpy(c, e, n + 1);
-	return c;
-}
 
 extern int embdGoProgress(uintptr_t user, size_t done, size_t total);
 
@@ -122,18 +116,6 @@ static embd_call_options *embd_go_call_options(int normalize, size_t dims, const
 	return o;
 }
 
-// The embd_text of n texts laid end to end in buf (freed by the caller), or NULL.
-static embd_text *embd_go_texts(const char *buf, const size_t *lens, size_t n) {
-	embd_text *texts = (embd_text *)malloc((n ? n : 1) * sizeof(embd_text));
-	if (texts == NULL) return NULL;
-	size_t off = 0;
-	for (size_t i = 0; i < n; i++) {
-		texts[i].ptr = lens[i] ? buf + off : NULL;
-		texts[i].len = lens[i];
-		off += lens[i];
-	}
-	return texts;
-}
 
 // Per-call options made from the arguments (see embd_go_call_options) and
 // freed here, around embd_encode_with (tokens 0: n_floats unused) or
@@ -690,23 +672,6 @@ func (c cCallOptions) free() {
 	C.free(unsafe.Pointer(c.promptName))
 }
 
-// textBuffer lays texts end to end in one buffer with one length per text:
-// neither holds Go pointers, so both may be passed to C. The buffer is never
-// empty (&buf[0] is always valid).
-func textBuffer(texts []string) ([]byte, []C.size_t) {
-	total := 0
-	for _, t := range texts {
-		total += len(t)
-	}
-	buf := make([]byte, 0, total+1)
-	lens := make([]C.size_t, len(texts))
-	for i, t := range texts {
-		buf = append(buf, t...)
-		lens[i] = C.size_t(len(t))
-	}
-	return append(buf, 0), lens
-}
-
 // EmbedTokens returns each text's token vectors, un-pooled, as
 // sentence-transformers' encode(output_value="token_embeddings"): out[i][t]
 // is the last hidden state of token t of text i ([CLS]/[SEP] and the
@@ -725,7 +690,7 @@ func (m *Model) EmbedTokens(texts []string, o CallOptions) ([][][]float32, []Tex
 	if o.Dimensions < 0 {
 		return nil, nil, &Error{Status: StatusInvalidArgument, Message: "dimensions must not be negative"}
 	}
-	buf, lens := textBuffer(texts)
+	buf, lens := packTexts(texts)
 	c := o.toC()
 	defer c.free()
 	tokens := make([]C.size_t, len(texts))
@@ -791,7 +756,7 @@ func (m *Model) embed(texts []string, withInfo bool, o *CallOptions) ([][]float3
 		}
 		return [][]float32{}, nil, nil
 	}
-	buf, lens := textBuffer(texts)
+	buf, lens := packTexts(texts)
 	dim := m.dim
 	if o != nil && o.Dimensions < 0 {
 		return nil, nil, &Error{Status: StatusInvalidArgument, Message: "dimensions must not be negative"}
@@ -863,7 +828,7 @@ func (m *Model) EmbedQuantized(texts []string, p OutputPrecision, withInfo bool)
 	if len(texts) == 0 {
 		return q, []TextInfo{}, nil
 	}
-	buf, lens := textBuffer(texts)
+	buf, lens := packTexts(texts)
 	var tokens []C.size_t
 	var truncated []C.uint8_t
 	var tokPtr *C.size_t

@@ -4,15 +4,9 @@ package embedder
 #include <stdlib.h>
 #include <string.h>
 #include <embedder.h>
+#include "embd_go.h"
 
 // As in embedder.go: each helper copies embd_last_error() in the same C call.
-static char *embd_go_rr_copy_error(void) {
-	const char *e = embd_last_error();
-	size_t n = strlen(e);
-	char *c = (char *)malloc(n + 1);
-	if (c != NULL) memcpy(c, e, n + 1);
-	return c;
-}
 
 static embd_status embd_go_rerank_open(const char *path, size_t threads, size_t max_len,
                                        embd_precision precision, embd_reranker **out, char **err) {
@@ -24,34 +18,21 @@ static embd_status embd_go_rerank_open(const char *path, size_t threads, size_t 
 	if (st == EMBD_STATUS_OK) st = embd_options_set_max_seq_length(o, max_len);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_precision(o, precision);
 	if (st == EMBD_STATUS_OK) st = embd_rerank_open(path, o, out);
-	if (st != EMBD_STATUS_OK) *err = embd_go_rr_copy_error();
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	embd_options_free(o);
 	return st;
 }
 
-// Texts as one buffer of concatenated bytes plus one length per text (see
-// embedder.go); the embd_text array is built in C memory.
-static embd_text *embd_go_rr_texts(const char *buf, const size_t *lens, size_t n) {
-	embd_text *t = (embd_text *)malloc((n ? n : 1) * sizeof(embd_text));
-	if (t == NULL) return NULL;
-	size_t off = 0;
-	for (size_t i = 0; i < n; i++) {
-		t[i].ptr = lens[i] ? buf + off : NULL;
-		t[i].len = lens[i];
-		off += lens[i];
-	}
-	return t;
-}
 
 // Pairs: texts 0..n-1 are the queries, n..2n-1 the passages.
 static embd_status embd_go_rerank_score(const embd_reranker *r, const char *buf, const size_t *lens,
                                         size_t n, float *scores, float *logits, size_t out_len,
                                         size_t *tokens, uint8_t *truncated, char **err) {
 	*err = NULL;
-	embd_text *t = embd_go_rr_texts(buf, lens, 2 * n);
+	embd_text *t = embd_go_texts(buf, lens, 2 * n);
 	if (t == NULL) return EMBD_STATUS_OUT_OF_MEMORY;
 	embd_status st = embd_rerank_score(r, t, t + n, n, scores, logits, out_len, tokens, truncated);
-	if (st != EMBD_STATUS_OK) *err = embd_go_rr_copy_error();
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	free(t);
 	return st;
 }
@@ -61,10 +42,10 @@ static embd_status embd_go_rerank_rank(const embd_reranker *r, const char *buf, 
                                        size_t n, size_t top_k, int raw, embd_ranked *out, size_t out_len,
                                        size_t *n_out, char **err) {
 	*err = NULL;
-	embd_text *t = embd_go_rr_texts(buf, lens, n + 1);
+	embd_text *t = embd_go_texts(buf, lens, n + 1);
 	if (t == NULL) return EMBD_STATUS_OUT_OF_MEMORY;
 	embd_status st = embd_rerank_rank(r, t[0], t + 1, n, top_k, raw, out, out_len, n_out);
-	if (st != EMBD_STATUS_OK) *err = embd_go_rr_copy_error();
+	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	free(t);
 	return st;
 }
@@ -75,7 +56,7 @@ static embd_status embd_go_rerank_tokenize(const embd_reranker *r, _GoString_ q,
 	embd_text tq = {_GoStringLen(q) ? _GoStringPtr(q) : NULL, _GoStringLen(q)};
 	embd_text tp = {_GoStringLen(p) ? _GoStringPtr(p) : NULL, _GoStringLen(p)};
 	embd_status st = embd_rerank_tokenize(r, tq, tp, ids, types, cap, n);
-	*err = st != EMBD_STATUS_OK ? embd_go_rr_copy_error() : NULL;
+	*err = st != EMBD_STATUS_OK ? embd_go_copy_error() : NULL;
 	return st;
 }
 */
@@ -189,7 +170,10 @@ func (r *Reranker) NumLabels() int { return r.labels }
 // MaxLength is the tokens of a pair, special tokens included.
 func (r *Reranker) MaxLength() int { return r.maxLen }
 
-// packTexts concatenates texts into one buffer plus lengths (no Go pointers).
+// packTexts concatenates texts into one buffer plus one length per text:
+// neither holds Go pointers, so both may be passed to C (embd_go_texts builds
+// the embd_text array in C memory). The buffer is never empty (&buf[0] is
+// always valid).
 func packTexts(texts []string) ([]byte, []C.size_t) {
 	total := 0
 	for _, t := range texts {
