@@ -5,8 +5,6 @@
 //! [`Embedder::wrap_ids`] and [`Embedder::embed_planned`] are its steps, for
 //! callers that tokenize on arrival and batch later (the HTTP server).
 
-use rayon::prelude::*;
-
 use super::{check_batch, check_dimensions, check_info, check_sizes, Embedder, Pass, TextInfo};
 use super::{Seqs, Track, TEXT_GROUP};
 use crate::error::{Error, ErrorKind, Result};
@@ -347,31 +345,8 @@ impl Embedder {
             .enumerate()
         {
             let base = g * TEXT_GROUP;
-            let tokenize = |(k, t): (usize, &S)| {
-                self.tokenize_planned(t.as_ref(), &plan).map_err(|e| {
-                    Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
-                })
-            };
-            let seqs: Vec<(Vec<u32>, TextInfo)> = match &self.pool {
-                Some(pool) if group.len() > 1 => pool.install(|| {
-                    group
-                        .par_iter()
-                        .enumerate()
-                        .map(tokenize)
-                        .collect::<Result<_>>()
-                })?,
-                _ => group
-                    .iter()
-                    .enumerate()
-                    .map(tokenize)
-                    .collect::<Result<_>>()?,
-            };
-            if let Some(info) = info.as_deref_mut() {
-                for (k, (_, ti)) in seqs.iter().enumerate() {
-                    info[base + k] = *ti;
-                }
-            }
-            let refs: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
+            let seqs = self.tokenize_group(group, base, &plan, info.as_deref_mut())?;
+            let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
             track.base = base;
             self.run(Seqs::untyped(&refs), plan.pass, dst, &mut track)?;
         }
@@ -402,21 +377,8 @@ impl Embedder {
         let mut out = Vec::with_capacity(texts.len());
         for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
             let base = g * TEXT_GROUP;
-            let seqs: Vec<(Vec<u32>, TextInfo)> = self
-                .map_parallel(0..group.len(), |k| {
-                    self.tokenize_planned(group[k].as_ref(), &plan)
-                        .map_err(|e| {
-                            Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
-                        })
-                })
-                .into_iter()
-                .collect::<Result<_>>()?;
-            if let Some(info) = info.as_deref_mut() {
-                for (k, (_, ti)) in seqs.iter().enumerate() {
-                    info[base + k] = *ti;
-                }
-            }
-            let refs: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
+            let seqs = self.tokenize_group(group, base, &plan, info.as_deref_mut())?;
+            let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
             let mut flat = vec![0.0f32; plan.rows(&refs) * dim];
             track.base = base;
             self.run(Seqs::untyped(&refs), plan.pass, &mut flat, &mut track)?;
@@ -428,5 +390,31 @@ impl Embedder {
             }
         }
         Ok(out)
+    }
+
+    /// The ids of a group of texts (`group[k]` is text `base + k` of the
+    /// call) under `plan`, tokenized on the workers; their [`TextInfo`] into
+    /// `info[base..]` when given. The first text refused is named.
+    fn tokenize_group<S: AsRef<str> + Sync>(
+        &self,
+        group: &[S],
+        base: usize,
+        plan: &CallPlan,
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<Vec<Vec<u32>>> {
+        let seqs: Vec<(Vec<u32>, TextInfo)> = self
+            .map_parallel(0..group.len(), |k| {
+                self.tokenize_planned(group[k].as_ref(), plan).map_err(|e| {
+                    Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
+                })
+            })
+            .into_iter()
+            .collect::<Result<_>>()?;
+        if let Some(info) = info {
+            for (k, (_, ti)) in seqs.iter().enumerate() {
+                info[base + k] = *ti;
+            }
+        }
+        Ok(seqs.into_iter().map(|(s, _)| s).collect())
     }
 }
