@@ -160,14 +160,7 @@ impl Embedder {
     /// # Errors
     /// I/O, format, checksum, unsupported or model errors, naming the problem.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Embedder> {
-        let file = ModelFile::open_hinted(
-            path.as_ref(),
-            ReadOptions {
-                verify_checksums: opts.verify_checksums,
-            },
-            &READ_HINT,
-        )?;
-        Self::from_model_file(file, opts)
+        Self::from_model_file(open_model_file(path.as_ref(), opts)?, opts)
     }
 
     /// Builds the engine over an already parsed model file.
@@ -1036,6 +1029,19 @@ fn chunk_ends(seqs: &[&[u32]], total: usize, threads: usize) -> Vec<usize> {
 /// right after opening (the word-embedding table is read a few rows at a time).
 fn is_encoder_tensor(name: &str) -> bool {
     name.starts_with(crate::model::arch::ENCODER_PREFIX)
+}
+
+/// Opens and parses the model file at `path` the way every runtime opens one
+/// ([`Embedder`], [`Engine`](crate::Engine), [`Reranker`](crate::Reranker)):
+/// checksums as `opts` asks, the encoder's tensors read first ([`READ_HINT`]).
+pub(crate) fn open_model_file(path: &Path, opts: &Options) -> Result<ModelFile> {
+    ModelFile::open_hinted(
+        path,
+        ReadOptions {
+            verify_checksums: opts.verify_checksums,
+        },
+        &READ_HINT,
+    )
 }
 
 /// What an encoder reads first: the readers that check data CRCs check the

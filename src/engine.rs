@@ -235,13 +235,7 @@ impl Engine {
     /// cross-encoder.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Engine> {
         let path = path.as_ref();
-        let file = ModelFile::open_hinted(
-            path,
-            ReadOptions {
-                verify_checksums: opts.verify_checksums,
-            },
-            &crate::embedder::READ_HINT,
-        )?;
+        let file = crate::embedder::open_model_file(path, opts)?;
         Engine::from_model_file(file, opts).map_err(|e| e.context(path.display()))
     }
 

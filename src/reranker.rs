@@ -22,7 +22,7 @@ use std::path::Path;
 
 use crate::embedder::{Embedder, ModelInfo, Seqs, TextInfo, Track};
 use crate::error::{Error, ErrorKind, Result};
-use crate::formats::{ModelFile, ReadOptions};
+use crate::formats::ModelFile;
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 use crate::model::head::{ClassificationHead, ScoreActivation, Task};
 use crate::options::{Options, Precision};
@@ -258,13 +258,7 @@ impl Reranker {
     /// embedding model; [`ErrorKind::InvalidArgument`] for an embedding option.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Reranker> {
         let path = path.as_ref();
-        let file = ModelFile::open_hinted(
-            path,
-            ReadOptions {
-                verify_checksums: opts.verify_checksums,
-            },
-            &crate::embedder::READ_HINT,
-        )?;
+        let file = crate::embedder::open_model_file(path, opts)?;
         Reranker::from_model_file(file, opts).map_err(|e| e.context(path.display()))
     }
 
