@@ -138,6 +138,7 @@ use rayon::prelude::*;
 use super::arch::generic;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -148,9 +149,6 @@ const MAX_MR: usize = 12;
 const MAX_NR: usize = 32;
 /// Scratch buffers up to this size stay allocated in their thread.
 pub const SCRATCH_KEEP_BYTES: usize = 4 << 20;
-/// Pairs per block of the 512-bit kernels (a 24 KiB panel; 128..256 measured
-/// alike).
-const KC512: usize = 192;
 /// Products smaller than this (m·n·k) never split across threads.
 const MIN_SPLIT_WORK: usize = 1 << 16;
 
@@ -167,41 +165,93 @@ pub enum Isa {
     Scalar,
 }
 
+/// Everything the front needs to know about one bf16 kernel variant, in one
+/// place: each variant's module under `arch/` defines its `BKERNEL`, and
+/// [`Isa::kernel`] is the one table from variant to descriptor (what
+/// [`isa`](super::isa) needs to choose comes from here too).
+pub(crate) struct BKernel {
+    /// Tile height.
+    pub(crate) mr: usize,
+    /// Tile width (columns per packed panel).
+    pub(crate) nr: usize,
+    /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words
+    /// stays in L1).
+    pub(crate) kc: usize,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1); empty: every tile
+    /// takes the exact scalar path (`generic::bgemm::tile_exact`).
+    pub(crate) tiles: &'static [Kernel],
+    /// How A is rounded, and so what its words hold.
+    pub(crate) round_a: RoundA,
+}
+
+/// The rounding of one row of A ([`round_bf16_operand`]) for a variant's
+/// tiles.
+pub(crate) enum RoundA {
+    /// To bf16 pairs, element `2q` in the high half of word `q` (as
+    /// `vdpbf16ps` reads them; the element after an odd `k` zero); needs no
+    /// exponent bounds.
+    Pairs(unsafe fn(&[f32], &mut [u32])),
+    /// To the rounded values as floats, returning the row's smallest
+    /// biased exponent (as [`round_row`], which is the portable form).
+    Floats(unsafe fn(&[f32], &mut [u32]) -> i16),
+}
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: BKernel = BKernel {
+    mr: 1,
+    nr: 16,
+    kc: 256,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    round_a: RoundA::Floats(round_row),
+};
+
 impl Isa {
     /// Every family, fastest hardware first.
     pub const ALL: [Isa; 4] = [Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Scalar];
 
-    /// Tile height.
-    pub const fn mr(self) -> usize {
+    /// The variant's descriptor: the one table of the bf16 family.
+    pub(crate) fn kernel(self) -> &'static BKernel {
         match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => 12,
-            // 10 accumulators, 4 B vectors and 2 broadcasts: 16 registers.
-            Isa::Avx2 => 5,
-            Isa::Scalar => 4,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Bf16 => &x86_64::avx512bf16::BKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => &x86_64::avx512::bgemm::BKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::bgemm::BKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx512Bf16 | Isa::Avx512 | Isa::Avx2 => &ABSENT,
+            Isa::Scalar => &generic::bgemm::BKERNEL,
         }
     }
 
+    /// Tile height.
+    pub fn mr(self) -> usize {
+        self.kernel().mr
+    }
+
     /// Tile width (columns per packed panel).
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => 32,
-            Isa::Avx2 | Isa::Scalar => 16,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words stays
     /// in L1).
-    pub const fn kc(self) -> usize {
-        match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => KC512,
-            Isa::Avx2 | Isa::Scalar => 256,
-        }
+    pub fn kc(self) -> usize {
+        self.kernel().kc
     }
 
     /// Whether the rounded A is kept as bf16 pairs (32-bit words, as
     /// `vdpbf16ps` reads it) rather than as floats.
-    const fn a_pairs(self) -> bool {
-        matches!(self, Isa::Avx512Bf16)
+    fn a_pairs(self) -> bool {
+        matches!(self.kernel().round_a, RoundA::Pairs(_))
     }
 
     /// Whether this CPU runs the kernels.
@@ -738,9 +788,10 @@ fn span(rows: usize, cols: usize, ld: usize) -> usize {
 }
 
 /// Rounds the first `rexp.len()` rows of the `k` columns of A (row stride
-/// `lda`) into `out` (row stride `lda_w` words): bf16 pairs, element `2q` in
-/// the high half of word `q`, for [`Isa::Avx512Bf16`]; the rounded values as
-/// floats otherwise, with the smallest biased exponent of each row in `rexp`.
+/// `lda`) into `out` (row stride `lda_w` words) as the variant's descriptor
+/// says ([`RoundA`]): bf16 pairs, element `2q` in the high half of word `q`
+/// (`vdpbf16ps`), or the rounded values as floats, with the smallest biased
+/// exponent of each row in `rexp`.
 /// The element after an odd `k` is zero.
 fn prepare_a(
     isa: Isa,
@@ -751,31 +802,21 @@ fn prepare_a(
     lda_w: usize,
     rexp: &mut [i16],
 ) {
+    let round = &isa.kernel().round_a;
     for i in 0..rexp.len() {
         let src = &a[i * lda..i * lda + k];
         let dst = &mut out[i * lda_w..(i + 1) * lda_w];
-        #[cfg(target_arch = "x86_64")]
-        if isa.a_pairs() {
-            // SAFETY: the ISA is supported (checked by `product`): AVX512_BF16,
-            // AVX512VL and AVX-512F are available; dst holds k.div_ceil(2)
-            // words.
-            unsafe { x86_64::avx512bf16::round_pairs(src, dst) };
-            continue;
-        }
-        if isa.a_pairs() {
-            unreachable!("bgemm: bf16 pairs without x86-64");
-        }
-        rexp[i] = match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the ISA is supported (checked by `product`).
-            Isa::Avx512 => unsafe { x86_64::avx512::bgemm::round_row(src, dst) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { x86_64::avx2::bgemm::round_row(src, dst) },
-            _ => round_row(src, dst),
-        };
-        if k % 2 == 1 {
-            dst[k] = 0;
+        match *round {
+            // SAFETY: the ISA is supported (checked by `product`), so the
+            // CPU has the rounding's features; dst holds k.div_ceil(2) words.
+            RoundA::Pairs(pairs) => unsafe { pairs(src, dst) },
+            RoundA::Floats(floats) => {
+                // SAFETY: as above; dst holds 2 · k.div_ceil(2) words.
+                rexp[i] = unsafe { floats(src, dst) };
+                if k % 2 == 1 {
+                    dst[k] = 0;
+                }
+            }
         }
     }
 }
@@ -787,24 +828,6 @@ fn prepare_a(
 /// (prefetched; never dereferenced, may be anywhere).
 pub(crate) type Kernel =
     unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
-
-/// The kernels of `isa` (empty for the scalar family).
-fn kernels(isa: Isa) -> &'static [Kernel] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        match isa {
-            Isa::Avx512Bf16 => &x86_64::avx512bf16::KERNELS,
-            Isa::Avx512 => &x86_64::avx512::bgemm::KERNELS,
-            Isa::Avx2 => &x86_64::avx2::bgemm::KERNELS,
-            Isa::Scalar => &[],
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = isa;
-        &[]
-    }
-}
 
 /// Runs the `h`-row kernel of `isa` on a full-width tile.
 ///
@@ -825,7 +848,7 @@ unsafe fn run_kernel(
     next: *const u32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { kernels(isa)[h - 1](kp, a, lda, b, c, ldc, load, next) }
+    unsafe { isa.kernel().tiles[h - 1](kp, a, lda, b, c, ldc, load, next) }
 }
 
 /// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
@@ -855,7 +878,7 @@ unsafe fn gemm_cols(
     let kp = b.k.div_ceil(2);
     // Words of A per pair: 1 (bf16 pairs) or 2 (floats).
     let a_step = if isa.a_pairs() { 1 } else { 2 };
-    let exact_only = isa == Isa::Scalar;
+    let exact_only = isa.kernel().tiles.is_empty();
     let bw = b.words().as_ptr();
     let a = a.as_ptr();
     let c = c.0;

@@ -240,61 +240,27 @@ pub(crate) fn bf16(select: fn() -> Option<bgemm::Isa>) -> bgemm::Isa {
     BF16.get(select).unwrap_or(bgemm::Isa::Scalar)
 }
 
-impl Family for sgemm::Isa {
-    const ALL: &'static [Self] = &[sgemm::Isa::Avx512, sgemm::Isa::Avx2];
+/// `Family` for each family's variant enum: its `ALL`, and what the CPU
+/// must have and the lowest cap from each variant's descriptor (`kernel()`:
+/// `sgemm::SKernel`, `qgemm::QKernel`, `bgemm::BKernel`, written beside the
+/// kernels under `arch/`).
+macro_rules! family {
+    ($($isa:ty),*) => {$(
+        impl Family for $isa {
+            const ALL: &'static [Self] = &<$isa>::ALL;
 
-    fn features(self) -> Features {
-        let avx2 = Features::AVX2.and(Features::FMA);
-        match self {
-            sgemm::Isa::Avx512 => avx2.and(Features::AVX512F),
-            sgemm::Isa::Avx2 => avx2,
-        }
-    }
+            fn features(self) -> Features {
+                self.kernel().needs
+            }
 
-    fn min_cap(self) -> Cap {
-        match self {
-            sgemm::Isa::Avx512 => Cap::AvxVnni,
-            sgemm::Isa::Avx2 => Cap::Avx2,
+            fn min_cap(self) -> Cap {
+                self.kernel().min_cap
+            }
         }
-    }
+    )*};
 }
 
-impl Family for qgemm::Isa {
-    const ALL: &'static [Self] = &qgemm::Isa::ALL;
-
-    // Each variant's descriptor (`QKERNEL` in its `arch/` module) says.
-    fn features(self) -> Features {
-        self.kernel().needs
-    }
-
-    fn min_cap(self) -> Cap {
-        self.kernel().min_cap
-    }
-}
-
-impl Family for bgemm::Isa {
-    const ALL: &'static [Self] = &bgemm::Isa::ALL;
-
-    fn features(self) -> Features {
-        let avx2 = Features::AVX2.and(Features::FMA);
-        let avx512 = avx2.and(Features::AVX512F).and(Features::AVX512BW);
-        match self {
-            bgemm::Isa::Avx512Bf16 => avx512.and(Features::AVX512BF16).and(Features::AVX512VL),
-            bgemm::Isa::Avx512 => avx512,
-            bgemm::Isa::Avx2 => avx2,
-            bgemm::Isa::Scalar => Features::NONE,
-        }
-    }
-
-    fn min_cap(self) -> Cap {
-        match self {
-            bgemm::Isa::Avx512Bf16 => Cap::Unlimited,
-            bgemm::Isa::Avx512 => Cap::Avx512,
-            bgemm::Isa::Avx2 => Cap::Avx2,
-            bgemm::Isa::Scalar => Cap::None,
-        }
-    }
-}
+family!(sgemm::Isa, qgemm::Isa, bgemm::Isa);
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,8 @@ use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::isa::{Cap, Features};
+use super::ops::RowOps;
 use super::packbuf::PackBuf;
 use super::Par;
 
@@ -55,29 +57,71 @@ pub enum Isa {
     Avx512,
 }
 
-impl Isa {
+/// Everything the fronts need to know about one f32 kernel variant (the
+/// GEMM tiles, the row operations of [`ops`](super::ops) and the vector
+/// [`attend`](super::attention::attend)), in one place: each variant's
+/// module under `arch/` defines its `SKERNEL`, and [`Isa::kernel`] is the
+/// one table from variant to descriptor (what [`isa`](super::isa) needs to
+/// choose comes from here too).
+pub(crate) struct SKernel {
     /// Tile height.
-    pub const fn mr(self) -> usize {
+    pub(crate) mr: usize,
+    /// Tile width (columns per packed panel).
+    pub(crate) nr: usize,
+    /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
+    pub(crate) kc: usize,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1).
+    pub(crate) tiles: &'static [Kernel],
+    /// The row operations (and the vector attention) of the ISA.
+    pub(crate) ops: &'static RowOps,
+}
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: SKernel = SKernel {
+    mr: 1,
+    nr: 16,
+    kc: 256,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    ops: &super::arch::generic::ops::OPS,
+};
+
+impl Isa {
+    /// Every family, best first.
+    pub const ALL: [Isa; 2] = [Isa::Avx512, Isa::Avx2];
+
+    /// The variant's descriptor: the one table of the f32 family.
+    pub(crate) fn kernel(self) -> &'static SKernel {
         match self {
-            Isa::Avx2 => 6,
-            Isa::Avx512 => 12,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::sgemm::SKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => &x86_64::avx512::sgemm::SKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => &ABSENT,
         }
+    }
+
+    /// Tile height.
+    pub fn mr(self) -> usize {
+        self.kernel().mr
     }
 
     /// Tile width.
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx2 => 16,
-            Isa::Avx512 => 32,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
-    pub const fn kc(self) -> usize {
-        match self {
-            Isa::Avx2 => 384,
-            Isa::Avx512 => 256,
-        }
+    pub fn kc(self) -> usize {
+        self.kernel().kc
     }
 
     /// Whether this CPU runs the kernel.
@@ -559,16 +603,7 @@ unsafe fn gemm_cols<B: BSource + ?Sized>(
     accumulate: bool,
     epi: EpilogueFn<'_>,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    let kernels: &[Kernel] = match isa {
-        Isa::Avx2 => &x86_64::avx2::sgemm::KERNELS,
-        Isa::Avx512 => &x86_64::avx512::sgemm::KERNELS,
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let kernels: &[Kernel] = {
-        let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
-        unreachable!("sgemm without x86-64")
-    };
+    let kernels = isa.kernel().tiles;
     let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
     PACK.with(|buf| {
         let mut buf = buf.borrow_mut();

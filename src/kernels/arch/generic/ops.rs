@@ -5,7 +5,7 @@
 //! GELU and softmax have explicit vector forms there instead (see
 //! `arch/x86_64/ops.rs`), with FMAs: the same accuracy, not the same bits.
 
-use crate::kernels::ops::{exp, gelu, gelu_tanh, sum, sum_sq_dev};
+use crate::kernels::ops::{exp, gelu, gelu_tanh, sum, sum_sq_dev, RowOps};
 
 /// `dst[i] += src[i]`.
 #[inline(always)]
@@ -81,3 +81,16 @@ pub(crate) fn softmax(x: &mut [f32]) {
         *v *= inv;
     }
 }
+
+/// The portable row operations (the f32 family's code when no vector ISA
+/// is chosen).
+pub(crate) const OPS: RowOps = RowOps {
+    add_assign,
+    scale,
+    layer_norm,
+    bias_layer_norm,
+    bias_gelu,
+    bias_gelu_tanh,
+    softmax,
+    attend: None,
+};
