@@ -49,6 +49,7 @@
 mod arch;
 pub mod attention;
 pub mod bgemm;
+mod driver;
 pub mod gemm;
 pub mod isa;
 pub mod ops;

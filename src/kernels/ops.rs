@@ -244,7 +244,7 @@ pub(crate) struct RowOps {
     /// [`layer_norm`].
     pub(crate) layer_norm: unsafe fn(&mut [f32], &[f32], &[f32], f32),
     /// [`bias_layer_norm`].
-    pub(crate) bias_layer_norm: unsafe fn(&mut [f32], &[f32], &[f32], &[f32], f32),
+    pub(crate) bias_layer_norm: BiasLayerNormFn,
     /// [`bias_gelu`].
     pub(crate) bias_gelu: unsafe fn(&mut [f32], &[f32]),
     /// [`bias_gelu_tanh`].
@@ -255,6 +255,9 @@ pub(crate) struct RowOps {
     /// whose width is a multiple of 16 (`None`: the scalar form only).
     pub(crate) attend: Option<AttendFn>,
 }
+
+/// [`bias_layer_norm`]'s form in [`RowOps`].
+pub(crate) type BiasLayerNormFn = unsafe fn(&mut [f32], &[f32], &[f32], &[f32], f32);
 
 /// A vector form of [`attend`](super::attention::attend): same arguments,
 /// same bits as its scalar form; its sizes checked, the head's width a
