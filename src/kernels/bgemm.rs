@@ -844,6 +844,7 @@ struct Bf16Panel {
 impl driver::Operands for Bf16Operands<'_> {
     type Panel = Bf16Panel;
 
+    #[inline(always)]
     fn blocking(&self) -> Blocking {
         let kernel = self.kernel;
         Blocking {
@@ -856,6 +857,7 @@ impl driver::Operands for Bf16Operands<'_> {
         }
     }
 
+    #[inline(always)]
     unsafe fn panel(&self, q0: usize, kc: usize, j0: usize, _: usize, _: *mut f32) -> Bf16Panel {
         let nr = self.kernel.nr;
         // Packed panels follow each other in memory; the panel lies inside
@@ -872,6 +874,7 @@ impl driver::Operands for Bf16Operands<'_> {
         }
     }
 
+    #[inline(always)]
     unsafe fn tile(
         &self,
         panel: &Bf16Panel,

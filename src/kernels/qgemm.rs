@@ -576,6 +576,7 @@ struct Int8Panel {
 impl driver::Operands for Int8Operands<'_> {
     type Panel = Int8Panel;
 
+    #[inline(always)]
     fn blocking(&self) -> Blocking {
         Blocking {
             mr: self.kernel.mr,
@@ -587,6 +588,7 @@ impl driver::Operands for Int8Operands<'_> {
         }
     }
 
+    #[inline(always)]
     unsafe fn panel(&self, _: usize, _: usize, j0: usize, w: usize, _: *mut f32) -> Int8Panel {
         let (b, nr) = (self.b, self.kernel.nr);
         let mut panel = Int8Panel {
@@ -604,6 +606,7 @@ impl driver::Operands for Int8Operands<'_> {
         panel
     }
 
+    #[inline(always)]
     unsafe fn tile(
         &self,
         panel: &Int8Panel,

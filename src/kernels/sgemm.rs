@@ -543,6 +543,7 @@ impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
 
     const PACK_FLOATS: usize = MAX_KC * MAX_NR;
 
+    #[inline(always)]
     fn blocking(&self) -> Blocking {
         let kernel = self.kernel;
         Blocking {
@@ -555,6 +556,7 @@ impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
         }
     }
 
+    #[inline(always)]
     unsafe fn panel(
         &self,
         p0: usize,
@@ -577,6 +579,7 @@ impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
         }
     }
 
+    #[inline(always)]
     unsafe fn tile(
         &self,
         &(bp, next): &Self::Panel,
