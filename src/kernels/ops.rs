@@ -2,9 +2,11 @@
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
 //! This file holds the scalar definitions (`exp`, `erf`, `gelu`, the
-//! fixed-order sums) and the entry points, each one `dispatch!` to the row
-//! operations of the ISA that [`isa::fp32`] selects (the one of the f32 GEMM):
-//! `arch::x86_64::{avx512, avx2}::ops` or the portable `arch::generic::ops`.
+//! fixed-order sums) and the entry points, each a call of the row operation
+//! in the descriptor of the ISA that [`isa::fp32`] selects (the f32 GEMM's:
+//! its `ops`, a `RowOps` table, `OPS` in `arch::x86_64::{avx512,
+//! avx2}::ops`), or of the portable `arch::generic::ops` when it selects
+//! none.
 //! GELU, tanh GELU and softmax have explicit SIMD forms (AVX-512F, and AVX2 +
 //! FMA), written once over a 16-lane vector so that both run the same
 //! operations and give the same bits; the portable code computes the same

@@ -536,7 +536,10 @@ pub fn product(
 /// What one kernel call needs: `h` rows of A from `a` (row stride `lda`
 /// bytes) times one packed panel `b` over `kq` groups of 4, dequantized into
 /// C (row stride `ldc`) with the rows' scales and corrections and the
-/// panel's column scales and sums.
+/// panel's column scales and sums. A [`TileFn`] of `h` rows may rely on: `h`
+/// rows of `4·kq` bytes of A, `kq·4·nr` bytes of panel, `h` entries of `sa`
+/// and `zc`, `nr` of `sw` and `wsum`, and `h` rows of `nr` writable floats
+/// of C (read first when `load`).
 pub(crate) struct Tile {
     pub(crate) kq: usize,
     pub(crate) a: *const u8,
