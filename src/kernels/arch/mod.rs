@@ -8,6 +8,27 @@
 //! (blocking, packing, threading, epilogues) and call into these through the
 //! descriptor of the variant [`isa`](super::isa) selects.
 
+/// `OPS`: the row operations the ISA module it expands in defines
+/// (`add_assign`, `scale`, `layer_norm`, `bias_layer_norm`, `bias_gelu`,
+/// `bias_gelu_tanh`, `softmax`), with `$attend` the vector attention
+/// (`Some(attend)`) or `None`, for the f32 descriptor
+/// (`sgemm::SKernel::ops`).
+macro_rules! row_ops {
+    ($attend:expr) => {
+        /// This ISA's row operations (see [`RowOps`](crate::kernels::ops::RowOps)).
+        pub(crate) const OPS: crate::kernels::ops::RowOps = crate::kernels::ops::RowOps {
+            add_assign,
+            scale,
+            layer_norm,
+            bias_layer_norm,
+            bias_gelu,
+            bias_gelu_tanh,
+            softmax,
+            attend: $attend,
+        };
+    };
+}
+
 pub(crate) mod generic;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;

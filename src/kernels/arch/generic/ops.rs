@@ -5,7 +5,7 @@
 //! GELU and softmax have explicit vector forms there instead (see
 //! `arch/x86_64/ops.rs`), with FMAs: the same accuracy, not the same bits.
 
-use crate::kernels::ops::{exp, gelu, gelu_tanh, sum, sum_sq_dev, RowOps};
+use crate::kernels::ops::{exp, gelu, gelu_tanh, sum, sum_sq_dev};
 
 /// `dst[i] += src[i]`.
 #[inline(always)]
@@ -82,15 +82,6 @@ pub(crate) fn softmax(x: &mut [f32]) {
     }
 }
 
-/// The portable row operations (the f32 family's code when no vector ISA
-/// is chosen).
-pub(crate) const OPS: RowOps = RowOps {
-    add_assign,
-    scale,
-    layer_norm,
-    bias_layer_norm,
-    bias_gelu,
-    bias_gelu_tanh,
-    softmax,
-    attend: None,
-};
+// The portable row operations (the f32 family's code when no vector ISA
+// is chosen).
+row_ops!(None);

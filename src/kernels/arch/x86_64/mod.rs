@@ -13,8 +13,8 @@
 //!
 //! `ops.rs` holds the row operations' vector code, written once as a macro
 //! that `avx2::ops` and `avx512::ops` expand over their own vector type
-//! (and `row_ops!`, which gathers them into the module's `OPS` table for
-//! the f32 descriptor). Each variant's descriptor (`SKERNEL`, `QKERNEL`,
+//! (and `row_ops!` of [`arch`](super) gathers them into the module's `OPS`
+//! table for the f32 descriptor). Each variant's descriptor (`SKERNEL`, `QKERNEL`,
 //! `BKERNEL`) stands in the module of its tiles.
 
 #[macro_use]

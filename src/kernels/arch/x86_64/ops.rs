@@ -479,21 +479,3 @@ macro_rules! simd_attention {
         }
     };
 }
-
-/// `OPS`: the row operations `simd_kernels!` and `simd_attention!` defined
-/// in this ISA module, for its f32 descriptor (`sgemm::SKernel::ops`).
-macro_rules! row_ops {
-    () => {
-        /// This ISA's row operations (see [`RowOps`](crate::kernels::ops::RowOps)).
-        pub(crate) const OPS: crate::kernels::ops::RowOps = crate::kernels::ops::RowOps {
-            add_assign,
-            scale,
-            layer_norm,
-            bias_layer_norm,
-            bias_gelu,
-            bias_gelu_tanh,
-            softmax,
-            attend: Some(attend),
-        };
-    };
-}
