@@ -18,10 +18,8 @@
 //! check. Rows never interact, so a vector depends on nothing but its own
 //! sequence.
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 use super::arch::x86_64;
-use super::isa;
-use super::sgemm::Isa;
 
 /// Where one head's inputs are: `len` rows of the fused projection output
 /// with row stride `ld`, the head's queries at column `q`, keys at `k` and
@@ -105,19 +103,11 @@ pub fn attend(x: HeadInput<'_>, scale: f32, scratch: &mut [f32], dst: &mut [f32]
         x.len == 0 || (x.len - 1) * ldd + x.d <= dst.len(),
         "attention: dst too short"
     );
-    match isa::fp32() {
-        // SAFETY: `isa::fp32()` reports AVX-512 only when the CPU has
-        // AVX-512F, AVX2 and FMA; the sizes were checked above.
-        #[cfg(target_arch = "x86_64")]
-        Some(Isa::Avx512) if x.d.is_multiple_of(16) => unsafe {
-            x86_64::avx512::ops::attend(x, scale, scratch, dst, ldd)
-        },
-        // SAFETY: `isa::fp32()` reports AVX2 only when the CPU has AVX2 and
-        // FMA; the sizes were checked above.
-        #[cfg(target_arch = "x86_64")]
-        Some(Isa::Avx2) if x.d.is_multiple_of(16) => unsafe {
-            x86_64::avx2::ops::attend(x, scale, scratch, dst, ldd)
-        },
+    match super::ops::row_ops().attend {
+        // SAFETY: the row operations are those of the ISA `isa::fp32()`
+        // chose, which the CPU has; the sizes were checked above and the
+        // head's width is a multiple of 16.
+        Some(vector) if x.d.is_multiple_of(16) => unsafe { vector(x, scale, scratch, dst, ldd) },
         _ => attend_scalar(x, scale, scratch, dst, ldd, super::ops::softmax),
     }
 }

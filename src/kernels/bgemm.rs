@@ -138,21 +138,14 @@ use rayon::prelude::*;
 use super::arch::generic;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::driver::{self, span, Blocking, CTile, EpilogueAt};
+use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
 
-/// Rows of A swept per B panel (a multiple of every tile height).
-const MC: usize = 240;
-const MAX_MR: usize = 12;
-const MAX_NR: usize = 32;
 /// Scratch buffers up to this size stay allocated in their thread.
 pub const SCRATCH_KEEP_BYTES: usize = 4 << 20;
-/// Pairs per block of the 512-bit kernels (a 24 KiB panel; 128..256 measured
-/// alike).
-const KC512: usize = 192;
-/// Products smaller than this (m·n·k) never split across threads.
-const MIN_SPLIT_WORK: usize = 1 << 16;
 
 /// The bf16 kernel families. All give the same bits; they differ in speed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,41 +160,93 @@ pub enum Isa {
     Scalar,
 }
 
+/// Everything the front needs to know about one bf16 kernel variant, in one
+/// place: each variant's module under `arch/` defines its `BKERNEL`, and
+/// [`Isa::kernel`] is the one table from variant to descriptor (what
+/// [`isa`](super::isa) needs to choose comes from here too).
+pub(crate) struct BKernel {
+    /// Tile height.
+    pub(crate) mr: usize,
+    /// Tile width (columns per packed panel).
+    pub(crate) nr: usize,
+    /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words
+    /// stays in L1).
+    pub(crate) kc: usize,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1); empty: every tile
+    /// takes the exact scalar path (`generic::bgemm::tile_exact`).
+    pub(crate) tiles: &'static [Kernel],
+    /// How A is rounded, and so what its words hold.
+    pub(crate) round_a: RoundA,
+}
+
+/// The rounding of one row of A ([`round_bf16_operand`]) for a variant's
+/// tiles.
+pub(crate) enum RoundA {
+    /// To bf16 pairs, element `2q` in the high half of word `q` (as
+    /// `vdpbf16ps` reads them; the element after an odd `k` zero); needs no
+    /// exponent bounds.
+    Pairs(unsafe fn(&[f32], &mut [u32])),
+    /// To the rounded values as floats, returning the row's smallest
+    /// biased exponent (as [`round_row`], which is the portable form).
+    Floats(unsafe fn(&[f32], &mut [u32]) -> i16),
+}
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: BKernel = BKernel {
+    mr: 1,
+    nr: 16,
+    kc: 256,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    round_a: RoundA::Floats(round_row),
+};
+
 impl Isa {
     /// Every family, fastest hardware first.
     pub const ALL: [Isa; 4] = [Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Scalar];
 
-    /// Tile height.
-    pub const fn mr(self) -> usize {
+    /// The variant's descriptor: the one table of the bf16 family.
+    pub(crate) fn kernel(self) -> &'static BKernel {
         match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => 12,
-            // 10 accumulators, 4 B vectors and 2 broadcasts: 16 registers.
-            Isa::Avx2 => 5,
-            Isa::Scalar => 4,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Bf16 => &x86_64::avx512bf16::BKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => &x86_64::avx512::bgemm::BKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::bgemm::BKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx512Bf16 | Isa::Avx512 | Isa::Avx2 => &ABSENT,
+            Isa::Scalar => &generic::bgemm::BKERNEL,
         }
     }
 
+    /// Tile height.
+    pub fn mr(self) -> usize {
+        self.kernel().mr
+    }
+
     /// Tile width (columns per packed panel).
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => 32,
-            Isa::Avx2 | Isa::Scalar => 16,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words stays
     /// in L1).
-    pub const fn kc(self) -> usize {
-        match self {
-            Isa::Avx512Bf16 | Isa::Avx512 => KC512,
-            Isa::Avx2 | Isa::Scalar => 256,
-        }
+    pub fn kc(self) -> usize {
+        self.kernel().kc
     }
 
     /// Whether the rounded A is kept as bf16 pairs (32-bit words, as
     /// `vdpbf16ps` reads it) rather than as floats.
-    const fn a_pairs(self) -> bool {
-        matches!(self, Isa::Avx512Bf16)
+    fn a_pairs(self) -> bool {
+        matches!(self.kernel().round_a, RoundA::Pairs(_))
     }
 
     /// Whether this CPU runs the kernels.
@@ -605,17 +650,6 @@ fn words_mut(buf: &mut PackBuf) -> &mut [u32] {
     unsafe { std::slice::from_raw_parts_mut(f.as_mut_ptr().cast::<u32>(), f.len()) }
 }
 
-/// A raw pointer to C that may cross threads (each task writes its own
-/// column range).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-
-// SAFETY: used only by `product` to hand disjoint column ranges of one
-// exclusively borrowed C to rayon tasks that join before the borrow ends.
-unsafe impl Send for CPtr {}
-// SAFETY: as above.
-unsafe impl Sync for CPtr {}
-
 thread_local! {
     /// The rounded A of the current product (words) and the per-row exponent
     /// bounds, kept between calls (taken out while in use, so that a product
@@ -665,9 +699,8 @@ pub fn product(
     // Row stride of the rounded A in words: pairs, or floats.
     let lda_w = if isa.a_pairs() { kp } else { 2 * kp };
     let nr = isa.nr();
-    let panels = n.div_ceil(nr);
-    let tasks = par.tasks().min(panels);
-    let split = tasks > 1 && m * n * k >= MIN_SPLIT_WORK;
+    let tasks = driver::column_tasks(n, nr, par, m * n * k);
+    let split = tasks > 1;
     let (mut aw, mut rexp) = SCRATCH.take();
     // Every word and bound in use is written below: no need to clear.
     if aw.len() < m * lda_w {
@@ -707,40 +740,27 @@ pub fn product(
             }
         }
     }
-    let cp = CPtr(c.as_mut_ptr());
-    let (awr, rexpr) = (&*awm, &*rexpm);
-    let run = |lo: usize, hi: usize| {
-        // SAFETY: the ISA is supported; the rounded A holds m rows of lda_w
-        // words; C was bounds-checked above; each task gets a disjoint column
-        // range of C, which stays exclusively borrowed until all tasks have
-        // joined.
-        unsafe { gemm_cols(m, awr, lda_w, rexpr, b, cp, ldc, lo, hi, accumulate, epi) }
+    let ops = Bf16Operands {
+        kernel: isa.kernel(),
+        a: awm,
+        lda: lda_w,
+        a_step: if isa.a_pairs() { 1 } else { 2 },
+        rexp: rexpm,
+        b,
     };
-    if !split {
-        run(0, n);
-    } else {
-        let per = panels.div_ceil(tasks) * nr;
-        (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
-            run(t * per, ((t + 1) * per).min(n));
-        });
-    }
+    // SAFETY: the ISA is supported; the rounded A holds m rows of lda_w
+    // words and their bounds; C was bounds-checked above.
+    unsafe { driver::product(&ops, m, n, c, ldc, accumulate, epi, tasks) };
     if aw.capacity() * 4 <= SCRATCH_KEEP_BYTES {
         SCRATCH.set((aw, rexp));
     }
 }
 
-fn span(rows: usize, cols: usize, ld: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1) * ld + cols
-    }
-}
-
 /// Rounds the first `rexp.len()` rows of the `k` columns of A (row stride
-/// `lda`) into `out` (row stride `lda_w` words): bf16 pairs, element `2q` in
-/// the high half of word `q`, for [`Isa::Avx512Bf16`]; the rounded values as
-/// floats otherwise, with the smallest biased exponent of each row in `rexp`.
+/// `lda`) into `out` (row stride `lda_w` words) as the variant's descriptor
+/// says ([`RoundA`]): bf16 pairs, element `2q` in the high half of word `q`
+/// (`vdpbf16ps`), or the rounded values as floats, with the smallest biased
+/// exponent of each row in `rexp`.
 /// The element after an odd `k` is zero.
 fn prepare_a(
     isa: Isa,
@@ -751,31 +771,21 @@ fn prepare_a(
     lda_w: usize,
     rexp: &mut [i16],
 ) {
+    let round = &isa.kernel().round_a;
     for i in 0..rexp.len() {
         let src = &a[i * lda..i * lda + k];
         let dst = &mut out[i * lda_w..(i + 1) * lda_w];
-        #[cfg(target_arch = "x86_64")]
-        if isa.a_pairs() {
-            // SAFETY: the ISA is supported (checked by `product`): AVX512_BF16,
-            // AVX512VL and AVX-512F are available; dst holds k.div_ceil(2)
-            // words.
-            unsafe { x86_64::avx512bf16::round_pairs(src, dst) };
-            continue;
-        }
-        if isa.a_pairs() {
-            unreachable!("bgemm: bf16 pairs without x86-64");
-        }
-        rexp[i] = match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the ISA is supported (checked by `product`).
-            Isa::Avx512 => unsafe { x86_64::avx512::bgemm::round_row(src, dst) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { x86_64::avx2::bgemm::round_row(src, dst) },
-            _ => round_row(src, dst),
-        };
-        if k % 2 == 1 {
-            dst[k] = 0;
+        match *round {
+            // SAFETY: the ISA is supported (checked by `product`), so the
+            // CPU has the rounding's features; dst holds k.div_ceil(2) words.
+            RoundA::Pairs(pairs) => unsafe { pairs(src, dst) },
+            RoundA::Floats(floats) => {
+                // SAFETY: as above; dst holds 2 · k.div_ceil(2) words.
+                rexp[i] = unsafe { floats(src, dst) };
+                if k % 2 == 1 {
+                    dst[k] = 0;
+                }
+            }
         }
     }
 }
@@ -787,24 +797,6 @@ fn prepare_a(
 /// (prefetched; never dereferenced, may be anywhere).
 pub(crate) type Kernel =
     unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
-
-/// The kernels of `isa` (empty for the scalar family).
-fn kernels(isa: Isa) -> &'static [Kernel] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        match isa {
-            Isa::Avx512Bf16 => &x86_64::avx512bf16::KERNELS,
-            Isa::Avx512 => &x86_64::avx512::bgemm::KERNELS,
-            Isa::Avx2 => &x86_64::avx2::bgemm::KERNELS,
-            Isa::Scalar => &[],
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = isa;
-        &[]
-    }
-}
 
 /// Runs the `h`-row kernel of `isa` on a full-width tile.
 ///
@@ -825,120 +817,101 @@ unsafe fn run_kernel(
     next: *const u32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { kernels(isa)[h - 1](kp, a, lda, b, c, ldc, load, next) }
+    unsafe { isa.kernel().tiles[h - 1](kp, a, lda, b, c, ldc, load, next) }
 }
 
-/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
-/// finished row segment of at most `nr` columns.
-///
-/// # Safety
-/// `b.isa()` is supported; `a` holds the rounded A ([`prepare_a`]) with row
-/// stride `lda` words and `rexp` its row bounds; `j_hi <= b.n()`; C has `m`
-/// rows of `ldc` floats, columns `j_lo..j_hi` writable and not accessed by
-/// anyone else during the call.
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_cols(
-    m: usize,
-    a: &[u32],
+/// The bf16 product's operands for the [`driver`]: the rounded A
+/// ([`prepare_a`]) with its row bounds, B packed.
+struct Bf16Operands<'a> {
+    kernel: &'static BKernel,
+    /// The rounded A: `m` rows of `lda` words.
+    a: &'a [u32],
     lda: usize,
-    rexp: &[i16],
-    b: &PackedBf16,
-    c: CPtr,
-    ldc: usize,
-    j_lo: usize,
-    j_hi: usize,
-    accumulate: bool,
-    epi: EpilogueFn<'_>,
-) {
-    let isa = b.isa;
-    let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
-    let kp = b.k.div_ceil(2);
-    // Words of A per pair: 1 (bf16 pairs) or 2 (floats).
-    let a_step = if isa.a_pairs() { 1 } else { 2 };
-    let exact_only = isa == Isa::Scalar;
-    let bw = b.words().as_ptr();
-    let a = a.as_ptr();
-    let c = c.0;
-    let mut tmp = [0.0f32; MAX_MR * MAX_NR];
-    let k_blocks = kp.div_ceil(kcb).max(1);
-    for kb in 0..k_blocks {
-        let q0 = kb * kcb;
-        let kc = kcb.min(kp - q0.min(kp));
-        let load = accumulate || kb > 0;
-        let last = kb + 1 == k_blocks;
-        let mut i0 = 0;
-        while i0 < m {
-            let mc = MC.min(m - i0);
-            let mut j0 = j_lo;
-            while j0 < j_hi {
-                let w = nr.min(j_hi - j0);
-                // Packed panels follow each other in memory; the panel lies
-                // inside the packed words (see `PackedBf16::from_linear`).
-                let bp = bw.wrapping_add(q0 * b.n_pad + j0 * kc);
-                let next = bp.wrapping_add(kc * nr);
-                let bexp = b.panel_exp[j0 / nr];
-                let mut i = 0;
-                while i < mc {
-                    let h = mr.min(mc - i);
-                    let row0 = i0 + i;
-                    let cp = c.wrapping_add(row0 * ldc + j0);
-                    let ap = a.wrapping_add(row0 * lda + q0 * a_step);
-                    let fast = !exact_only
-                        && (isa.a_pairs()
-                            || rexp[row0..row0 + h].iter().min().copied().unwrap_or(255) + bexp
-                                >= EXP_SUM_SAFE);
-                    if !fast {
-                        #[cfg(test)]
-                        if !exact_only {
-                            FALLBACK_TILES.set(FALLBACK_TILES.get() + 1);
-                        }
-                        // SAFETY: rows row0..row0+h < m of A have the floats
-                        // of pairs q0..q0+kc; the panel holds kc·nr words; C
-                        // rows row0..row0+h have columns j0..j0+w in this
-                        // task's range.
-                        unsafe {
-                            generic::bgemm::tile_exact(kc, ap, lda, bp, nr, cp, ldc, h, w, load)
-                        };
-                    } else if w == nr {
-                        // SAFETY: as above, with w = nr columns; the ISA is
-                        // supported and not scalar (fast is false for it).
-                        unsafe { run_kernel(isa, h, kc, ap, lda, bp, cp, ldc, load, next) };
-                    } else {
-                        if load {
-                            for r in 0..h {
-                                for jj in 0..w {
-                                    // SAFETY: row row0+r < m, column j0+jj < j_hi.
-                                    tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
-                                }
-                            }
-                        }
-                        // SAFETY: as above, writing into the local tile of
-                        // MAX_MR x MAX_NR >= h x nr floats.
-                        unsafe {
-                            run_kernel(isa, h, kc, ap, lda, bp, tmp.as_mut_ptr(), nr, load, next)
-                        };
-                        for r in 0..h {
-                            for jj in 0..w {
-                                // SAFETY: row row0+r < m, column j0+jj < j_hi.
-                                unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
-                            }
-                        }
-                    }
-                    i += mr;
-                }
-                if last {
-                    for r in 0..mc {
-                        // SAFETY: row i0+r < m, columns j0..j0+w of this
-                        // task's range; no other reference to them exists.
-                        let row = unsafe {
-                            std::slice::from_raw_parts_mut(c.wrapping_add((i0 + r) * ldc + j0), w)
-                        };
-                        epi(j0, row);
-                    }
-                }
-                j0 += nr;
+    /// Words of A per pair: 1 (bf16 pairs) or 2 (floats).
+    a_step: usize,
+    rexp: &'a [i16],
+    b: &'a PackedBf16,
+}
+
+/// One bf16 panel: its words, where the next one lies (for prefetching),
+/// and the smallest biased exponent of its values.
+struct Bf16Panel {
+    b: *const u32,
+    next: *const u32,
+    exp: i16,
+}
+
+impl driver::Operands for Bf16Operands<'_> {
+    type Panel = Bf16Panel;
+
+    #[inline(always)]
+    fn blocking(&self) -> Blocking {
+        let kernel = self.kernel;
+        Blocking {
+            mr: kernel.mr,
+            nr: kernel.nr,
+            kc: kernel.kc,
+            depth: self.b.k.div_ceil(2),
+            mc: driver::MC,
+            epilogue: EpilogueAt::Panel,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn panel(&self, q0: usize, kc: usize, j0: usize, _: usize, _: *mut f32) -> Bf16Panel {
+        let nr = self.kernel.nr;
+        // Packed panels follow each other in memory; the panel lies inside
+        // the packed words (see `PackedBf16::from_linear`).
+        let b = self
+            .b
+            .words()
+            .as_ptr()
+            .wrapping_add(q0 * self.b.n_pad + j0 * kc);
+        Bf16Panel {
+            b,
+            next: b.wrapping_add(kc * nr),
+            exp: self.b.panel_exp[j0 / nr],
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn tile(
+        &self,
+        panel: &Bf16Panel,
+        q0: usize,
+        kc: usize,
+        row0: usize,
+        h: usize,
+        c: CTile<'_>,
+    ) {
+        let kernel = self.kernel;
+        let (lda, bp, next) = (self.lda, panel.b, panel.next);
+        let ap = self.a.as_ptr().wrapping_add(row0 * lda + q0 * self.a_step);
+        let fast = !kernel.tiles.is_empty()
+            && (matches!(kernel.round_a, RoundA::Pairs(_))
+                || self.rexp[row0..row0 + h]
+                    .iter()
+                    .min()
+                    .copied()
+                    .unwrap_or(255)
+                    + panel.exp
+                    >= EXP_SUM_SAFE);
+        if !fast {
+            #[cfg(test)]
+            if !kernel.tiles.is_empty() {
+                FALLBACK_TILES.set(FALLBACK_TILES.get() + 1);
             }
-            i0 += MC;
+            let (cp, ldc, w, load) = c.in_place();
+            // SAFETY: rows row0..row0+h < m of A have the floats of pairs
+            // q0..q0+kc; the panel holds kc·nr words; C rows row0..row0+h
+            // have columns j0..j0+w in this task's range.
+            unsafe { generic::bgemm::tile_exact(kc, ap, lda, bp, kernel.nr, cp, ldc, h, w, load) };
+        } else {
+            let tile = kernel.tiles[h - 1];
+            // SAFETY: as above; `full_width` hands the kernel h rows of nr
+            // writable floats (C's, or a tile buffer's); the ISA is supported
+            // and not scalar (fast is false for it).
+            unsafe { c.full_width(|cp, ldc, load| tile(kc, ap, lda, bp, cp, ldc, load, next)) };
         }
     }
 }

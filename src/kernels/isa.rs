@@ -2,16 +2,18 @@
 //! features and reads `EMBD_SIMD`.
 //!
 //! The features are detected once ([`Features::available`]); `EMBD_SIMD` is
-//! read once ([`cap`]). Each kernel family (the f32 GEMM and row operations,
-//! the int8 GEMM, the bf16 GEMM) lists its variants best first with what each
-//! needs from the CPU and the lowest cap that still allows it (`Family`);
-//! the family's choice is the first variant both allow, made once and cached
-//! in an atomic, so the fast path of [`fp32`], [`int8`] and `bf16` is one
-//! relaxed load.
+//! read once ([`cap`]). Each kernel family (the f32 GEMM, row operations and
+//! attention; the int8 GEMM; the bf16 GEMM) lists its variants best first
+//! (`Isa::ALL`), and each variant's descriptor, written beside its kernels
+//! under `kernels/arch/` (`sgemm::SKernel`, `qgemm::QKernel`,
+//! `bgemm::BKernel`), says what it needs from the CPU and the lowest cap
+//! that still allows it; `Family` reads them. The family's choice is the
+//! first variant both allow, made once and cached in an atomic, so the fast
+//! path of [`fp32`], [`int8`] and `bf16` is one relaxed load.
 //!
 //! | variant | CPU features | allowed by `EMBD_SIMD` |
 //! |---|---|---|
-//! | f32 [`sgemm::Isa::Avx512`] (also [`ops`](super::ops)) | AVX2, FMA, AVX-512F | unset, `avx512`, `avxvnni` |
+//! | f32 [`sgemm::Isa::Avx512`] (also [`ops`](super::ops), [`attention`](super::attention)) | AVX2, FMA, AVX-512F | unset, `avx512`, `avxvnni` |
 //! | f32 [`sgemm::Isa::Avx2`] | AVX2, FMA | all but `none` |
 //! | f32 none (portable `matrixmultiply`, scalar ops) | | all |
 //! | int8 [`qgemm::Isa::Avx512Vnni`] | AVX2, FMA, AVX-512F/BW/VNNI | unset |
@@ -27,11 +29,12 @@
 //! The bf16 family also times its two AVX-512 variants once and keeps the
 //! faster (see [`bgemm::isa`]).
 //!
-//! Adding an ISA: a feature bit here if it needs a new one, the variant and
-//! its row in its family's `Family` impl below, its kernels under
-//! `kernels/arch/`, and its line in the family's dispatch. (The int8
-//! family's rows are its variants' descriptors, `qgemm::QKernel`: features
-//! and cap are written beside the kernels.)
+//! Adding an ISA: its module under `kernels/arch/` with its descriptor
+//! (tiles, shape, features, cap, and the family's hooks), its variant in the
+//! family's `Isa` enum and `ALL`, and one line of the family's table
+//! (`Isa::kernel`); a feature bit here if it needs a new one. No other code
+//! matches on the variants (but the bf16 family's timing of its two
+//! AVX-512 ones).
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 
@@ -240,61 +243,27 @@ pub(crate) fn bf16(select: fn() -> Option<bgemm::Isa>) -> bgemm::Isa {
     BF16.get(select).unwrap_or(bgemm::Isa::Scalar)
 }
 
-impl Family for sgemm::Isa {
-    const ALL: &'static [Self] = &[sgemm::Isa::Avx512, sgemm::Isa::Avx2];
+/// `Family` for each family's variant enum: its `ALL`, and what the CPU
+/// must have and the lowest cap from each variant's descriptor (`kernel()`:
+/// `sgemm::SKernel`, `qgemm::QKernel`, `bgemm::BKernel`, written beside the
+/// kernels under `arch/`).
+macro_rules! family {
+    ($($isa:ty),*) => {$(
+        impl Family for $isa {
+            const ALL: &'static [Self] = &<$isa>::ALL;
 
-    fn features(self) -> Features {
-        let avx2 = Features::AVX2.and(Features::FMA);
-        match self {
-            sgemm::Isa::Avx512 => avx2.and(Features::AVX512F),
-            sgemm::Isa::Avx2 => avx2,
-        }
-    }
+            fn features(self) -> Features {
+                self.kernel().needs
+            }
 
-    fn min_cap(self) -> Cap {
-        match self {
-            sgemm::Isa::Avx512 => Cap::AvxVnni,
-            sgemm::Isa::Avx2 => Cap::Avx2,
+            fn min_cap(self) -> Cap {
+                self.kernel().min_cap
+            }
         }
-    }
+    )*};
 }
 
-impl Family for qgemm::Isa {
-    const ALL: &'static [Self] = &qgemm::Isa::ALL;
-
-    // Each variant's descriptor (`QKERNEL` in its `arch/` module) says.
-    fn features(self) -> Features {
-        self.kernel().needs
-    }
-
-    fn min_cap(self) -> Cap {
-        self.kernel().min_cap
-    }
-}
-
-impl Family for bgemm::Isa {
-    const ALL: &'static [Self] = &bgemm::Isa::ALL;
-
-    fn features(self) -> Features {
-        let avx2 = Features::AVX2.and(Features::FMA);
-        let avx512 = avx2.and(Features::AVX512F).and(Features::AVX512BW);
-        match self {
-            bgemm::Isa::Avx512Bf16 => avx512.and(Features::AVX512BF16).and(Features::AVX512VL),
-            bgemm::Isa::Avx512 => avx512,
-            bgemm::Isa::Avx2 => avx2,
-            bgemm::Isa::Scalar => Features::NONE,
-        }
-    }
-
-    fn min_cap(self) -> Cap {
-        match self {
-            bgemm::Isa::Avx512Bf16 => Cap::Unlimited,
-            bgemm::Isa::Avx512 => Cap::Avx512,
-            bgemm::Isa::Avx2 => Cap::Avx2,
-            bgemm::Isa::Scalar => Cap::None,
-        }
-    }
-}
+family!(sgemm::Isa, qgemm::Isa, bgemm::Isa);
 
 #[cfg(test)]
 mod tests {

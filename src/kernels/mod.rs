@@ -8,15 +8,20 @@
 //! ```text
 //! kernels/
 //!   isa.rs               CPU features (detected once), EMBD_SIMD (read once),
-//!                        each family's variants and what they need; the choice
-//!   sgemm.rs             f32 GEMM: blocking, B packing, threading, epilogues
-//!   qgemm.rs             int8 GEMM: quantization, packing, threading
-//!   bgemm.rs             bf16 GEMM: operand rounding, packing, exactness bounds, threading
-//!   ops.rs               row operations: scalar definitions + entry points (dispatch!)
+//!                        the choice of each family's variant (from its table)
+//!   sgemm.rs             f32 GEMM: B sources and packing, the f32 descriptor
+//!   qgemm.rs             int8 GEMM: quantization, packing, the int8 descriptor
+//!   bgemm.rs             bf16 GEMM: operand rounding, packing, exactness bounds,
+//!                        the bf16 descriptor
+//!   driver.rs            the one GEMM driver of the three: column tasks, k and
+//!                        row blocks, panels, row tiles, narrow tiles, epilogue
+//!   ops.rs               row operations: scalar definitions + entry points
+//!   attention.rs         one attention head: scalar form + entry point
 //!   gemm.rs              the callers' front: Linear-style products, matrixmultiply fallback
 //!   packbuf.rs, reference.rs (the oracles)
 //!   arch/
-//!     generic/           portable code: row loops, int8 tile, exact bf16 tile
+//!     generic/           portable code: row loops, int8 tile, exact bf16 tile,
+//!                        the portable descriptors
 //!     x86_64/
 //!       ops.rs           the row operations' vector code, written once (a macro)
 //!       avx2/            AVX2 + FMA: {sgemm, ops, qgemm, bgemm}.rs
@@ -26,21 +31,40 @@
 //!       avxvnni.rs       int8 6x16 tile
 //! ```
 //!
-//! Each family has one enum of its variants (`sgemm::Isa`, `qgemm::Isa`,
-//! `bgemm::Isa`), chosen once by [`isa`], and one dispatch from its front into
-//! `arch/`: the kernel tables in `sgemm::gemm_cols` and `bgemm::kernels`, the
-//! `dispatch!` macro of [`ops`] (and `attention::attend`'s match), the bf16
-//! front's rounding of A. Adding an ISA touches its module under `arch/`, its
-//! variant and row in [`isa`] (and a feature bit if it needs a new one), and
-//! one line of the family's dispatch.
+//! # Descriptors: one per variant, one table per family
 //!
-//! The int8 family keeps every fact about a variant in one descriptor
-//! (`qgemm::QKernel`: tile shape, A's byte offset, CPU features, `EMBD_SIMD`
-//! cap, tiles, row quantization), defined as `QKERNEL` in the variant's
-//! module under `arch/`; `qgemm::Isa::kernel` is its one table, and
-//! [`isa`]'s `Family` impl, the tile dispatch and the quantization read it.
-//! Adding an int8 ISA is its module with its `QKERNEL`, its variant, and one
-//! line of that table.
+//! Each family has one enum of its variants (`sgemm::Isa` for the f32 GEMM,
+//! the row operations and the vector attention; `qgemm::Isa`; `bgemm::Isa`),
+//! chosen once by [`isa`], and keeps every fact about a variant in one
+//! descriptor, defined beside the variant's kernels under `arch/`:
+//!
+//! | family | descriptor | defined as | what it holds |
+//! |---|---|---|---|
+//! | f32 | `sgemm::SKernel` | `SKERNEL` in `arch/x86_64/{avx2,avx512}/sgemm.rs` | tile shape and depth (`mr`, `nr`, `kc`), CPU features, `EMBD_SIMD` cap, tiles, the row operations and vector attention (`ops::RowOps`, `OPS` in the same ISA's `ops.rs`) |
+//! | int8 | `qgemm::QKernel` | `QKERNEL` in `arch/x86_64/{avx512vnni,avxvnni,avx2/qgemm}.rs`, `arch/generic/qgemm.rs` | tile shape, A's byte offset, CPU features, cap, tiles, row quantization |
+//! | bf16 | `bgemm::BKernel` | `BKERNEL` in `arch/x86_64/{avx512bf16,avx512/bgemm,avx2/bgemm}.rs`, `arch/generic/bgemm.rs` | tile shape and depth, CPU features, cap, tiles (none: the exact scalar path), the rounding of A (`bgemm::RoundA`: bf16 pairs or floats) |
+//!
+//! The family's `Isa::kernel` is its one table from variant to descriptor;
+//! [`isa`]'s `Family` impls (features and cap), the GEMM fronts (shape,
+//! tiles, packing and rounding hooks), the entry points of [`ops`] and
+//! [`attention`] (with no vector variant chosen: `arch::generic::ops::OPS`)
+//! all read it; none of them matches on a variant. Adding an ISA is its
+//! module under `arch/` with its descriptor, its variant, and one line of
+//! the family's table (and a feature bit in [`isa`] if it needs a new one).
+//!
+//! # One GEMM driver
+//!
+//! The three GEMMs share one driver (`driver.rs`): splitting the columns
+//! into tasks, blocks of k and of rows, B panels, row tiles
+//! (`row_tiles`), the buffer of a panel narrower than the tile, and the
+//! epilogue on finished rows. It is generic over `driver::Operands`, which
+//! each front implements with only what really differs: its blocking (tile
+//! shape, block sizes, where the epilogue runs), how it gets one B panel
+//! (f32: packed ahead or packed now; bf16: its words and exponent bound;
+//! int8: its bytes with the column scales and sums) and how it runs one
+//! tile (the descriptor's kernel on its A: f32 in place, bf16 rounded,
+//! int8 quantized; bf16 may take the exact scalar tile instead). Each front
+//! gets its own monomorphised loops.
 //!
 //! Every optimised kernel has a plain oracle in [`reference`](mod@reference) (or
 //! the front's scalar definition) and unit tests that compare the two on
@@ -49,6 +73,7 @@
 mod arch;
 pub mod attention;
 pub mod bgemm;
+mod driver;
 pub mod gemm;
 pub mod isa;
 pub mod ops;

@@ -2,9 +2,11 @@
 //! residual add, scaling, and the vectorisable `exp`/`erf` they use.
 //!
 //! This file holds the scalar definitions (`exp`, `erf`, `gelu`, the
-//! fixed-order sums) and the entry points, each one `dispatch!` to the row
-//! operations of the ISA that [`isa::fp32`] selects (the one of the f32 GEMM):
-//! `arch::x86_64::{avx512, avx2}::ops` or the portable `arch::generic::ops`.
+//! fixed-order sums) and the entry points, each a call of the row operation
+//! in the descriptor of the ISA that [`isa::fp32`] selects (the f32 GEMM's:
+//! its `ops`, a `RowOps` table, `OPS` in `arch::x86_64::{avx512,
+//! avx2}::ops`), or of the portable `arch::generic::ops` when it selects
+//! none.
 //! GELU, tanh GELU and softmax have explicit SIMD forms (AVX-512F, and AVX2 +
 //! FMA), written once over a 16-lane vector so that both run the same
 //! operations and give the same bits; the portable code computes the same
@@ -16,9 +18,10 @@
 //! the row.
 
 use super::arch::generic::ops as generic;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 use super::arch::x86_64;
 use super::isa;
+#[cfg(test)]
 use super::sgemm::Isa;
 
 /// Lanes of the manual accumulators (keeps reductions vectorisable and their
@@ -230,23 +233,58 @@ pub fn gelu_tanh(v: f32) -> f32 {
     x / (1.0 + e)
 }
 
-/// Runs `$f` of the row operations of the ISA [`isa::fp32`] selects:
-/// `arch::x86_64::{avx512, avx2}::ops` or `arch::generic::ops`, which all
-/// define the same functions. The one ISA dispatch of this file: a new ISA is
-/// its module and one arm here.
+/// The row operations of one ISA, as its f32 descriptor holds them
+/// (`sgemm::SKernel::ops`): `arch::x86_64::{avx512, avx2}::ops::OPS`, or
+/// `arch::generic::ops::OPS` (the portable code, when [`isa::fp32`] chose
+/// none). Each function may only run when the CPU has the features of its
+/// ISA (the descriptor's `needs`; the portable ones need none).
+pub(crate) struct RowOps {
+    /// [`add_assign`].
+    pub(crate) add_assign: unsafe fn(&mut [f32], &[f32]),
+    /// [`scale`].
+    pub(crate) scale: unsafe fn(&mut [f32], f32),
+    /// [`layer_norm`].
+    pub(crate) layer_norm: unsafe fn(&mut [f32], &[f32], &[f32], f32),
+    /// [`bias_layer_norm`].
+    pub(crate) bias_layer_norm: BiasLayerNormFn,
+    /// [`bias_gelu`].
+    pub(crate) bias_gelu: unsafe fn(&mut [f32], &[f32]),
+    /// [`bias_gelu_tanh`].
+    pub(crate) bias_gelu_tanh: unsafe fn(&mut [f32], &[f32]),
+    /// [`softmax`].
+    pub(crate) softmax: unsafe fn(&mut [f32]),
+    /// The vector form of [`attend`](super::attention::attend) for heads
+    /// whose width is a multiple of 16 (`None`: the scalar form only).
+    pub(crate) attend: Option<AttendFn>,
+}
+
+/// [`bias_layer_norm`]'s form in [`RowOps`].
+pub(crate) type BiasLayerNormFn = unsafe fn(&mut [f32], &[f32], &[f32], &[f32], f32);
+
+/// A vector form of [`attend`](super::attention::attend): same arguments,
+/// same bits as its scalar form; its sizes checked, the head's width a
+/// multiple of 16.
+pub(crate) type AttendFn =
+    unsafe fn(super::attention::HeadInput<'_>, f32, &mut [f32], &mut [f32], usize);
+
+/// The row operations of the ISA [`isa::fp32`] selects, read from its
+/// descriptor (the portable ones when it selects none).
+#[inline(always)]
+pub(crate) fn row_ops() -> &'static RowOps {
+    match isa::fp32() {
+        Some(isa) => isa.kernel().ops,
+        None => &generic::OPS,
+    }
+}
+
+/// Runs `$f` of [`row_ops`]: the one ISA dispatch of this file (a new ISA
+/// is its descriptor, not a line here).
 macro_rules! dispatch {
     ($f:ident($($arg:expr),*)) => {
-        match isa::fp32() {
-            // SAFETY: `isa::fp32()` reports AVX-512 only when the CPU has
-            // AVX-512F, AVX2 and FMA, the features of that module.
-            #[cfg(target_arch = "x86_64")]
-            Some(Isa::Avx512) => unsafe { x86_64::avx512::ops::$f($($arg),*) },
-            // SAFETY: `isa::fp32()` reports AVX2 only when the CPU has AVX2 and
-            // FMA, the features of that module.
-            #[cfg(target_arch = "x86_64")]
-            Some(Isa::Avx2) => unsafe { x86_64::avx2::ops::$f($($arg),*) },
-            _ => generic::$f($($arg),*),
-        }
+        // SAFETY: `isa::fp32()` reports a variant only when the CPU has the
+        // features its descriptor needs, which are those of its row
+        // operations; the portable ones need none.
+        unsafe { (row_ops().$f)($($arg),*) }
     };
 }
 

@@ -67,6 +67,7 @@ use rayon::prelude::*;
 use super::arch::generic;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::driver::{self, Blocking, CTile, EpilogueAt};
 use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
@@ -498,20 +499,6 @@ pub fn dot_oracle(init: Option<f32>, qa: &[i8], za: i32, sa: f32, qw: &[i8], sw:
     }
 }
 
-/// A raw pointer to C that may cross threads (each task writes its own
-/// column range).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-
-// SAFETY: used only by `product` to hand disjoint column ranges of one
-// exclusively borrowed C to rayon tasks that join before the borrow ends.
-unsafe impl Send for CPtr {}
-// SAFETY: as above.
-unsafe impl Sync for CPtr {}
-
-/// Products smaller than this (m·n·k) never split across threads.
-const MIN_SPLIT_WORK: usize = 1 << 16;
-
 /// `C[m x n] (+)= dequant(A · B)` (see the module docs), then `epi` on every
 /// finished row segment; `Par::Threads(t)` splits the columns (same values).
 ///
@@ -535,33 +522,24 @@ pub fn product(
         m == 0 || (ldc >= n && c.len() >= (m - 1) * ldc + n),
         "qgemm: C too short"
     );
-    if m == 0 || n == 0 {
-        return;
-    }
-    let nr = isa.nr();
-    let panels = n.div_ceil(nr);
-    let tasks = par.tasks().min(panels);
-    let cp = CPtr(c.as_mut_ptr());
-    let run = |lo: usize, hi: usize| {
-        // SAFETY: the ISA is supported; A and B have matching depth and were
-        // built by this module; C was bounds-checked; each task writes a
-        // disjoint column range of C, exclusively borrowed until all join.
-        unsafe { gemm_cols(a, b, cp, ldc, lo, hi, accumulate, epi) }
+    let ops = Int8Operands {
+        kernel: isa.kernel(),
+        a,
+        b,
     };
-    if tasks <= 1 || m * n * b.k < MIN_SPLIT_WORK {
-        run(0, n);
-        return;
-    }
-    let per = panels.div_ceil(tasks) * nr;
-    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
-        run(t * per, ((t + 1) * per).min(n));
-    });
+    let tasks = driver::column_tasks(n, isa.nr(), par, m * n * b.k);
+    // SAFETY: the ISA is supported; A and B have matching depth and were
+    // built by this module; C was bounds-checked above.
+    unsafe { driver::product(&ops, m, n, c, ldc, accumulate, epi, tasks) }
 }
 
 /// What one kernel call needs: `h` rows of A from `a` (row stride `lda`
 /// bytes) times one packed panel `b` over `kq` groups of 4, dequantized into
 /// C (row stride `ldc`) with the rows' scales and corrections and the
-/// panel's column scales and sums.
+/// panel's column scales and sums. A [`TileFn`] of `h` rows may rely on: `h`
+/// rows of `4·kq` bytes of A, `kq·4·nr` bytes of panel, `h` entries of `sa`
+/// and `zc`, `nr` of `sw` and `wsum`, and `h` rows of `nr` writable floats
+/// of C (read first when `load`).
 pub(crate) struct Tile {
     pub(crate) kq: usize,
     pub(crate) a: *const u8,
@@ -580,98 +558,92 @@ pub(crate) struct Tile {
 /// One vector ISA's kernel for a tile of a fixed number of rows.
 pub(crate) type TileFn = unsafe fn(&Tile);
 
-/// `C[0..m][j_lo..j_hi] (+)= ...` for one task's columns.
-///
-/// # Safety
-/// As for [`product`]'s checks; columns `j_lo..j_hi` of C are this task's.
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_cols(
-    a: &QuantRows,
-    b: &PackedI8,
-    c: CPtr,
-    ldc: usize,
-    j_lo: usize,
-    j_hi: usize,
-    accumulate: bool,
-    epi: EpilogueFn<'_>,
-) {
-    let isa = b.isa;
-    let (mr, nr) = (isa.mr(), isa.nr());
-    let kq = b.kp / 4;
-    let mut tmp = [0.0f32; 12 * 32];
-    // Column scales and sums padded to whole panels (zero beyond n).
-    let mut sw = [0.0f32; 32];
-    let mut ws = [0i32; 32];
-    let mut j0 = j_lo;
-    while j0 < j_hi {
-        let w = nr.min(j_hi - j0);
-        sw[..w].copy_from_slice(&b.scale[j0..j0 + w]);
-        sw[w..nr].fill(0.0);
-        ws[..w].copy_from_slice(&b.wsum[j0..j0 + w]);
-        ws[w..nr].fill(0);
-        let bp = b.panel(j0);
-        let next = if j0 + nr < b.n_pad {
-            b.panel(j0 + nr)
-        } else {
-            bp
-        };
-        for (i, h) in super::row_tiles(a.m, mr) {
-            let cdst = c.0.wrapping_add(i * ldc + j0);
-            let full = w == nr;
-            if !full && accumulate {
-                for r in 0..h {
-                    for jj in 0..w {
-                        // SAFETY: row i + r < m, column j0 + jj < j_hi.
-                        tmp[r * nr + jj] = unsafe { *cdst.add(r * ldc + jj) };
-                    }
-                }
-            }
-            let t = Tile {
-                kq,
-                a: a.data[i * a.kp..].as_ptr(),
-                lda: a.kp,
-                b: bp,
-                next,
-                sa: a.scale[i..].as_ptr(),
-                zc: a.zc[i..].as_ptr(),
-                sw: sw.as_ptr(),
-                wsum: ws.as_ptr(),
-                c: if full { cdst } else { tmp.as_mut_ptr() },
-                ldc: if full { ldc } else { nr },
-                load: accumulate,
-            };
-            // SAFETY: h <= mr rows of A with kp bytes each; the panel holds
-            // kq·4·nr bytes; the C tile (in place or `tmp`) has h rows of nr
-            // writable floats.
-            unsafe { run_tile(isa, h, &t) };
-            if !full {
-                for r in 0..h {
-                    for jj in 0..w {
-                        // SAFETY: row i + r < m, column j0 + jj < j_hi.
-                        unsafe { *cdst.add(r * ldc + jj) = tmp[r * nr + jj] };
-                    }
-                }
-            }
-        }
-        j0 += nr;
-    }
-    // The epilogue once per row over the task's whole column range (one call
-    // of a vector routine per row rather than one per panel).
-    for r in 0..a.m {
-        // SAFETY: row r < m, columns j_lo..j_hi are this task's; no other
-        // reference to them exists.
-        let row = unsafe { std::slice::from_raw_parts_mut(c.0.add(r * ldc + j_lo), j_hi - j_lo) };
-        epi(j_lo, row);
-    }
+/// The int8 product's operands for the [`driver`]: the quantized rows of A,
+/// B packed with its column scales and sums. Never blocked in k (the tiles
+/// dequantize) nor in rows.
+struct Int8Operands<'a> {
+    kernel: &'static QKernel,
+    a: &'a QuantRows,
+    b: &'a PackedI8,
 }
 
-/// Runs the kernel of `isa` for a tile of `h` rows.
-///
-/// # Safety
-/// See [`gemm_cols`]; `h <= isa.mr()` and the CPU has `isa`.
-unsafe fn run_tile(isa: Isa, h: usize, t: &Tile) {
-    // SAFETY: forwarded contract.
-    unsafe { isa.kernel().tiles[h - 1](t) }
+/// One int8 panel: its bytes, where the next one lies (for prefetching),
+/// and its column scales and sums, zero beyond `n`.
+struct Int8Panel {
+    b: *const u8,
+    next: *const u8,
+    sw: [f32; 32],
+    wsum: [i32; 32],
+}
+
+impl driver::Operands for Int8Operands<'_> {
+    type Panel = Int8Panel;
+
+    #[inline(always)]
+    fn blocking(&self) -> Blocking {
+        Blocking {
+            mr: self.kernel.mr,
+            nr: self.kernel.nr,
+            kc: usize::MAX,
+            depth: self.b.kp / 4,
+            mc: usize::MAX,
+            epilogue: EpilogueAt::Rows,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn panel(&self, _: usize, _: usize, j0: usize, w: usize, _: *mut f32) -> Int8Panel {
+        let (b, nr) = (self.b, self.kernel.nr);
+        let mut panel = Int8Panel {
+            b: b.panel(j0),
+            next: if j0 + nr < b.n_pad {
+                b.panel(j0 + nr)
+            } else {
+                b.panel(j0)
+            },
+            sw: [0.0; 32],
+            wsum: [0; 32],
+        };
+        panel.sw[..w].copy_from_slice(&b.scale[j0..j0 + w]);
+        panel.wsum[..w].copy_from_slice(&b.wsum[j0..j0 + w]);
+        panel
+    }
+
+    #[inline(always)]
+    unsafe fn tile(
+        &self,
+        panel: &Int8Panel,
+        _: usize,
+        kq: usize,
+        row0: usize,
+        h: usize,
+        c: CTile<'_>,
+    ) {
+        let (a, tile) = (self.a, self.kernel.tiles[h - 1]);
+        let run = |c: *mut f32, ldc: usize, load: bool| {
+            let t = Tile {
+                kq,
+                a: a.data[row0 * a.kp..].as_ptr(),
+                lda: a.kp,
+                b: panel.b,
+                next: panel.next,
+                sa: a.scale[row0..].as_ptr(),
+                zc: a.zc[row0..].as_ptr(),
+                sw: panel.sw.as_ptr(),
+                wsum: panel.wsum.as_ptr(),
+                c,
+                ldc,
+                load,
+            };
+            // SAFETY: h <= mr rows of A with kp bytes each; the panel holds
+            // kq·4·nr bytes; the C tile has h rows of nr writable floats; the
+            // CPU has the ISA.
+            unsafe { tile(&t) };
+        };
+        // SAFETY: `full_width` hands `run` h rows of nr writable floats (C's,
+        // or a tile buffer's).
+        unsafe { c.full_width(run) };
+    }
 }
 
 /// `(acc - zc · wsum) as f32 · (sa · sw)`: the epilogue every kernel computes.

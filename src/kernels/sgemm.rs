@@ -26,23 +26,24 @@
 //! 48 KiB, used only when B is not pre-packed ([`PackedB`]). A is read in
 //! place; a last tile of fewer rows runs a kernel of that many rows.
 
-use std::cell::RefCell;
 use std::sync::Arc;
-
-use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
+use super::driver::{self, span, Blocking, CTile, EpilogueAt};
+use super::isa::{Cap, Features};
+use super::ops::RowOps;
 use super::packbuf::PackBuf;
 use super::Par;
 
 /// Rows of A swept per B panel (a multiple of every kernel's tile height; the
 /// rows' current k block stays in L2).
-pub const MC: usize = 240;
+pub const MC: usize = driver::MC;
 /// Widths of [`Stacked`] segments must be multiples of this (every kernel's
 /// tile width divides it), so that no panel straddles two segments.
 pub const SEGMENT_ALIGN: usize = 32;
-const MAX_MR: usize = 12;
+/// The widest panel and deepest block of any f32 kernel: the size of the
+/// packing buffer.
 const MAX_NR: usize = 32;
 const MAX_KC: usize = 384;
 
@@ -55,29 +56,71 @@ pub enum Isa {
     Avx512,
 }
 
-impl Isa {
+/// Everything the fronts need to know about one f32 kernel variant (the
+/// GEMM tiles, the row operations of [`ops`](super::ops) and the vector
+/// [`attend`](super::attention::attend)), in one place: each variant's
+/// module under `arch/` defines its `SKERNEL`, and [`Isa::kernel`] is the
+/// one table from variant to descriptor (what [`isa`](super::isa) needs to
+/// choose comes from here too).
+pub(crate) struct SKernel {
     /// Tile height.
-    pub const fn mr(self) -> usize {
+    pub(crate) mr: usize,
+    /// Tile width (columns per packed panel).
+    pub(crate) nr: usize,
+    /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
+    pub(crate) kc: usize,
+    /// What the CPU must have to run the kernels.
+    pub(crate) needs: Features,
+    /// The lowest [`Cap`] that allows the variant.
+    pub(crate) min_cap: Cap,
+    /// The tiles of 1..=`mr` rows (index = rows - 1).
+    pub(crate) tiles: &'static [Kernel],
+    /// The row operations (and the vector attention) of the ISA.
+    pub(crate) ops: &'static RowOps,
+}
+
+/// The descriptor of the x86 variants where they cannot exist (never
+/// chosen: their CPU features are never detected).
+#[cfg(not(target_arch = "x86_64"))]
+static ABSENT: SKernel = SKernel {
+    mr: 1,
+    nr: 16,
+    kc: 256,
+    needs: Features::ABSENT,
+    min_cap: Cap::Unlimited,
+    tiles: &[],
+    ops: &super::arch::generic::ops::OPS,
+};
+
+impl Isa {
+    /// Every family, best first.
+    pub const ALL: [Isa; 2] = [Isa::Avx512, Isa::Avx2];
+
+    /// The variant's descriptor: the one table of the f32 family.
+    pub(crate) fn kernel(self) -> &'static SKernel {
         match self {
-            Isa::Avx2 => 6,
-            Isa::Avx512 => 12,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &x86_64::avx2::sgemm::SKERNEL,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => &x86_64::avx512::sgemm::SKERNEL,
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => &ABSENT,
         }
+    }
+
+    /// Tile height.
+    pub fn mr(self) -> usize {
+        self.kernel().mr
     }
 
     /// Tile width.
-    pub const fn nr(self) -> usize {
-        match self {
-            Isa::Avx2 => 16,
-            Isa::Avx512 => 32,
-        }
+    pub fn nr(self) -> usize {
+        self.kernel().nr
     }
 
     /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
-    pub const fn kc(self) -> usize {
-        match self {
-            Isa::Avx2 => 384,
-            Isa::Avx512 => 256,
-        }
+    pub fn kc(self) -> usize {
+        self.kernel().kc
     }
 
     /// Whether this CPU runs the kernel.
@@ -304,14 +347,6 @@ pub struct RowMajor<'a> {
     pub ldb: usize,
 }
 
-fn span(rows: usize, cols: usize, ld: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1) * ld + cols
-    }
-}
-
 impl BSource for Transposed<'_> {
     fn check(&self, k: usize, n: usize) {
         assert!(n <= 1 || self.ldw >= k, "sgemm: W rows overlap");
@@ -441,30 +476,9 @@ unsafe fn pack_transposed(
     }
 }
 
-/// Floats of the per-thread packing buffer (plus slack for 64-byte alignment).
-const PACK_FLOATS: usize = MAX_KC * MAX_NR + 16;
-
-thread_local! {
-    static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A raw pointer to C that may cross threads (each task writes its own
-/// column range).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-
-// SAFETY: used only by `product` to hand disjoint column ranges of one
-// exclusively borrowed C to rayon tasks that join before the borrow ends.
-unsafe impl Send for CPtr {}
-// SAFETY: as above.
-unsafe impl Sync for CPtr {}
-
 /// The per-row-segment epilogue: `epi(j0, row)` gets the finished values of
 /// one row at columns `j0..j0 + row.len()`.
 pub type EpilogueFn<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
-
-/// Products smaller than this (m·n·k) never split across threads.
-const MIN_SPLIT_WORK: usize = 1 << 16;
 
 /// `C[m x n] (+)= A[m x k] · B`, then `epi` on every finished row segment;
 /// `Par::Threads(t)` splits the columns into `t` ranges (same values).
@@ -492,42 +506,17 @@ pub fn product<B: BSource>(
     b.check(k, n);
     assert!(c.len() >= span(m, n, ldc), "sgemm: C too short");
     assert!(m <= 1 || ldc >= n, "sgemm: C rows overlap");
-    if m == 0 || n == 0 {
-        return;
-    }
-    let nr = isa.nr();
-    let panels = n.div_ceil(nr);
-    let tasks = par.tasks().min(panels);
-    let cp = CPtr(c.as_mut_ptr());
-    let run = |lo: usize, hi: usize| {
-        // SAFETY: the ISA is supported; A, B and C were bounds-checked above;
-        // each task gets a disjoint column range of C, which stays exclusively
-        // borrowed until all tasks have joined.
-        unsafe {
-            gemm_cols(
-                isa,
-                m,
-                k,
-                a.as_ptr(),
-                lda,
-                b,
-                cp,
-                ldc,
-                lo,
-                hi,
-                accumulate,
-                epi,
-            )
-        }
+    let ops = F32Operands {
+        isa,
+        kernel: isa.kernel(),
+        k,
+        a,
+        lda,
+        b,
     };
-    if tasks <= 1 || m * n * k < MIN_SPLIT_WORK {
-        run(0, n);
-        return;
-    }
-    let per = panels.div_ceil(tasks) * nr;
-    (0..n.div_ceil(per)).into_par_iter().for_each(|t| {
-        run(t * per, ((t + 1) * per).min(n));
-    });
+    let tasks = driver::column_tasks(n, isa.nr(), par, m * n * k);
+    // SAFETY: the ISA is supported; A, B and C were bounds-checked above.
+    unsafe { driver::product(&ops, m, n, c, ldc, accumulate, epi, tasks) }
 }
 
 /// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
@@ -536,124 +525,81 @@ pub fn product<B: BSource>(
 pub(crate) type Kernel =
     unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool, *const f32);
 
-/// `C[0..m][j_lo..j_hi] (+)= A · B[.., j_lo..j_hi]`, then `epi` on each
-/// finished row segment of at most `nr` columns.
-///
-/// # Safety
-/// The ISA is supported; A (row stride `lda`) has `m` rows of `k` floats; `b`
-/// was checked with `check(k, n)` and `j_hi <= n`; C has `m` rows of `ldc`
-/// floats, columns `j_lo..j_hi` writable and not accessed by anyone else
-/// during the call.
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_cols<B: BSource + ?Sized>(
+/// The f32 product's operands for the [`driver`]: A read in place, B's
+/// panels packed ahead ([`PackedB`]) or packed now into the driver's
+/// per-thread buffer.
+struct F32Operands<'a, B: ?Sized> {
     isa: Isa,
-    m: usize,
+    kernel: &'static SKernel,
     k: usize,
-    a: *const f32,
+    a: &'a [f32],
     lda: usize,
-    b: &B,
-    c: CPtr,
-    ldc: usize,
-    j_lo: usize,
-    j_hi: usize,
-    accumulate: bool,
-    epi: EpilogueFn<'_>,
-) {
-    #[cfg(target_arch = "x86_64")]
-    let kernels: &[Kernel] = match isa {
-        Isa::Avx2 => &x86_64::avx2::sgemm::KERNELS,
-        Isa::Avx512 => &x86_64::avx512::sgemm::KERNELS,
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let kernels: &[Kernel] = {
-        let _ = (m, k, a, lda, b, c, ldc, j_lo, j_hi, accumulate, epi);
-        unreachable!("sgemm without x86-64")
-    };
-    let (mr, nr, kcb) = (isa.mr(), isa.nr(), isa.kc());
-    PACK.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        if buf.len() < PACK_FLOATS {
-            buf.resize(PACK_FLOATS, 0.0);
+    b: &'a B,
+}
+
+impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
+    /// The panel and where the next one lies (for prefetching).
+    type Panel = (*const f32, *const f32);
+
+    const PACK_FLOATS: usize = MAX_KC * MAX_NR;
+
+    #[inline(always)]
+    fn blocking(&self) -> Blocking {
+        let kernel = self.kernel;
+        Blocking {
+            mr: kernel.mr,
+            nr: kernel.nr,
+            kc: kernel.kc,
+            depth: self.k,
+            mc: MC,
+            epilogue: EpilogueAt::Panel,
         }
-        let base = buf.as_mut_ptr();
-        let pb = base.wrapping_add(base.align_offset(64).min(16));
-        let c = c.0;
-        let mut tmp = [0.0f32; MAX_MR * MAX_NR];
-        let k_blocks = k.div_ceil(kcb).max(1);
-        for kb in 0..k_blocks {
-            let p0 = kb * kcb;
-            let kc = kcb.min(k - p0.min(k));
-            let load = accumulate || kb > 0;
-            let last = kb + 1 == k_blocks;
-            let mut i0 = 0;
-            while i0 < m {
-                let mc = MC.min(m - i0);
-                let mut j0 = j_lo;
-                while j0 < j_hi {
-                    let w = nr.min(j_hi - j0);
-                    let (bp, next) = match b.packed_panel(isa, p0, j0) {
-                        // Packed panels follow each other in memory.
-                        Some(panel) => (panel, panel.wrapping_add(kc * nr)),
-                        None => {
-                            // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc
-                            // <= k of B are inside the checked view; the B area
-                            // holds MAX_KC*MAX_NR floats; AVX2 comes with every
-                            // ISA.
-                            unsafe { b.pack(p0, kc, j0, w, nr, pb) };
-                            (pb.cast_const(), pb.cast_const())
-                        }
-                    };
-                    for (i, h) in super::row_tiles(mc, mr) {
-                        // The tile of h <= mr rows reads A in place.
-                        let kernel = kernels[h - 1];
-                        let row0 = i0 + i;
-                        let cp = c.wrapping_add(row0 * ldc + j0);
-                        let ap = a.wrapping_add(row0 * lda + p0);
-                        if w == nr {
-                            // SAFETY: A rows row0..row0+h < m have columns
-                            // p0..p0+kc; the B panel holds kc*nr floats; C rows
-                            // row0..row0+h have columns j0..j0+nr <= j_hi in
-                            // this task's range.
-                            unsafe { kernel(kc, ap, lda, bp, cp, ldc, load, next) };
-                        } else {
-                            if load {
-                                for r in 0..h {
-                                    for jj in 0..w {
-                                        // SAFETY: row row0+r < m, column j0+jj < j_hi.
-                                        tmp[r * nr + jj] = unsafe { *cp.add(r * ldc + jj) };
-                                    }
-                                }
-                            }
-                            // SAFETY: as above, writing into the local tile of
-                            // MAX_MR x MAX_NR >= h x nr floats.
-                            unsafe { kernel(kc, ap, lda, bp, tmp.as_mut_ptr(), nr, load, next) };
-                            for r in 0..h {
-                                for jj in 0..w {
-                                    // SAFETY: row row0+r < m, column j0+jj < j_hi.
-                                    unsafe { *cp.add(r * ldc + jj) = tmp[r * nr + jj] };
-                                }
-                            }
-                        }
-                    }
-                    if last {
-                        for r in 0..mc {
-                            // SAFETY: row i0+r < m, columns j0..j0+w of this
-                            // task's range; no other reference to them exists.
-                            let row = unsafe {
-                                std::slice::from_raw_parts_mut(
-                                    c.wrapping_add((i0 + r) * ldc + j0),
-                                    w,
-                                )
-                            };
-                            epi(j0, row);
-                        }
-                    }
-                    j0 += nr;
-                }
-                i0 += MC;
+    }
+
+    #[inline(always)]
+    unsafe fn panel(
+        &self,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        w: usize,
+        pack: *mut f32,
+    ) -> Self::Panel {
+        let nr = self.kernel.nr;
+        match self.b.packed_panel(self.isa, p0, j0) {
+            // Packed panels follow each other in memory.
+            Some(panel) => (panel, panel.wrapping_add(kc * nr)),
+            None => {
+                // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of B
+                // are inside the checked view; the buffer holds
+                // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
+                unsafe { self.b.pack(p0, kc, j0, w, nr, pack) };
+                (pack.cast_const(), pack.cast_const())
             }
         }
-    });
+    }
+
+    #[inline(always)]
+    unsafe fn tile(
+        &self,
+        &(bp, next): &Self::Panel,
+        p0: usize,
+        kc: usize,
+        row0: usize,
+        h: usize,
+        c: CTile<'_>,
+    ) {
+        let kernel = self.kernel.tiles[h - 1];
+        // The tile of h <= mr rows reads A in place.
+        let ap = self.a.as_ptr().wrapping_add(row0 * self.lda + p0);
+        let lda = self.lda;
+        // SAFETY: A rows row0..row0+h < m have columns p0..p0+kc; the B
+        // panel holds kc*nr floats; `full_width` hands the kernel h rows of
+        // nr writable floats (C's, or a tile buffer's); the CPU has the ISA.
+        unsafe {
+            c.full_width(|cp, ldc, load| kernel(kc, ap, lda, bp, cp, ldc, load, next));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -81,3 +81,7 @@ pub(crate) fn softmax(x: &mut [f32]) {
         *v *= inv;
     }
 }
+
+// The portable row operations (the f32 family's code when no vector ISA
+// is chosen).
+row_ops!(None);

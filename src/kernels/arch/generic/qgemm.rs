@@ -23,7 +23,7 @@ pub(crate) static QKERNEL: QKernel = QKernel {
 /// [`tile`] of `R` rows and 16 columns.
 ///
 /// # Safety
-/// See `qgemm::gemm_cols`.
+/// See `qgemm::Tile`.
 unsafe fn tile_rx16<const R: usize>(t: &Tile) {
     // SAFETY: forwarded contract.
     unsafe { tile(16, R, t) }
@@ -33,7 +33,7 @@ unsafe fn tile_rx16<const R: usize>(t: &Tile) {
 /// `qa` as s8, `zc = za`).
 ///
 /// # Safety
-/// See `qgemm::gemm_cols`.
+/// See `qgemm::Tile`.
 pub(crate) unsafe fn tile(nr: usize, h: usize, t: &Tile) {
     for r in 0..h {
         for jj in 0..nr {

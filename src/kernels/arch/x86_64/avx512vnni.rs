@@ -39,7 +39,7 @@ tiles!(KERNELS: TileFn = tile_vnni512,
 ///
 /// # Safety
 /// AVX-512F/BW/VNNI are available; the tile's pointers are valid for R
-/// rows (see `qgemm::gemm_cols`).
+/// rows (see `qgemm::Tile`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
 unsafe fn tile_vnni512<const R: usize>(t: &Tile) {
     // SAFETY: all accesses stay inside A's R rows, the panel, the column

@@ -22,7 +22,7 @@ pub(crate) static QKERNEL: QKernel = QKernel {
 ///
 /// # Safety
 /// AVX2 and AVX-VNNI are available; the tile's pointers are valid for R
-/// rows of 16 columns (see `qgemm::gemm_cols`).
+/// rows of 16 columns (see `qgemm::Tile`).
 #[target_feature(enable = "avxvnni,avx2,fma")]
 unsafe fn tile_vnni256<const R: usize>(t: &Tile) {
     // SAFETY: all accesses stay inside A's R rows, the panel, the column

@@ -12,7 +12,10 @@
 //! | [`avx512bf16`] | AVX512_BF16 | | | | 12 x 32 `vdpbf16ps` tile, A rounding to pairs |
 //!
 //! `ops.rs` holds the row operations' vector code, written once as a macro
-//! that `avx2::ops` and `avx512::ops` expand over their own vector type.
+//! that `avx2::ops` and `avx512::ops` expand over their own vector type
+//! (and `row_ops!` of [`arch`](super) gathers them into the module's `OPS`
+//! table for the f32 descriptor). Each variant's descriptor (`SKERNEL`, `QKERNEL`,
+//! `BKERNEL`) stands in the module of its tiles.
 
 #[macro_use]
 mod ops;

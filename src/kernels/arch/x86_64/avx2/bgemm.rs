@@ -1,7 +1,8 @@
 //! The bf16 GEMM's AVX2 + FMA code: the 5 x 16 FMA emulation of `vdpbf16ps`
 //! and the rounding of A.
 
-use crate::kernels::bgemm::Kernel;
+use crate::kernels::bgemm::{BKernel, Kernel, RoundA};
+use crate::kernels::isa::{Cap, Features};
 use std::arch::x86_64::*;
 
 /// [`bgemm::round_row`](crate::kernels::bgemm::round_row) compiled for
@@ -81,3 +82,15 @@ pub(crate) const KERNELS: [Kernel; 5] = [
     kernel_f256::<4>,
     kernel_f256::<5>,
 ];
+
+/// AVX2 + FMA: 5 x 16 tiles (10 accumulators, 4 B vectors and 2
+/// broadcasts: 16 registers) over 256-pair blocks, A rounded to floats.
+pub(crate) static BKERNEL: BKernel = BKernel {
+    mr: 5,
+    nr: 16,
+    kc: 256,
+    needs: Features::AVX2.and(Features::FMA),
+    min_cap: Cap::Avx2,
+    tiles: &KERNELS,
+    round_a: RoundA::Floats(round_row),
+};

@@ -229,3 +229,4 @@ fn hmax(v: V) -> f32 {
 
 simd_kernels!("avx2,fma");
 simd_attention!("avx2,fma", 2);
+row_ops!(Some(attend));

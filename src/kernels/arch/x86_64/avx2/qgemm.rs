@@ -27,7 +27,7 @@ pub(crate) static QKERNEL: QKernel = QKernel {
 ///
 /// # Safety
 /// AVX2 is available; the tile's pointers are valid for R rows of 16
-/// columns (see `qgemm::gemm_cols`).
+/// columns (see `qgemm::Tile`).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_avx2<const R: usize>(t: &Tile) {
     // SAFETY: all accesses stay inside A's R rows, the panel, the column
@@ -61,7 +61,7 @@ unsafe fn tile_avx2<const R: usize>(t: &Tile) {
 ///
 /// # Safety
 /// AVX2 is available; the tile's pointers are valid for R rows of 16
-/// columns (see `qgemm::gemm_cols`).
+/// columns (see `qgemm::Tile`).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(crate) unsafe fn store8<const R: usize>(t: &Tile, acc: &[[__m256i; 2]; R]) {

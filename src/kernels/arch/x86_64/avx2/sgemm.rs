@@ -1,7 +1,8 @@
 //! The f32 GEMM's AVX2 + FMA code: the 6 x 16 register tile and the 8 x 8
 //! transposes that pack B panels (used with every ISA: AVX-512 implies AVX2).
 
-use crate::kernels::sgemm::Kernel;
+use crate::kernels::isa::{Cap, Features};
+use crate::kernels::sgemm::{Kernel, SKernel};
 use std::arch::x86_64::*;
 
 /// Transposes 8 rows x `kc` columns (`kc` a multiple of 8) of `src` (row
@@ -117,3 +118,14 @@ pub(crate) const KERNELS: [Kernel; 6] = [
     kernel_rx16::<5>,
     kernel_rx16::<6>,
 ];
+
+/// AVX2 + FMA: 6 x 16 tiles over 384-deep blocks, the AVX2 row operations.
+pub(crate) static SKERNEL: SKernel = SKernel {
+    mr: 6,
+    nr: 16,
+    kc: 384,
+    needs: Features::AVX2.and(Features::FMA),
+    min_cap: Cap::Avx2,
+    tiles: &KERNELS,
+    ops: &super::ops::OPS,
+};

@@ -2,7 +2,8 @@
 //! `vdpbf16ps`, the rounding of A, and the vector operand flush (also used by
 //! [`avx512bf16`](super::super::avx512bf16)).
 
-use crate::kernels::bgemm::{Kernel, OPERAND_FLUSH_BITS};
+use crate::kernels::bgemm::{BKernel, Kernel, RoundA, OPERAND_FLUSH_BITS};
+use crate::kernels::isa::{Cap, Features};
 use std::arch::x86_64::*;
 
 /// [`bgemm::round_row`](crate::kernels::bgemm::round_row) compiled for
@@ -111,3 +112,21 @@ pub(crate) const KERNELS: [Kernel; 12] = [
     kernel_f512::<11>,
     kernel_f512::<12>,
 ];
+
+/// Pairs per block of the 512-bit kernels (a 24 KiB panel; 128..256
+/// measured alike), also those of [`avx512bf16`](super::super::avx512bf16).
+pub(crate) const KC: usize = 192;
+
+/// AVX-512F/BW: 12 x 32 FMA emulation tiles, A rounded to floats.
+pub(crate) static BKERNEL: BKernel = BKernel {
+    mr: 12,
+    nr: 32,
+    kc: KC,
+    needs: Features::AVX2
+        .and(Features::FMA)
+        .and(Features::AVX512F)
+        .and(Features::AVX512BW),
+    min_cap: Cap::Avx512,
+    tiles: &KERNELS,
+    round_a: RoundA::Floats(round_row),
+};

@@ -180,3 +180,4 @@ fn hmax(v: V) -> f32 {
 
 simd_kernels!("avx512f,avx2,fma");
 simd_attention!("avx512f,avx2,fma", 4);
+row_ops!(Some(attend));

@@ -1,6 +1,7 @@
 //! The f32 GEMM's AVX-512F code: the 12 x 32 register tile.
 
-use crate::kernels::sgemm::Kernel;
+use crate::kernels::isa::{Cap, Features};
+use crate::kernels::sgemm::{Kernel, SKernel};
 use std::arch::x86_64::*;
 
 /// The `R x 32` register tile (R <= 12) with AVX-512F (same arithmetic as
@@ -69,3 +70,15 @@ pub(crate) const KERNELS: [Kernel; 12] = [
     kernel_rx32::<11>,
     kernel_rx32::<12>,
 ];
+
+/// AVX-512F: 12 x 32 tiles over 256-deep blocks, the AVX-512 row
+/// operations (allowed from `EMBD_SIMD=avxvnni` on).
+pub(crate) static SKERNEL: SKernel = SKernel {
+    mr: 12,
+    nr: 32,
+    kc: 256,
+    needs: Features::AVX2.and(Features::FMA).and(Features::AVX512F),
+    min_cap: Cap::AvxVnni,
+    tiles: &KERNELS,
+    ops: &super::ops::OPS,
+};
