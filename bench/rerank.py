@@ -163,8 +163,9 @@ class CrossEncoderPeer:
         from sentence_transformers import CrossEncoder
 
         transformers.utils.logging.disable_progress_bar()
-        # quantize_dynamic's notice that torch.ao moves to torchao
-        warnings.filterwarnings("ignore", module="torch.ao.quantization")
+        # quantize_dynamic's notes that torch.ao.quantization and quantized tensors are deprecated
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
 
         self.torch = torch
         self.threads = threads
