@@ -19,8 +19,16 @@ Before timing, its logits are checked against
 shared/reference/families/minilm-reranker_reference.jsonl (max length 256, as the
 reference); the check prints the worst logit difference of each graph.
 
-sentence-transformers' ``CrossEncoder`` (torch) is not measured: torch is not
-installed here (PyPI's torch pulls ~3 GB of CUDA wheels).
+With ``--torch`` (run with bench/.venv-torch/bin/python, made by
+``bench/setup.sh --torch``: pinned torch 2.15.0, transformers 5.24.0,
+sentence-transformers 6.2.0, the versions that made the reference), also
+sentence-transformers' ``CrossEncoder`` on torch (CPU), in the same run, interleaved:
+``CrossEncoder(hf, device="cpu", max_length=ours)``, ``torch.set_num_threads`` = the
+thread column, ``rank(query, passages, top_k=10)`` (``predict``, batches of
+``--batch-size`` sorted by length as CrossEncoder does, then the sort); f32 and
+``torch.ao.quantization.quantize_dynamic`` int8 (every ``nn.Linear``, qint8). Offline
+(HF_HUB_OFFLINE=1): the folder is local. Its f32 scores are checked against the reference
+and against ours at every size (printed: max |score diff|).
 
 The table gives the median milliseconds of ``rank(query, passages, top_k=10)``
 (ORT: tokenize, run, sort) and the issue's goals: our f32 >= 1.5x ORT's best f32,
@@ -28,6 +36,7 @@ our int8 >= 1.3x the fastest int8 peer.
 
 usage: EMBEDDER_LIB_PATH=target/release/libembedder.so PYTHONPATH=python/src \\
        bench/.venv/bin/python bench/rerank.py [--hf DIR] [--model FILE] [--rounds N]
+       (bench/.venv-torch/bin/python ... --torch: CrossEncoder too)
 Defaults: models/minilm-reranker-hf and models/minilm-reranker.weights
 (scripts/fetch_reranker.sh). The ONNX graphs go to bench/out/ (rebuilt when
 export_onnx.py or the weights change).
@@ -43,11 +52,11 @@ import sys
 import time
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
-
-import embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -78,15 +87,19 @@ def onnx_graphs(hf: Path) -> dict:
     if not all(p.is_file() for p in graphs.values()) or not stamp.is_file() or stamp.read_text() != key:
         OUT.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "export_onnx.py"), str(hf), str(OUT)], check=True)
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        # As bench/prepare_peers.py quantizes the embedding graph.
         for src, dst in ((plain, graphs["ORT int8 plain"]), (fused, graphs["ORT int8 fused"])):
-            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            quantize_int8(src, dst)
         stamp.write_text(key)
     return graphs
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    """ORT dynamic int8, as bench/prepare_peers.py quantizes the embedding graph."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 class OrtReranker:
@@ -138,7 +151,40 @@ class OrtReranker:
         return order[:top_k]
 
 
-def check_reference(graphs: dict, hf: Path) -> None:
+class CrossEncoderPeer:
+    """sentence-transformers' CrossEncoder on torch (CPU), f32 or dynamic int8."""
+
+    def __init__(self, hf: Path, threads: int, max_length: int, batch_size: int, int8: bool = False):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import warnings
+
+        import torch
+        import transformers
+        from sentence_transformers import CrossEncoder
+
+        transformers.utils.logging.disable_progress_bar()
+        # quantize_dynamic's notes that torch.ao.quantization and quantized tensors are deprecated
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
+
+        self.torch = torch
+        self.threads = threads
+        self.batch = batch_size
+        self.ce = CrossEncoder(str(hf), device="cpu", max_length=max_length, local_files_only=True)
+        if int8:
+            torch.ao.quantization.quantize_dynamic(self.ce, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+    def predict(self, pairs: list) -> np.ndarray:
+        self.torch.set_num_threads(self.threads)
+        return np.asarray(self.ce.predict(pairs, batch_size=self.batch, show_progress_bar=False), np.float64)
+
+    def rank(self, query: str, docs: list, top_k: int) -> list:
+        self.torch.set_num_threads(self.threads)
+        hits = self.ce.rank(query, docs, top_k=top_k, batch_size=self.batch, show_progress_bar=False)
+        return [h["corpus_id"] for h in hits]
+
+
+def check_reference(graphs: dict, hf: Path, torch_peer: bool = False) -> None:
     lines = [json.loads(x) for x in (shared() / "reference" / "families" / "minilm-reranker_reference.jsonl")
              .read_text(encoding="utf-8").splitlines() if x.strip()]
     pairs = [(x["query"], x["passage"]) for x in lines]
@@ -156,6 +202,15 @@ def check_reference(graphs: dict, hf: Path) -> None:
         print(f"  {name}: max |logit diff| {d.max():.3g}, max |score diff| {score_d.max():.3g}")
         if "f32" in name and d.max() > 1e-4:
             sys.exit(f"{name}: logits differ from the reference by {d.max():.3g} (> 1e-4)")
+    if torch_peer:
+        want_score = np.array([x["score"] for x in lines], np.float64)
+        for int8 in (False, True):
+            ce = CrossEncoderPeer(hf, 2, 256, 32, int8)
+            d = np.abs(ce.predict(pairs) - want_score)
+            name = "CrossEncoder " + ("int8" if int8 else "f32")
+            print(f"  {name}: max |score diff| {d.max():.3g}")
+            if not int8 and d.max() > 1e-5:
+                sys.exit(f"{name}: scores differ from the reference by {d.max():.3g} (> 1e-5)")
 
 
 def median_ms(f, rounds: int) -> float:
@@ -175,10 +230,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="timed runs at 100 passages (half at 1,000)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--sizes", default="100,1000")
+    ap.add_argument("--torch", action="store_true",
+                    help="also sentence-transformers' CrossEncoder (torch; bench/.venv-torch)")
     args = ap.parse_args()
+    import embedder
+
     hf = Path(args.hf)
     graphs = onnx_graphs(hf)
-    check_reference(graphs, hf)
+    check_reference(graphs, hf, args.torch)
     texts = corpus()
     query = texts[0]
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -193,6 +252,10 @@ def main() -> None:
             for name, path in graphs.items()
             for sort in ((False, True) if "fused" in name else (False,))
         }
+        if args.torch:
+            for int8 in (False, True):
+                peers["CrossEncoder torch " + ("int8" if int8 else "f32")] = CrossEncoderPeer(
+                    hf, threads, max_length, args.batch_size, int8)
         for n in sizes:
             docs = texts[1 : n + 1]
             rounds = args.rounds if n <= 100 else max(1, args.rounds // 2)
@@ -207,6 +270,10 @@ def main() -> None:
             for name, peer in peers.items():
                 if "f32" in name and peer.rank(query, docs, 10) != top:
                     print(f"note: {name} top-10 differs from ours at {n} passages")
+            ce: Any = peers.get("CrossEncoder torch f32")
+            if ce is not None and threads == 1:
+                d = np.abs(ce.predict([(query, x) for x in docs]) - ours["f32"].predict([(query, x) for x in docs]))
+                print(f"CrossEncoder f32 vs ours f32, {n} passages: max |score diff| {d.max():.3g}")
         for r in ours.values():
             r.close()
     load1 = os.getloadavg()
@@ -215,17 +282,23 @@ def main() -> None:
           f"median ms of rank(1 query x N passages, top 10); ORT batch {args.batch_size}")
     print("| engine | " + " | ".join(f"{n}, {t} thr" for t, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))
-    engines = ["ours f32", "ours int8"] + sorted({e for (e, _, _) in ms if e.startswith("ORT")})
+    engines = ["ours f32", "ours int8"] + sorted({e for (e, _, _) in ms if not e.startswith("ours")})
     for e in engines:
         print(f"| {e} | " + " | ".join(f"{ms[(e, t, n)]:.1f}" for t, n in cols) + " |")
 
-    def best(kind: str, t: int, n: int) -> float:
-        return min(v for (e, tt, nn), v in ms.items() if e.startswith("ORT") and kind in e and tt == t and nn == n)
+    def best(prefix: str, kind: str, t: int, n: int) -> float:
+        """The fastest peer (not ours) whose name starts with prefix ("": any) and holds kind."""
+        return min(v for (e, tt, nn), v in ms.items()
+                   if not e.startswith("ours") and e.startswith(prefix) and kind in e and tt == t and nn == n)
 
     print("| **f32: ORT best f32 / ours** (goal >= 1.5) | "
-          + " | ".join(f"{best('f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols) + " |")
+          + " | ".join(f"{best('ORT', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols) + " |")
+    if args.torch:
+        print("| **f32: CrossEncoder f32 / ours** | "
+              + " | ".join(f"{best('Cross', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols) + " |")
     print("| **int8: fastest int8 peer / ours** (goal >= 1.3) | "
-          + " | ".join(f"{best('int8', t, n) / ms[('ours int8', t, n)]:.2f}" for t, n in cols) + " |")
+          + " | ".join(f"{best('', 'int8', t, n) / ms[('ours int8', t, n)]:.2f}"
+                       for t, n in cols) + " |")
 
 
 if __name__ == "__main__":

@@ -11,17 +11,25 @@
 #                        ~570 MB more, ~20 s; reinstalled when that file changes)
 #   bench/out/ov/, ct2-*/, minilm.opt.int8.onnx   the peers' models (prepare_peers.py,
 #                        ~1 min; rebuilt when the scripts, the pins or the weights change)
+# With --torch, also (bench/rerank.py --torch, bench/rerank_precision.py; opt-in, not CI):
+#   bench/.venv-torch    its own venv: requirements.txt + requirements-torch.txt (pinned torch
+#                        2.15.0, transformers 5.24.0, sentence-transformers 6.2.0 and the
+#                        CUDA wheels PyPI's torch imports; ~5.5 GB, ~2 min; recreated when
+#                        either file changes)
+#   models/minilm-reranker-hf, *.weights   scripts/fetch_reranker.sh
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
 set -euo pipefail
 peers=0
 mpnet=0
+torch=0
 for a in "$@"; do
   case "$a" in
     --peers) peers=1 ;;
     --mpnet) mpnet=1 ;;
-    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet)" >&2; exit 2 ;;
+    --torch) torch=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch)" >&2; exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,9 +66,26 @@ if [ "$peers" = 1 ]; then
   fi
 fi
 
+# 1a. The torch venv, keyed by the hash of both requirement files.
+if [ "$torch" = 1 ]; then
+  tvenv=bench/.venv-torch
+  torch_hash=$(cat bench/requirements.txt bench/requirements-torch.txt | sha256sum | cut -d' ' -f1)
+  if [ ! -x "$tvenv/bin/python" ] || [ "$(cat "$tvenv/.requirements.sha256" 2>/dev/null)" != "$torch_hash" ]; then
+    echo "bench/setup.sh: creating $tvenv (torch, ~5.5 GB, ~2 min) ..." >&2
+    rm -rf "$tvenv"
+    python3 -m venv "$tvenv"
+    "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      -r bench/requirements.txt -r bench/requirements-torch.txt
+    echo "$torch_hash" > "$tvenv/.requirements.sha256"
+  fi
+fi
+
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
+if [ "$torch" = 1 ]; then
+  EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
+fi
 
 # 3. The ONNX models, keyed by the exporter, the pins and the weights.
 mkdir -p "$out"

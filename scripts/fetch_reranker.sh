@@ -41,6 +41,7 @@ if [ -z "$embd" ]; then
   embd="$root/target/release/embd"
 fi
 
+mkdir -p "$models"
 xlmr_out="$models/xlmr-reranker-tiny.weights"
 if [ ! -f "$xlmr_out" ] || ! "$embd" verify "$xlmr_out" >/dev/null 2>&1 \
    || [ "$fam/xlmr-reranker-tiny/model.safetensors" -nt "$xlmr_out" ]; then
