@@ -21,10 +21,19 @@ use std::time::Instant;
 /// k / 4: groups of 4 bytes along k (k = 384, MiniLM's hidden size).
 const KQ: usize = 96;
 
+/// Our tile (`SIGN = true`: `|w|` times `a · sign(w)`, exact) or the same
+/// tile without the sign step (`SIGN = false`: `a` as u8 times `w`, whose
+/// i16 pair sums saturate).
+///
 /// # Safety
 /// AVX2 is available; `a` holds 4 rows of `lda` >= 4·KQ bytes, `b` 64·KQ bytes.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_exact(a: *const i8, lda: usize, b: *const i8, out: &mut [__m256i; 8]) {
+unsafe fn tile_4x16<const SIGN: bool>(
+    a: *const i8,
+    lda: usize,
+    b: *const i8,
+    out: &mut [__m256i; 8],
+) {
     // SAFETY: the reads stay inside A's 4 rows and B's 64·KQ bytes (contract).
     unsafe {
         let ones = _mm256_set1_epi16(1);
@@ -33,39 +42,21 @@ unsafe fn tile_exact(a: *const i8, lda: usize, b: *const i8, out: &mut [__m256i;
         for q in 0..KQ {
             let b0 = _mm256_loadu_si256(bp.cast());
             let b1 = _mm256_loadu_si256(bp.add(32).cast());
-            let (u0, u1) = (_mm256_abs_epi8(b0), _mm256_abs_epi8(b1));
+            let (u0, u1) = if SIGN {
+                (_mm256_abs_epi8(b0), _mm256_abs_epi8(b1))
+            } else {
+                (b0, b1)
+            };
             for (i, row) in acc.iter_mut().enumerate() {
                 let ai = _mm256_set1_epi32(a.add(i * lda + 4 * q).cast::<i32>().read_unaligned());
-                let p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(ai, b0));
-                let p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(ai, b1));
-                row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(p0, ones));
-                row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(p1, ones));
-            }
-            bp = bp.add(64);
-        }
-        for (i, row) in acc.iter().enumerate() {
-            out[2 * i] = _mm256_add_epi32(out[2 * i], row[0]);
-            out[2 * i + 1] = _mm256_add_epi32(out[2 * i + 1], row[1]);
-        }
-    }
-}
-
-/// # Safety
-/// As [`tile_exact`].
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile_saturating(a: *const i8, lda: usize, b: *const i8, out: &mut [__m256i; 8]) {
-    // SAFETY: as in `tile_exact`.
-    unsafe {
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-        let mut bp = b;
-        for q in 0..KQ {
-            let b0 = _mm256_loadu_si256(bp.cast());
-            let b1 = _mm256_loadu_si256(bp.add(32).cast());
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm256_set1_epi32(a.add(i * lda + 4 * q).cast::<i32>().read_unaligned());
-                let p0 = _mm256_maddubs_epi16(ai, b0);
-                let p1 = _mm256_maddubs_epi16(ai, b1);
+                let (p0, p1) = if SIGN {
+                    (
+                        _mm256_maddubs_epi16(u0, _mm256_sign_epi8(ai, b0)),
+                        _mm256_maddubs_epi16(u1, _mm256_sign_epi8(ai, b1)),
+                    )
+                } else {
+                    (_mm256_maddubs_epi16(ai, u0), _mm256_maddubs_epi16(ai, u1))
+                };
                 row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(p0, ones));
                 row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(p1, ones));
             }
@@ -188,13 +179,13 @@ fn main() {
         (
             "exact 4x16 (ours: vpsignb + vpmaddubsw + vpmaddwd)",
             best(7, calls, 64 * k, || unsafe {
-                tile_exact(a8.as_ptr(), k, bp.cast(), &mut o8)
+                tile_4x16::<true>(a8.as_ptr(), k, bp.cast(), &mut o8)
             }),
         ),
         (
             "saturating 4x16 (vpmaddubsw + vpmaddwd, inexact)",
             best(7, calls, 64 * k, || unsafe {
-                tile_saturating(a8.as_ptr(), k, bp.cast(), &mut o8)
+                tile_4x16::<false>(a8.as_ptr(), k, bp.cast(), &mut o8)
             }),
         ),
         (
