@@ -78,6 +78,16 @@ pub struct TextInfo {
 /// the same speed with 8x the memory).
 pub const CHUNK_TOKENS: usize = 256;
 
+/// The most chunks per worker in one wave of a call with a progress callback
+/// ([`Embedder::run_waves`]): the wave's closing barrier then costs a quarter
+/// of what one chunk per worker costs, and a cancel waits for at most four
+/// chunks.
+const WAVE_CHUNKS: usize = 4;
+
+/// The fewest waves a call with a progress callback is cut into when it has
+/// enough chunks (so that progress is still reported as it goes).
+const MIN_WAVES: usize = 4;
+
 /// Texts tokenized ahead of the forward pass in [`Embedder::embed_into`]; ids of
 /// at most this many texts are held at once.
 const TEXT_GROUP: usize = 1024;
@@ -857,9 +867,10 @@ impl Embedder {
 
 impl Embedder {
     /// [`Embedder::run_chunks`] with a progress callback: the chunks run in
-    /// waves of one per worker (each about [`CHUNK_TOKENS`] tokens, a few ms),
-    /// and after each wave the callback hears, on the calling thread, how many
-    /// rows are complete. The vectors are the same as without.
+    /// waves of one to [`WAVE_CHUNKS`] per worker (each chunk about
+    /// [`CHUNK_TOKENS`] tokens, a few ms), and after each wave the callback
+    /// hears, on the calling thread, how many rows are complete (a cancel
+    /// stops before the next wave). The vectors are the same as without.
     fn run_waves(
         &self,
         chunks: Vec<(Seqs<'_>, &mut [f32])>,
@@ -867,7 +878,13 @@ impl Embedder {
         track: &mut Track<'_>,
     ) -> Result<()> {
         let split = chunks.len() < self.threads;
-        let wave_len = if split { 1 } else { self.threads };
+        // A wave ends in a barrier: its threads wait for its slowest chunk
+        // (chunks differ by up to half a sequence of tokens). Large calls take
+        // up to WAVE_CHUNKS chunks per thread into a wave, shared out by work
+        // stealing, which leaves a fraction of that wait; a call still reports
+        // at least MIN_WAVES times when it has the chunks for it.
+        let per_thread = (chunks.len() / (self.threads * MIN_WAVES)).clamp(1, WAVE_CHUNKS);
+        let wave_len = if split { 1 } else { self.threads * per_thread };
         let mut done = 0;
         let mut it = chunks.into_iter().peekable();
         while it.peek().is_some() {
