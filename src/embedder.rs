@@ -21,7 +21,7 @@ use crate::limits::MAX_THREADS;
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
 use crate::model::encoder::{Encoder, Workspace};
-use crate::model::head::Task;
+use crate::model::head::{Task, CLASSIFIER_POOLING};
 use crate::model::pooling::{Pooling, SentencePooling};
 use crate::model::precision::LayerPrecision;
 use crate::options::{Options, Precision, ProgressFn};
@@ -197,7 +197,17 @@ impl Embedder {
     fn build(mut file: ModelFile, opts: &Options, classifier: bool) -> Result<Embedder> {
         let mut cfg = ModelConfig::from_metadata(&file.metadata)?;
         if classifier {
-            cfg.pooling = Pooling::Cls;
+            // The head reads the first token's state, or (ModernBERT's
+            // `classifier_pooling` "mean") the mean of all tokens' states.
+            cfg.pooling = match file.metadata.get(CLASSIFIER_POOLING).map(|s| s.trim()) {
+                None | Some("cls") => Pooling::Cls,
+                Some("mean") => Pooling::Mean,
+                Some(v) => {
+                    return Err(Error::model(format!(
+                        "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls' or 'mean'"
+                    )))
+                }
+            };
             cfg.normalize = false;
         }
         let max_seq_length = match opts.max_seq_length {

@@ -347,7 +347,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
             ),
         ));
     }
-    let (max_pos, _) = find2(&weight(names.position))?;
+    let (max_pos, _) = find2(&weight(names.position.unwrap_or_default()))?;
     let layers: BTreeSet<&str> = tensors
         .iter()
         .filter_map(|t| {
@@ -357,7 +357,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
         })
         .collect();
     let (intermediate, _) =
-        find2(&crate::model::arch::bert::FAMILY.layer_tensor(0, names.ffn_up, "weight"))?;
+        find2(&crate::model::arch::bert::FAMILY.layer_tensor(0, names.ffn_up[0], "weight"))?;
     let heads = if hidden % GUESSED_HEAD_DIM == 0 {
         hidden / GUESSED_HEAD_DIM
     } else {

@@ -46,6 +46,59 @@ pub struct HeadInput<'a> {
     /// `B[i][j] = bias[centre + j - i]`; added after the scaling, as
     /// `scores = scale · q·k + B`.
     pub bias: Option<(&'a [f32], usize)>,
+    /// Which keys each query sees (every key: [`Band::FULL`]).
+    pub band: Band,
+}
+
+/// The keys a query sees: key `j` is visible from query `i` when `i - left
+/// <= j <= i + right` (HF's masks: full, causal, and the symmetric sliding
+/// window of ModernBERT and bidirectional Gemma). Invisible keys get
+/// probability exactly 0.
+///
+/// # The arithmetic of a masked row
+///
+/// A masked row is defined as the full row of `len` scores with the
+/// invisible ones set to `-inf`, through the same softmax and the same
+/// context chains. Since `exp(-inf)` is exactly 0 and adding 0 changes
+/// nothing, only the visible keys count, and in the softmax's lanes only
+/// their positions do. So the kernels compute each row over its *span*
+/// ([`HeadInput::span`]): the visible keys widened to whole 16-key vectors
+/// from key 0 (and, where the span reaches the last key, to at least 16
+/// keys), where every visible key falls into the same softmax lane as in the
+/// full row. The cost is O(`len` · window) instead of O(`len`²), and the bits
+/// are those of the full masked row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Band {
+    /// Keys visible before the query.
+    pub left: usize,
+    /// Keys visible after the query.
+    pub right: usize,
+}
+
+impl Band {
+    /// Every key (an encoder's bidirectional attention).
+    pub const FULL: Band = Band {
+        left: usize::MAX,
+        right: usize::MAX,
+    };
+    /// The query and the keys before it (a decoder's causal attention).
+    pub const CAUSAL: Band = Band {
+        left: usize::MAX,
+        right: 0,
+    };
+
+    /// The keys within `w` positions on either side (`|i - j| <= w`).
+    pub const fn window(w: usize) -> Band {
+        Band { left: w, right: w }
+    }
+
+    /// The visible keys `lo..hi` of query `i` in a sequence of `len`.
+    #[inline]
+    pub fn visible(self, i: usize, len: usize) -> (usize, usize) {
+        let lo = i.saturating_sub(self.left);
+        let hi = i.saturating_add(self.right).saturating_add(1).min(len);
+        (lo, hi)
+    }
 }
 
 impl HeadInput<'_> {
@@ -53,6 +106,35 @@ impl HeadInput<'_> {
     /// scores and of `Kᵀ` in the scratch buffer.
     fn padded(&self) -> usize {
         self.len.next_multiple_of(16)
+    }
+
+    /// The keys `a..b` the kernels compute query `i`'s row over (see
+    /// [`Band`]): the visible keys widened to 16-key vectors counted from key
+    /// 0, and to at least 16 keys where the span ends at the last key, so
+    /// that every visible key takes its softmax lane of the full row. Both
+    /// ends are non-decreasing in `i`.
+    #[inline]
+    pub(crate) fn span(&self, i: usize) -> (usize, usize) {
+        let (lo, hi) = self.band.visible(i, self.len);
+        if lo == 0 && hi == self.len {
+            return (0, self.len);
+        }
+        let b = hi.next_multiple_of(16).min(self.len);
+        let mut a = lo / 16 * 16;
+        if b == self.len && self.len - a < 16 {
+            a = self.len.saturating_sub(16) / 16 * 16;
+        }
+        (a, b)
+    }
+
+    /// Sets the scores of query `i` outside its visible keys, within its
+    /// span `a..b`, to `-inf` (`row` holds the span's scores).
+    #[inline]
+    pub(crate) fn mask(&self, i: usize, a: usize, row: &mut [f32]) {
+        let (lo, hi) = self.band.visible(i, self.len);
+        let b = a + row.len();
+        row[..lo.max(a).min(b) - a].fill(f32::NEG_INFINITY);
+        row[hi.max(a).min(b) - a..].fill(f32::NEG_INFINITY);
     }
 
     /// Checks that every row read exists.
@@ -70,20 +152,34 @@ impl HeadInput<'_> {
         }
     }
 
-    /// Adds the bias of query row `i` to its scores (`row` = the first
-    /// `len` scores), with the given element-wise add.
+    /// Adds the bias of query row `i` to its scores over keys `a..` (`row`
+    /// = the span's scores), with the given element-wise add, and masks the
+    /// keys it does not see.
     #[inline]
-    pub(crate) fn add_bias(&self, i: usize, row: &mut [f32], add: impl Fn(&mut [f32], &[f32])) {
+    pub(crate) fn add_bias(
+        &self,
+        i: usize,
+        a: usize,
+        row: &mut [f32],
+        add: impl Fn(&mut [f32], &[f32]),
+    ) {
         if let Some((b, centre)) = self.bias {
-            add(row, &b[centre - i..centre - i + self.len]);
+            add(row, &b[centre + a - i..centre + a - i + row.len()]);
+        }
+        if self.band != Band::FULL {
+            self.mask(i, a, row);
         }
     }
 }
 
+/// Most query rows a kernel variant scores at once (the scratch holds this
+/// many rows of scores).
+pub(crate) const MAX_BLOCK_ROWS: usize = 16;
+
 /// Floats of scratch space [`attend`] needs for a head of `len` tokens and
-/// width `d`.
+/// width `d`: `Kᵀ` and one block of score rows, O(`len` · (`d` + 16)).
 pub fn scratch_len(len: usize, d: usize) -> usize {
-    (len + d) * len.next_multiple_of(16)
+    (MAX_BLOCK_ROWS + d) * len.next_multiple_of(16)
 }
 
 /// `dst[i*ldd .. i*ldd + d] = softmax(scale · q_i Kᵀ) · V` for every token
@@ -140,23 +236,21 @@ pub(crate) fn attend_scalar(
     let (kt, sc) = scratch.split_at_mut(d * lp);
     transpose_keys(&x, kt);
     for i in 0..len {
+        let (a, b) = x.span(i);
         let q = &x.qkv[i * x.ld + x.q..i * x.ld + x.q + d];
-        let row = &mut sc[i * lp..i * lp + len];
-        for (j, s) in row.iter_mut().enumerate() {
+        let row = &mut sc[a..b];
+        for (j, s) in (a..b).zip(row.iter_mut()) {
             let mut acc = 0.0f32;
             for (c, &qc) in q.iter().enumerate() {
                 acc = qc.mul_add(kt[c * lp + j], acc);
             }
             *s = acc * scale;
         }
-        x.add_bias(i, row, crate::kernels::ops::add_assign);
+        x.add_bias(i, a, row, crate::kernels::ops::add_assign);
         softmax(row);
-    }
-    for i in 0..len {
-        let p = &sc[i * lp..i * lp + len];
         for e in 0..d {
             let mut acc = 0.0f32;
-            for (j, &pj) in p.iter().enumerate() {
+            for (j, &pj) in (a..b).zip(row.iter()) {
                 acc = pj.mul_add(x.qkv[j * x.ld + x.v + e], acc);
             }
             dst[i * ldd + e] = acc;
@@ -175,8 +269,12 @@ mod tests {
         let at = |r: usize, c: usize| f64::from(x.qkv[r * x.ld + c]);
         let mut out = vec![0.0; len * d];
         for i in 0..len {
+            let (lo, hi) = x.band.visible(i, len);
             let s: Vec<f64> = (0..len)
                 .map(|j| {
+                    if j < lo || j >= hi {
+                        return f64::NEG_INFINITY;
+                    }
                     let dot = (0..d).map(|c| at(i, x.q + c) * at(j, x.k + c)).sum::<f64>();
                     let b = x
                         .bias
@@ -210,9 +308,19 @@ mod tests {
             let ld = 3 * h + 3; // an odd stride
             let qkv = reference::rand_vec(len * ld, (len * 131 + d) as u64);
             let table = reference::rand_vec(2 * 200 - 1, 7);
-            for (head, bias) in [(0, None), (heads - 1, None), (0, Some((&table[..], 199)))] {
+            let bands = [
+                (0, None, Band::FULL),
+                (heads - 1, None, Band::FULL),
+                (0, Some((&table[..], 199)), Band::FULL),
+                (0, None, Band::CAUSAL),
+                (heads - 1, None, Band::window(8)),
+                (0, None, Band::window(20)),
+                (0, Some((&table[..], 199)), Band::window(3)),
+            ];
+            for (head, bias, band) in bands {
                 let x = HeadInput {
                     bias,
+                    band,
                     qkv: &qkv,
                     ld,
                     len,
@@ -232,7 +340,7 @@ mod tests {
                         let (g, w) = (f64::from(got[i * ldd + c]), want[i * d + c]);
                         assert!(
                             (g - w).abs() <= 2e-6 * (1.0 + w.abs()),
-                            "len {len} d {d} ({i},{c}): {g} vs {w}"
+                            "len {len} d {d} {band:?} ({i},{c}): {g} vs {w}"
                         );
                     }
                 }
@@ -254,7 +362,7 @@ mod tests {
                         unsafe {
                             x86_64::avx2::ops::attend(x, 0.17677669, &mut scratch, &mut v2, ldd)
                         };
-                        assert_eq!(bits(&v2), bits(&want), "avx2 len {len} d {d}");
+                        assert_eq!(bits(&v2), bits(&want), "avx2 len {len} d {d} {band:?}");
                     }
                     if have512 {
                         let mut v5 = vec![0.0f32; len * ldd];
@@ -262,7 +370,69 @@ mod tests {
                         unsafe {
                             x86_64::avx512::ops::attend(x, 0.17677669, &mut scratch, &mut v5, ldd)
                         };
-                        assert_eq!(bits(&v5), bits(&want), "avx512 len {len} d {d}");
+                        assert_eq!(bits(&v5), bits(&want), "avx512 len {len} d {d} {band:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A banded row computed over its span gives the bits of the full row
+    /// with the invisible scores set to `-inf` (the definition of [`Band`]).
+    #[test]
+    fn a_band_gives_the_bits_of_the_full_masked_row() {
+        for len in [1, 9, 15, 16, 17, 31, 33, 47, 64, 100, 130] {
+            let d = 16;
+            let ld = 3 * d;
+            let qkv = reference::rand_vec(len * ld, len as u64 + 3);
+            for band in [
+                Band::CAUSAL,
+                Band::window(0),
+                Band::window(8),
+                Band::window(40),
+            ] {
+                let x = HeadInput {
+                    qkv: &qkv,
+                    ld,
+                    len,
+                    d,
+                    q: 0,
+                    k: d,
+                    v: 2 * d,
+                    bias: None,
+                    band,
+                };
+                let mut scratch = vec![0.0f32; scratch_len(len, d)];
+                let mut got = vec![0.0f32; len * d];
+                attend(x, 0.25, &mut scratch, &mut got, d);
+                // The full row, masked by hand, with the same softmax.
+                let sm = crate::kernels::ops::softmax;
+                for i in 0..len {
+                    let (lo, hi) = band.visible(i, len);
+                    let mut row: Vec<f32> = (0..len)
+                        .map(|j| {
+                            let mut acc = 0.0f32;
+                            for c in 0..d {
+                                acc = qkv[i * ld + c].mul_add(qkv[j * ld + d + c], acc);
+                            }
+                            if j < lo || j >= hi {
+                                f32::NEG_INFINITY
+                            } else {
+                                acc * 0.25
+                            }
+                        })
+                        .collect();
+                    sm(&mut row);
+                    for e in 0..d {
+                        let mut acc = 0.0f32;
+                        for (j, &p) in row.iter().enumerate() {
+                            acc = p.mul_add(qkv[j * ld + 2 * d + e], acc);
+                        }
+                        assert_eq!(
+                            acc.to_bits(),
+                            got[i * d + e].to_bits(),
+                            "len {len} {band:?} row {i} value {e}"
+                        );
                     }
                 }
             }

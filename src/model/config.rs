@@ -89,6 +89,19 @@ pub struct ModelConfig {
     /// of the vocabulary section) matched in the normalized text, space
     /// separated (MPNet's `<unk>`).
     pub special_ids_normalized: Vec<u32>,
+    /// `num_key_value_heads` (default `num_attention_heads`).
+    pub num_kv_heads: usize,
+    /// `layer_types`: one letter a layer, `g` attends to every token, `l`
+    /// within [`ModelConfig::sliding_window`] (empty: every layer global).
+    pub layer_types: String,
+    /// `sliding_window_each_side`: a local layer's query sees keys `|i - j|
+    /// <= w`.
+    pub sliding_window: usize,
+    /// `rope_theta`: the rotary base of global layers (rotary families).
+    pub rope_theta: f64,
+    /// `local_rope_theta`: the rotary base of local layers (default
+    /// `rope_theta`).
+    pub local_rope_theta: f64,
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool> {
@@ -195,7 +208,26 @@ impl ModelConfig {
                     ))
                 })?,
         };
+        let opt_f64 = |k: &str, d: f64| -> Result<f64> {
+            match get(k) {
+                None => Ok(d),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| {
+                        Error::model(format!("metadata '{k}' = '{v}' is not a positive number"))
+                    }),
+            }
+        };
+        let rope_theta = opt_f64("rope_theta", 10_000.0)?;
+        let num_heads = req_usize("num_attention_heads")?;
         let cfg = ModelConfig {
+            num_kv_heads: opt_usize("num_key_value_heads", num_heads)?,
+            layer_types: get("layer_types").unwrap_or("").to_string(),
+            sliding_window: opt_usize("sliding_window_each_side", 0)?,
+            rope_theta,
+            local_rope_theta: opt_f64("local_rope_theta", rope_theta)?,
             model_name,
             model_version: get("model_version").unwrap_or("").to_string(),
             architecture,
@@ -203,7 +235,7 @@ impl ModelConfig {
             hidden_size,
             embedding_dim: req_usize("embedding_dim")?,
             num_layers: req_usize("num_layers")?,
-            num_heads: req_usize("num_attention_heads")?,
+            num_heads,
             intermediate_size: req_usize("intermediate_size")?,
             max_position,
             type_vocab_size: opt_usize("type_vocab_size", 2)?,
@@ -255,6 +287,27 @@ impl ModelConfig {
             if v == 0 {
                 return Err(Error::model(format!("metadata '{k}' must be positive")));
             }
+        }
+        if !self.layer_types.is_empty()
+            && (self.layer_types.len() != self.num_layers
+                || !self.layer_types.chars().all(|c| c == 'g' || c == 'l'))
+        {
+            return Err(Error::model(format!(
+                "metadata 'layer_types' = '{}' is not one of g (global) / l (local) per layer for {} layers",
+                self.layer_types, self.num_layers
+            )));
+        }
+        if self.num_kv_heads == 0 || !self.num_heads.is_multiple_of(self.num_kv_heads) {
+            return Err(Error::model(format!(
+                "num_key_value_heads {} does not divide num_attention_heads {}",
+                self.num_kv_heads, self.num_heads
+            )));
+        }
+        if family.rope && !self.head_dim().is_multiple_of(2) {
+            return Err(Error::model(format!(
+                "rotary positions need an even head width, not {}",
+                self.head_dim()
+            )));
         }
         if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(Error::model(format!(
@@ -327,6 +380,20 @@ impl ModelConfig {
     /// Size of one attention head.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_heads
+    }
+
+    /// Every layer's attention shape.
+    pub fn heads(&self) -> crate::model::blocks::attention::Heads {
+        crate::model::blocks::attention::Heads {
+            q: self.num_heads,
+            kv: self.num_kv_heads,
+            d: self.head_dim(),
+        }
+    }
+
+    /// Whether layer `l` attends within the sliding window only.
+    pub fn is_local_layer(&self, l: usize) -> bool {
+        self.layer_types.as_bytes().get(l) == Some(&b'l')
     }
 }
 

@@ -8,10 +8,13 @@
 //! |---|---|---|
 //! | `bert` (BERT: the pooler) | `pooler.dense` | `classifier` |
 //! | `roberta` (RoBERTa, XLM-R, MPNet) | `classifier.dense` | `classifier.out_proj` |
+//! | `modernbert` (`ModernBertPredictionHead`) | `head.dense`, GELU, `head.norm` (LayerNorm) | `classifier` |
 //!
 //! `logits = W_out · tanh(W_dense · h₀ + b_dense) + b_out` (dropout is off at
-//! inference), then the activation sentence-transformers' `CrossEncoder`
-//! applies ([`ScoreActivation`]). The head runs in f32 with f64 accumulation
+//! inference; ModernBERT: `W_out · LayerNorm(gelu(W_dense · h₀)) + b_out`,
+//! on the first token's or the mean state, `classifier_pooling`), then the
+//! activation sentence-transformers' `CrossEncoder` applies
+//! ([`ScoreActivation`]). The head runs in f32 with f64 accumulation
 //! whatever precision the encoder runs in: it is two small products per pair.
 
 use std::collections::BTreeMap;
@@ -24,6 +27,10 @@ use crate::formats::ModelFile;
 pub const TASK_KEY: &str = "task";
 /// [`TASK_KEY`]'s value for a cross-encoder (sequence classification).
 pub const TASK_CLASSIFICATION: &str = "classification";
+
+/// Metadata key: the state a classifier's head reads, `cls` (the first
+/// token's, the default) or `mean` (ModernBERT's `classifier_pooling`).
+pub const CLASSIFIER_POOLING: &str = "classifier_pooling";
 
 /// What a model file computes, from its metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,17 +64,25 @@ pub enum HeadLayout {
     Bert,
     /// RoBERTa / XLM-R / MPNet: `classifier.dense` then `classifier.out_proj`.
     Roberta,
+    /// ModernBERT: `head.dense` (no bias), GELU, `head.norm` (LayerNorm
+    /// without bias), then `classifier`.
+    ModernBert,
 }
 
 impl HeadLayout {
-    /// Both layouts.
-    pub const ALL: [HeadLayout; 2] = [HeadLayout::Bert, HeadLayout::Roberta];
+    /// Every layout.
+    pub const ALL: [HeadLayout; 3] = [
+        HeadLayout::Bert,
+        HeadLayout::Roberta,
+        HeadLayout::ModernBert,
+    ];
 
     /// The metadata spelling (`classifier_head`).
     pub fn name(self) -> &'static str {
         match self {
             HeadLayout::Bert => "bert",
             HeadLayout::Roberta => "roberta",
+            HeadLayout::ModernBert => "modernbert",
         }
     }
 
@@ -81,6 +96,7 @@ impl HeadLayout {
         match self {
             HeadLayout::Bert => ("pooler.dense", "classifier"),
             HeadLayout::Roberta => ("classifier.dense", "classifier.out_proj"),
+            HeadLayout::ModernBert => ("head.dense", "classifier"),
         }
     }
 
@@ -235,7 +251,7 @@ impl ClassifierConfig {
             None => return Err(Error::model("metadata key 'classifier_head' is missing")),
             Some(v) => HeadLayout::from_name(v).ok_or_else(|| {
                 Error::model(format!(
-                    "metadata 'classifier_head' = '{v}' is not 'bert' or 'roberta'"
+                    "metadata 'classifier_head' = '{v}' is not 'bert', 'roberta' or 'modernbert'"
                 ))
             })?,
         };
@@ -296,7 +312,10 @@ pub struct ClassificationHead {
     hidden: usize,
     /// `[hidden x hidden]`, row-major (output rows).
     dense_w: Vec<f32>,
+    /// The dense bias (zeros where the layout has none).
     dense_b: Vec<f32>,
+    /// ModernBERT's `head.norm` weight and its eps.
+    norm: Option<(Vec<f32>, f64)>,
     /// `[labels x hidden]`.
     out_w: Vec<f32>,
     out_b: Vec<f32>,
@@ -335,6 +354,7 @@ impl ClassificationHead {
             hidden,
             dense_w,
             dense_b,
+            norm: None,
             out_w,
             out_b,
         })
@@ -377,10 +397,25 @@ impl ClassificationHead {
             Ok(file.tensor_to_f32(t))
         };
         let dense_w = read(format!("{d}.weight"), &[hidden, hidden])?;
-        let dense_b = read(format!("{d}.bias"), &[hidden])?;
+        let modern = cfg.layout == HeadLayout::ModernBert;
+        let dense_b = if modern && file.tensor(&format!("{d}.bias")).is_none() {
+            vec![0.0; hidden]
+        } else {
+            read(format!("{d}.bias"), &[hidden])?
+        };
         let out_w = read(format!("{o}.weight"), &[labels, hidden])?;
         let out_b = read(format!("{o}.bias"), &[labels])?;
-        ClassificationHead::new(cfg.clone(), hidden, dense_w, dense_b, out_w, out_b)
+        let mut head =
+            ClassificationHead::new(cfg.clone(), hidden, dense_w, dense_b, out_w, out_b)?;
+        if modern {
+            let eps = file
+                .metadata
+                .get("layer_norm_eps")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(1e-5);
+            head.norm = Some((read("head.norm.weight".into(), &[hidden])?, eps));
+        }
+        Ok(head)
     }
 
     /// The classifier's settings.
@@ -403,12 +438,33 @@ impl ClassificationHead {
     pub fn logits(&self, h0: &[f32], out: &mut [f32]) {
         let h = self.hidden;
         debug_assert_eq!(h0.len(), h);
-        let pooled: Vec<f32> = self
-            .dense_w
-            .chunks_exact(h)
-            .zip(&self.dense_b)
-            .map(|(row, &b)| (dot(row, h0) + f64::from(b)).tanh() as f32)
-            .collect();
+        let pooled: Vec<f32> = match &self.norm {
+            None => self
+                .dense_w
+                .chunks_exact(h)
+                .zip(&self.dense_b)
+                .map(|(row, &b)| (dot(row, h0) + f64::from(b)).tanh() as f32)
+                .collect(),
+            Some((g, eps)) => {
+                // ModernBertPredictionHead: LayerNorm(gelu(dense(h))).
+                let x: Vec<f64> = self
+                    .dense_w
+                    .chunks_exact(h)
+                    .zip(&self.dense_b)
+                    .map(|(row, &b)| {
+                        let v = dot(row, h0) + f64::from(b);
+                        0.5 * v * (1.0 + crate::kernels::reference::erf_f64(v / 2f64.sqrt()))
+                    })
+                    .collect();
+                let mean = x.iter().sum::<f64>() / h as f64;
+                let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / h as f64;
+                let inv = 1.0 / (var + eps).sqrt();
+                x.iter()
+                    .zip(g)
+                    .map(|(v, &g)| ((v - mean) * inv * f64::from(g)) as f32)
+                    .collect()
+            }
+        };
         for ((o, row), &b) in out
             .iter_mut()
             .zip(self.out_w.chunks_exact(h))

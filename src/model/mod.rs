@@ -2,6 +2,7 @@
 //! configuration.
 
 pub mod arch;
+pub mod blocks;
 pub mod calibrate;
 pub mod config;
 pub mod encoder;

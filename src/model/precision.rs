@@ -185,19 +185,21 @@ pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
     let f = cfg.family().expect("a registered architecture");
     let n = &f.names;
     let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-    let d = |product, names: &[&str], seg_n, k| DenseLayer {
+    let heads = cfg.heads();
+    let up = if f.gated_mlp { 2 * i } else { i };
+    let d = |product, names: &[&str], n_out: usize, k| DenseLayer {
         product,
         weights: names
             .iter()
             .map(|s| f.layer_tensor(l, s, "weight"))
             .collect(),
-        seg_n,
+        seg_n: n_out / names.len().max(1),
         k,
     };
     [
-        d(Product::Qkv, &n.qkv, h, h),
-        d(Product::AttnOut, &[n.attn_out], h, h),
-        d(Product::FfnUp, &[n.ffn_up], i, h),
+        d(Product::Qkv, n.qkv, heads.qkv_width(), h),
+        d(Product::AttnOut, &[n.attn_out], h, heads.ctx_width()),
+        d(Product::FfnUp, n.ffn_up, up, h),
         d(Product::FfnDown, &[n.ffn_down], h, i),
     ]
 }

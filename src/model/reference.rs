@@ -63,7 +63,7 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
     let n = &FAMILY.names;
     let weight = |module: &str| tensor(file, &format!("{module}.weight"));
     let word = weight(n.word);
-    let pos = weight(n.position);
+    let pos = weight(n.position.expect("BERT has a position table"));
     let typ = weight(n.token_type.expect("BERT has token types"));
     let mut x = vec![0.0f32; l * h];
     for (i, &id) in ids.iter().enumerate() {
@@ -71,12 +71,13 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
             x[i * h + j] = word[id as usize * h + j] + typ[j] + pos[i * h + j];
         }
     }
-    ln_rows(&mut x, h, file, n.emb_ln, cfg.layer_norm_eps);
+    let emb_ln = n.emb_ln.expect("BERT has an embedding LayerNorm");
+    ln_rows(&mut x, h, file, emb_ln, cfg.layer_norm_eps);
     let nh = cfg.num_heads;
     let d = h / nh;
     for layer in 0..cfg.num_layers {
         let module = |m: &str| FAMILY.layer_module(layer, m);
-        let [q, k, v] = n.qkv.map(|m| linear(&x, l, file, &module(m)));
+        let [q, k, v] = [0, 1, 2].map(|i| linear(&x, l, file, &module(n.qkv[i])));
         let mut ctx = vec![0.0f32; l * h];
         for head in 0..nh {
             for i in 0..l {
@@ -104,7 +105,7 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
             *a += b;
         }
         ln_rows(&mut x, h, file, &module(n.attn_ln), cfg.layer_norm_eps);
-        let mut inter = linear(&x, l, file, &module(n.ffn_up));
+        let mut inter = linear(&x, l, file, &module(n.ffn_up[0]));
         for v in inter.iter_mut() {
             *v = match cfg.activation {
                 Activation::Gelu => gelu(*v),

@@ -56,6 +56,7 @@ pub const COMBINATIONS: &[(&str, TokenizerKind)] = &[
     ("mpnet", TokenizerKind::WordPiece),
     ("roberta", TokenizerKind::Bpe),
     ("xlm-roberta", TokenizerKind::Unigram),
+    ("modernbert", TokenizerKind::Bpe),
 ];
 
 /// Refuses a family/tokenizer combination that is not in [`COMBINATIONS`].

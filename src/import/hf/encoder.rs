@@ -196,12 +196,8 @@ pub fn tensor_order_key(name: &str) -> (u32, u32, String) {
     if name.starts_with("embeddings.") {
         return (0, 0, name.to_string());
     }
-    if let Some(rest) = name.strip_prefix(crate::model::arch::LAYER_PREFIX) {
-        if let Some((num, tail)) = rest.split_once('.') {
-            if let Ok(n) = num.parse::<u32>() {
-                return (1, n, tail.to_string());
-            }
-        }
+    if let Some((n, tail)) = crate::model::arch::split_layer_name(name) {
+        return (1, n, tail.to_string());
     }
     (2, 0, name.to_string())
 }
@@ -759,7 +755,7 @@ fn classifier_metadata(
     use crate::model::head::{HeadLayout, ScoreActivation, TASK_CLASSIFICATION, TASK_KEY};
     let layout = HeadLayout::detect(tensors.iter().map(|t| t.name.as_str())).ok_or_else(|| {
         Error::model(format!(
-            "config.json: architectures {archs:?} is a classifier, but model.safetensors has no classification head (pooler.dense + classifier, or classifier.dense + classifier.out_proj)"
+            "config.json: architectures {archs:?} is a classifier, but model.safetensors has no classification head (pooler.dense + classifier, classifier.dense + classifier.out_proj, or head.dense + classifier)"
         ))
     })?;
     let (_, out) = layout.tensors();
@@ -826,6 +822,30 @@ fn classifier_metadata(
         md.insert("id2label".to_string(), Value::Object(labels).to_string());
     }
     md.insert("activation".to_string(), activation.name().to_string());
+    if layout == HeadLayout::ModernBert {
+        let pooling = cfg
+            .get("classifier_pooling")
+            .and_then(Value::as_str)
+            .unwrap_or("cls");
+        if pooling != "cls" && pooling != "mean" {
+            return Err(Error::unsupported(format!(
+                "config.json: classifier_pooling '{pooling}' is not supported (cls, mean)"
+            )));
+        }
+        let act = cfg
+            .get("classifier_activation")
+            .and_then(Value::as_str)
+            .unwrap_or("gelu");
+        if act != "gelu" {
+            return Err(Error::unsupported(format!(
+                "config.json: classifier_activation '{act}' is not supported (gelu)"
+            )));
+        }
+        md.insert(
+            crate::model::head::CLASSIFIER_POOLING.to_string(),
+            pooling.to_string(),
+        );
+    }
     Ok(md)
 }
 

@@ -6,32 +6,85 @@ use serde_json::Value;
 
 use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
 use crate::error::{Error, Result};
+use crate::kernels::Par;
+use crate::model::blocks::norm::{Norm, NormKind};
+use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
+use crate::model::precision::Product;
 
 /// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
 /// modules).
 pub const NAMES: TensorNames = TensorNames {
     word: "embeddings.word_embeddings",
-    position: "embeddings.position_embeddings",
+    position: Some("embeddings.position_embeddings"),
     token_type: Some("embeddings.token_type_embeddings"),
-    emb_ln: "embeddings.LayerNorm",
-    qkv: [
+    emb_ln: Some("embeddings.LayerNorm"),
+    qkv: &[
         "attention.self.query",
         "attention.self.key",
         "attention.self.value",
     ],
     attn_out: "attention.output.dense",
     attn_ln: "attention.output.LayerNorm",
-    ffn_up: "intermediate.dense",
+    ffn_up: &["intermediate.dense"],
     ffn_down: "output.dense",
     ffn_ln: "output.LayerNorm",
+    final_norm: None,
     relative_bias: None,
 };
 
+/// The BERT layer (HF `BertLayer`), shared by BERT, MPNet, RoBERTa and
+/// XLM-R: post-norm, every product with a bias.
+///
+/// ```text
+/// h = LayerNorm(h + attention(h) · Wo + bo)     BertSelfOutput
+/// h = LayerNorm(h + act(h · Wi + bi) · Wd + bd) BertIntermediate + BertOutput
+/// ```
+pub fn forward(l: &Layer, r: &mut LayerRun<'_, '_>) {
+    let (total, h, par) = (r.total, r.h, r.par);
+    r.trace(Stage::Input(Product::Qkv), Traced::Hidden);
+    l.attention.project_qkv(r.hidden, r.lens, &mut r.s, par);
+    l.attention.attend_all(r.lens, r.bias, &mut r.s, par);
+    r.trace(Stage::Input(Product::AttnOut), Traced::Ctx);
+    l.attention.output(r.s.ctx, total, r.hidden, par, r.s.lin);
+    post_norm(
+        l.attn_norm.as_ref(),
+        l.attention.out_bias(),
+        r.hidden,
+        h,
+        par,
+    );
+    r.trace(Stage::Attention, Traced::Hidden);
+
+    r.trace(Stage::Input(Product::FfnUp), Traced::Hidden);
+    l.mlp.up(r.hidden, total, r.wide, r.inter, par, r.s.lin);
+    r.trace(Stage::Input(Product::FfnDown), Traced::Inter);
+    l.mlp.down(r.inter, total, r.hidden, par, r.s.lin);
+    post_norm(l.mlp_norm.as_ref(), l.mlp.down_bias(), r.hidden, h, par);
+    r.trace(Stage::FeedForward, Traced::Hidden);
+}
+
+/// `x = norm(x + bias)`: the post-norm residual, bias added in the norm's pass.
+fn post_norm(norm: Option<&Norm>, bias: Option<&[f32]>, x: &mut [f32], h: usize, par: Par) {
+    match (norm, bias) {
+        (Some(n), Some(b)) => n.apply_with_bias(x, b, h, par),
+        (Some(n), None) => n.apply(x, h, par),
+        (None, Some(b)) => {
+            crate::model::blocks::for_rows(x, h, par, |row| crate::kernels::ops::add_assign(row, b))
+        }
+        (None, None) => {}
+    }
+}
+
 /// The BERT family.
-pub static FAMILY: Family = Family {
+pub static FAMILY: Family = FAMILY_BLOCKS;
+
+/// The BERT family as a constant: the block settings and `forward` that
+/// MPNet, RoBERTa and XLM-R share (`..FAMILY_BLOCKS`).
+pub(crate) const FAMILY_BLOCKS: Family = Family {
     name: "bert",
     hf_model_types: &["bert"],
     hf_prefix: "bert.",
+    layer_prefix: super::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,
@@ -45,6 +98,14 @@ pub static FAMILY: Family = Family {
     },
     int8_f32_products: &[],
     hf_config,
+    norm: NormKind::Layer,
+    norm_bias: true,
+    linear_bias: true,
+    pre_norm: false,
+    gated_mlp: false,
+    first_attn_norm: true,
+    rope: false,
+    forward,
 };
 
 /// Refuses what the BERT-shaped encoders do not run: relative position

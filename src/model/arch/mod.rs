@@ -1,12 +1,14 @@
 //! The architecture registry: the encoder families the engine runs.
 //!
-//! Every family runs on the one encoder of [`crate::model::encoder`] (embeddings,
-//! attention, feed-forward and LayerNorm code are shared). A family is a
-//! [`Family`] value: its tensor names and a few named hooks where the families
-//! differ ([`Positions`], [`AttentionBias`], [`SpecialTokens`], token types,
-//! and the products kept in f32 under int8).
-//! Adding a family is one module under `arch/` defining a `Family` and one
-//! line in [`FAMILIES`].
+//! Every family is built from the shared blocks of [`crate::model::blocks`]
+//! (embeddings, norms, rotary positions, attention, feed-forward) and runs
+//! on the one [`crate::model::encoder::Encoder`]. A family is a [`Family`]
+//! value in its own module: its tensor names, its `config.json` keys, the
+//! blocks' settings (norm kind and biases, gated MLP, rotary positions), a
+//! few named hooks ([`Positions`], [`AttentionBias`], [`SpecialTokens`],
+//! the products kept in f32 under int8) and its layer's `forward`, a dozen
+//! lines in HF's order. Adding a family is one module under `arch/`
+//! defining a `Family` and one line in [`FAMILIES`].
 //!
 //! A model file names its family in the metadata key `architecture`; a
 //! HuggingFace folder by `model_type` in `config.json`. Anything not listed
@@ -17,9 +19,12 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::model::blocks::norm::NormKind;
+use crate::model::blocks::{Layer, LayerRun};
 use crate::model::precision::Product;
 
 pub mod bert;
+pub mod modernbert;
 pub mod mpnet;
 pub mod roberta;
 
@@ -29,6 +34,7 @@ pub static FAMILIES: &[&Family] = &[
     &mpnet::FAMILY,
     &roberta::ROBERTA,
     &roberta::XLM_ROBERTA,
+    &modernbert::FAMILY,
 ];
 
 /// The family whose metadata `architecture` is `name`.
@@ -101,31 +107,38 @@ pub struct SpecialTokens {
 }
 
 /// Tensor names of a family (canonical: without the HF model prefix).
-/// Per-layer names are relative to `encoder.layer.{l}.` and name a module: the
-/// tensors are `{name}.weight` and `{name}.bias`.
+/// Per-layer names are relative to `{layer_prefix}{l}.` and name a module:
+/// the tensors are `{name}.weight` and, where the family has biases,
+/// `{name}.bias`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TensorNames {
     /// Word embedding table `[vocab x hidden]`.
     pub word: &'static str,
-    /// Absolute position table `[max_position x hidden]`.
-    pub position: &'static str,
+    /// Absolute position table `[max_position x hidden]`, if the family has
+    /// one.
+    pub position: Option<&'static str>,
     /// Token type table `[type_vocab x hidden]` (row 0 is added to every
     /// token), if the family has one.
     pub token_type: Option<&'static str>,
-    /// Embedding LayerNorm module.
-    pub emb_ln: &'static str,
-    /// Query, key and value projections.
-    pub qkv: [&'static str; 3],
+    /// Embedding norm module, if any.
+    pub emb_ln: Option<&'static str>,
+    /// Query, key and value projections: three modules stacked, or one
+    /// fused (`[3h x h]`).
+    pub qkv: &'static [&'static str],
     /// Attention output projection.
     pub attn_out: &'static str,
-    /// LayerNorm after the attention block.
+    /// The norm of the attention block (after it in a post-norm family,
+    /// before it in a pre-norm one).
     pub attn_ln: &'static str,
-    /// Feed-forward up projection.
-    pub ffn_up: &'static str,
+    /// Feed-forward up projection (gated: `gate | up`, one fused module or
+    /// two stacked).
+    pub ffn_up: &'static [&'static str],
     /// Feed-forward down projection.
     pub ffn_down: &'static str,
-    /// LayerNorm after the feed-forward block.
+    /// The norm of the feed-forward block.
     pub ffn_ln: &'static str,
+    /// The norm after the last layer, if any.
+    pub final_norm: Option<&'static str>,
     /// Relative attention bias table `[buckets x heads]`
     /// ([`AttentionBias::RelativeBuckets`]).
     pub relative_bias: Option<&'static str>,
@@ -133,6 +146,9 @@ pub struct TensorNames {
 
 /// Reads a family's own `config.json` keys into EMBD metadata.
 pub type HfConfigHook = fn(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()>;
+
+/// The forward pass of one layer of a family: its blocks in its order.
+pub type LayerForward = fn(layer: &Layer, run: &mut LayerRun<'_, '_>);
 
 /// One encoder family.
 #[derive(Debug)]
@@ -144,6 +160,9 @@ pub struct Family {
     /// Prefix of tensor names in HF checkpoints saved from a task model
     /// (`bert.`), stripped on conversion.
     pub hf_prefix: &'static str,
+    /// Prefix of every per-layer tensor, followed by the layer index
+    /// (`encoder.layer.` for BERT-shaped families, `layers.` for ModernBERT).
+    pub layer_prefix: &'static str,
     /// Tensor names.
     pub names: TensorNames,
     /// Position ids hook.
@@ -158,23 +177,40 @@ pub struct Family {
     pub int8_f32_products: &'static [Product],
     /// The family's `config.json` keys.
     pub hf_config: HfConfigHook,
+    /// The kind of every norm.
+    pub norm: NormKind,
+    /// Whether the norms have biases.
+    pub norm_bias: bool,
+    /// Whether the dense layers have biases.
+    pub linear_bias: bool,
+    /// Whether the feed-forward block is gated (GeGLU, SwiGLU).
+    pub gated_mlp: bool,
+    /// Whether the norms come before the blocks (their input) rather than
+    /// after the residual add (BERT's post-norm).
+    pub pre_norm: bool,
+    /// Whether layer 0 has an attention norm (ModernBERT's has none).
+    pub first_attn_norm: bool,
+    /// Rotary positions (metadata `rope_theta`, and `local_rope_theta` for
+    /// sliding-window layers).
+    pub rope: bool,
+    /// One layer's forward.
+    pub forward: LayerForward,
 }
 
-/// Prefix of every tensor of the encoder stack (the layers, and a family's
-/// encoder-level tensors such as MPNet's relative attention bias), in every
-/// family: what an embedding reads right after the embedding lookup.
+/// Prefix of every tensor of the encoder stack of the BERT-shaped families
+/// (the layers, and MPNet's relative attention bias): what an embedding
+/// reads right after the embedding lookup.
 pub const ENCODER_PREFIX: &str = "encoder.";
 
-/// Prefix of every per-layer tensor name, followed by the layer index
-/// (`encoder.layer.{l}.{module}.{kind}`), in every family (under
-/// [`ENCODER_PREFIX`]).
+/// Prefix of every per-layer tensor name of the BERT-shaped families,
+/// followed by the layer index (`encoder.layer.{l}.{module}.{kind}`).
 pub const LAYER_PREFIX: &str = "encoder.layer.";
 
 impl Family {
-    /// Name of module `module` of layer `l` (`encoder.layer.{l}.{module}`);
+    /// Name of module `module` of layer `l` (`{layer_prefix}{l}.{module}`);
     /// its tensors are `.weight` and `.bias` after it.
     pub fn layer_module(&self, l: usize, module: &str) -> String {
-        format!("{LAYER_PREFIX}{l}.{module}")
+        format!("{}{l}.{module}", self.layer_prefix)
     }
 
     /// Name of tensor `{module}.{kind}` of layer `l` (`kind` = `weight`/`bias`).
@@ -183,12 +219,22 @@ impl Family {
     }
 }
 
+/// The layer index of a per-layer tensor name of any family, and the rest
+/// of the name.
+pub fn split_layer_name(name: &str) -> Option<(u32, &str)> {
+    FAMILIES.iter().find_map(|f| {
+        let rest = name.strip_prefix(f.layer_prefix)?;
+        let (num, tail) = rest.split_once('.')?;
+        Some((num.parse().ok()?, tail))
+    })
+}
+
 /// Whether a tensor is the weight matrix of an encoder layer's linear
 /// projection (2-D, under [`LAYER_PREFIX`], `.weight`, not a LayerNorm): the
 /// tensors the converters quantize.
 pub fn is_layer_linear_weight(name: &str, shape: &[usize]) -> bool {
     shape.len() == 2
-        && name.starts_with(LAYER_PREFIX)
+        && split_layer_name(name).is_some()
         && name.ends_with(".weight")
         && !name.contains("LayerNorm")
 }
@@ -264,7 +310,8 @@ mod tests {
         assert_eq!(by_hf_model_type("roberta").unwrap().name, "roberta");
         assert_eq!(by_hf_model_type("xlm-roberta").unwrap().name, "xlm-roberta");
         assert!(by_hf_model_type("deberta-v2").is_none());
-        assert_eq!(names(), "bert, mpnet, roberta, xlm-roberta");
+        assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
+        assert_eq!(names(), "bert, mpnet, roberta, xlm-roberta, modernbert");
     }
 
     #[test]

@@ -21,17 +21,19 @@ pub static FAMILY: Family = Family {
     name: "mpnet",
     hf_model_types: &["mpnet"],
     hf_prefix: "mpnet.",
+    layer_prefix: super::LAYER_PREFIX,
     names: TensorNames {
         word: "embeddings.word_embeddings",
-        position: "embeddings.position_embeddings",
+        position: Some("embeddings.position_embeddings"),
         token_type: None,
-        emb_ln: "embeddings.LayerNorm",
-        qkv: ["attention.attn.q", "attention.attn.k", "attention.attn.v"],
+        emb_ln: Some("embeddings.LayerNorm"),
+        qkv: &["attention.attn.q", "attention.attn.k", "attention.attn.v"],
         attn_out: "attention.attn.o",
         attn_ln: "attention.LayerNorm",
-        ffn_up: "intermediate.dense",
+        ffn_up: &["intermediate.dense"],
         ffn_down: "output.dense",
         ffn_ln: "output.LayerNorm",
+        final_norm: None,
         relative_bias: Some("encoder.relative_attention_bias.weight"),
     },
     positions: Positions::AfterPadding,
@@ -49,6 +51,7 @@ pub static FAMILY: Family = Family {
     // ffn_down in f32 (int8 for 67% of the FLOPs) gives 0.99678 / 0.99938.
     int8_f32_products: &[Product::FfnDown],
     hf_config,
+    ..super::bert::FAMILY_BLOCKS
 };
 
 /// HF `MPNetEmbeddings` fixes its padding index at 1 (not `pad_token_id`).

@@ -34,12 +34,14 @@ pub static ROBERTA: Family = Family {
     name: "roberta",
     hf_model_types: &["roberta"],
     hf_prefix: "roberta.",
+    layer_prefix: super::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::AfterPadding,
     attention_bias: AttentionBias::None,
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    ..super::bert::FAMILY_BLOCKS
 };
 
 /// The XLM-RoBERTa family.
@@ -47,12 +49,14 @@ pub static XLM_ROBERTA: Family = Family {
     name: "xlm-roberta",
     hf_model_types: &["xlm-roberta"],
     hf_prefix: "roberta.",
+    layer_prefix: super::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::AfterPadding,
     attention_bias: AttentionBias::None,
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    ..super::bert::FAMILY_BLOCKS
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {

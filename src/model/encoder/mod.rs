@@ -1,10 +1,8 @@
-//! The encoder of every registered family (BERT, MPNet, RoBERTa, XLM-R: see
-//! [`crate::model::arch`]), named after HF's modules: `embeddings`
-//! (`BertEmbeddings`), then per layer (`layer`, `BertLayer`) the
-//! `attention` block (`BertAttention`) and the feed-forward block
-//! (`BertIntermediate` + `BertOutput`). Weight loading checks every tensor
-//! exactly; the family's hooks choose the position ids, the token-type rows
-//! and whether a relative position bias is added to the attention scores.
+//! The encoder of every registered family (BERT, MPNet, RoBERTa, XLM-R,
+//! ModernBERT: see [`crate::model::arch`]): the embeddings, the layers built
+//! from the shared blocks of [`crate::model::blocks`] as the family
+//! describes them, each run by the family's own `forward`, and the final
+//! norm. Weight loading checks every tensor exactly.
 //!
 //! # Packed batches
 //!
@@ -15,10 +13,6 @@
 //! other rows (see [`crate::kernels::gemm`]), so a text gets bit-identical
 //! results alone or in any batch, and with any [`Par`] setting.
 
-mod attention;
-mod embeddings;
-mod layer;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -26,33 +20,23 @@ use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
+use crate::kernels::attention::Band;
 use crate::kernels::{attention as attention_kernel, Par};
 use crate::model::arch::{AttentionBias, Family};
-use crate::model::config::{Activation, ModelConfig};
+use crate::model::blocks::attention::{Attention, AttentionScratch, Heads, RelativeBias};
+use crate::model::blocks::embeddings::Embeddings;
+use crate::model::blocks::mlp::Mlp;
+use crate::model::blocks::norm::Norm;
+use crate::model::blocks::rope::Rope;
+use crate::model::blocks::{Layer, LayerRun};
+use crate::model::config::ModelConfig;
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param};
 use crate::model::pooling::SentencePooling;
 use crate::model::precision::{dense_layers, Calibration, LayerPrecision, Product};
 use crate::threads::JoinOnDrop;
 
-use attention::{AttentionScratch, RelativeBias, SelfAttention};
-use embeddings::Embeddings;
-use layer::{FeedForward, Layer};
-
-/// A point of the forward pass reported by [`Encoder::forward_traced`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// The input of a product (`[total_tokens x k]`).
-    Input(Product),
-    /// After the attention block's residual add and LayerNorm.
-    Attention,
-    /// After the feed-forward block's residual add and LayerNorm (the layer's
-    /// output).
-    FeedForward,
-}
-
-/// The callback of [`Encoder::forward_traced`]: `(layer, stage, values)`.
-pub type Trace<'a> = &'a mut dyn FnMut(usize, Stage, &[f32]);
+pub use crate::model::blocks::{Stage, Trace};
 
 /// Tells the background packer to stop (the model is being dropped).
 #[derive(Default)]
@@ -72,14 +56,17 @@ struct PackStore {
 /// changes), so a result never depends on whether, or when, packing happened.
 pub struct Encoder {
     hidden: usize,
-    heads: usize,
+    /// Every layer's attention shape.
+    heads: Heads,
+    /// The up projection's output width (`2 x inter` when gated).
+    up_width: usize,
     inter: usize,
     max_position: usize,
-    eps: f32,
-    activation: Activation,
     plan: LayerPrecision,
     family: &'static Family,
     embeddings: Embeddings,
+    /// The norm after the last layer, if the family has one.
+    final_norm: Option<Norm>,
     /// The attention bias hook ([`AttentionBias::RelativeBuckets`]).
     rel_bias: Option<RelativeBias>,
     layers: Arc<Vec<Layer>>,
@@ -104,6 +91,8 @@ impl Drop for Encoder {
 #[derive(Default)]
 pub struct Workspace {
     hidden: Vec<f32>,
+    normed: Vec<f32>,
+    wide: Vec<f32>,
     qkv: Vec<f32>,
     ctx: Vec<f32>,
     inter: Vec<f32>,
@@ -116,6 +105,8 @@ impl Workspace {
     /// Bytes currently held.
     pub fn bytes(&self) -> usize {
         4 * (self.hidden.len()
+            + self.normed.len()
+            + self.wide.len()
             + self.qkv.len()
             + self.ctx.len()
             + self.inter.len()
@@ -131,26 +122,15 @@ fn grow(v: &mut Vec<f32>, n: usize) {
     }
 }
 
-/// Row passes over fewer floats than this run on one thread (splitting them
-/// costs more in synchronisation than the pass itself).
-const MIN_SPLIT_ROW_FLOATS: usize = 1 << 15;
-
-/// Applies `f` to each `width`-wide row of `buf`, in parallel if asked.
-fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sync + Send) {
-    let rows = buf.len() / width.max(1);
-    match par {
-        Par::Threads(t) if t > 1 && rows > 1 && buf.len() >= MIN_SPLIT_ROW_FLOATS => {
-            let per = rows.div_ceil(t);
-            buf.par_chunks_mut(per * width)
-                .for_each(|c| c.chunks_exact_mut(width).for_each(&f));
-        }
-        _ => buf.chunks_exact_mut(width).for_each(f),
-    }
+/// The bias tensor of a weight tensor (`x.weight` -> `x.bias`).
+fn bias_name(weight: &str) -> String {
+    format!("{}.bias", weight.strip_suffix(".weight").unwrap_or(weight))
 }
 
 /// Name and exact shape of every tensor [`Encoder::load`] requires for
-/// `cfg`, in the canonical order (embeddings, then each layer), using the
-/// family's HF names. Writers and test generators build models from this list.
+/// `cfg`, in the canonical order (embeddings, then each layer, then the
+/// final norm), using the family's HF names. Writers and test generators
+/// build models from this list.
 ///
 /// # Panics
 /// If `cfg.architecture` is not a registered family (a validated config's
@@ -158,40 +138,175 @@ fn for_rows(buf: &mut [f32], width: usize, par: Par, f: impl Fn(&mut [f32]) + Sy
 pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     let f = cfg.family().expect("a registered architecture");
     let n = &f.names;
-    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-    let mut out = vec![
-        (format!("{}.weight", n.word), vec![cfg.vocab_size, h]),
-        (format!("{}.weight", n.position), vec![cfg.max_position, h]),
-    ];
+    let h = cfg.hidden_size;
+    let mut out = vec![(format!("{}.weight", n.word), vec![cfg.vocab_size, h])];
+    if let Some(p) = n.position {
+        out.push((format!("{p}.weight"), vec![cfg.max_position, h]));
+    }
     if let Some(t) = n.token_type {
         out.push((format!("{t}.weight"), vec![cfg.type_vocab_size, h]));
     }
-    out.push((format!("{}.weight", n.emb_ln), vec![h]));
-    out.push((format!("{}.bias", n.emb_ln), vec![h]));
-    for l in 0..cfg.num_layers {
-        let mut m = |module: &str, rows: usize, cols: usize| {
-            out.push((f.layer_tensor(l, module, "weight"), vec![rows, cols]));
-            out.push((f.layer_tensor(l, module, "bias"), vec![rows]));
-        };
-        for q in n.qkv {
-            m(q, h, h);
+    let norm = |out: &mut Vec<(String, Vec<usize>)>, module: String| {
+        out.push((format!("{module}.weight"), vec![h]));
+        if f.norm_bias {
+            out.push((format!("{module}.bias"), vec![h]));
         }
-        m(n.attn_out, h, h);
-        out.push((f.layer_tensor(l, n.attn_ln, "weight"), vec![h]));
-        out.push((f.layer_tensor(l, n.attn_ln, "bias"), vec![h]));
-        let mut m = |module: &str, rows: usize, cols: usize| {
-            out.push((f.layer_tensor(l, module, "weight"), vec![rows, cols]));
-            out.push((f.layer_tensor(l, module, "bias"), vec![rows]));
-        };
-        m(n.ffn_up, i, h);
-        m(n.ffn_down, h, i);
-        out.push((f.layer_tensor(l, n.ffn_ln, "weight"), vec![h]));
-        out.push((f.layer_tensor(l, n.ffn_ln, "bias"), vec![h]));
+    };
+    if let Some(m) = n.emb_ln {
+        norm(&mut out, m.to_string());
+    }
+    for l in 0..cfg.num_layers {
+        for d in dense_layers(cfg, l) {
+            for w in &d.weights {
+                out.push((w.clone(), vec![d.seg_n, d.k]));
+                if f.linear_bias {
+                    out.push((bias_name(w), vec![d.seg_n]));
+                }
+            }
+            match d.product {
+                Product::AttnOut if l > 0 || f.first_attn_norm => {
+                    norm(&mut out, f.layer_module(l, n.attn_ln))
+                }
+                Product::FfnDown => norm(&mut out, f.layer_module(l, n.ffn_ln)),
+                _ => {}
+            }
+        }
+    }
+    if let Some(m) = n.final_norm {
+        norm(&mut out, m.to_string());
     }
     if let (AttentionBias::RelativeBuckets, Some(t)) = (f.attention_bias, n.relative_bias) {
         out.push((t.to_string(), vec![cfg.relative_buckets, cfg.num_heads]));
     }
     out
+}
+
+/// The rotary tables of a model: global layers', and local layers' where
+/// their base differs.
+struct Ropes {
+    global: Option<Arc<Rope>>,
+    local: Option<Arc<Rope>>,
+}
+
+impl Ropes {
+    fn new(cfg: &ModelConfig, family: &Family) -> Ropes {
+        if !family.rope {
+            return Ropes {
+                global: None,
+                local: None,
+            };
+        }
+        let d = cfg.head_dim();
+        let global = Arc::new(Rope::new(cfg.rope_theta, d, cfg.max_position));
+        let local = if (0..cfg.num_layers).any(|l| cfg.is_local_layer(l)) {
+            if cfg.local_rope_theta == cfg.rope_theta {
+                Arc::clone(&global)
+            } else {
+                Arc::new(Rope::new(cfg.local_rope_theta, d, cfg.max_position))
+            }
+        } else {
+            Arc::clone(&global)
+        };
+        Ropes {
+            global: Some(global),
+            local: Some(local),
+        }
+    }
+}
+
+/// Loads layer `l` of `family` as the family's names and block settings say.
+#[allow(clippy::too_many_arguments)]
+fn load_layer(
+    file: &Arc<ModelFile>,
+    cfg: &ModelConfig,
+    family: &'static Family,
+    l: usize,
+    plan: LayerPrecision,
+    calib: Option<&Calibration>,
+    int8: bool,
+    ropes: &Ropes,
+) -> Result<Layer> {
+    let names = &family.names;
+    let h = cfg.hidden_size;
+    let heads = cfg.heads();
+    let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
+    let dense = dense_layers(cfg, l);
+    let biases = |i: usize| -> Result<Option<Vec<f32>>> {
+        if !family.linear_bias {
+            return Ok(None);
+        }
+        let d = &dense[i];
+        let mut b = Vec::with_capacity(d.seg_n * d.weights.len());
+        for w in &d.weights {
+            b.extend_from_slice(p(&bias_name(w), &[d.seg_n])?.as_slice());
+        }
+        Ok(Some(b))
+    };
+    let (qkv_b, up_b) = (biases(0)?, biases(2)?);
+    let out_b = match family.linear_bias {
+        true => Some(p(&bias_name(&dense[1].weights[0]), &[h])?),
+        false => None,
+    };
+    let down_b = match family.linear_bias {
+        true => Some(p(&bias_name(&dense[3].weights[0]), &[h])?),
+        false => None,
+    };
+    let [qkv, out, up, down] = dense.map(|d| {
+        let prec = plan.of(d.product);
+        let amax = calib
+            .and_then(|c| c.layers.get(l))
+            .map(|a| a[d.product as usize].as_slice())
+            .filter(|a| a.len() == d.k);
+        Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
+    });
+    let norm = |module: &str| {
+        Norm::load(
+            file,
+            &family.layer_module(l, module),
+            family.norm,
+            h,
+            family.norm_bias,
+            cfg.layer_norm_eps,
+            int8,
+        )
+    };
+    let local = cfg.is_local_layer(l);
+    let inter = cfg.intermediate_size;
+    Ok(Layer {
+        attn_norm: if l > 0 || family.first_attn_norm {
+            Some(norm(names.attn_ln)?)
+        } else {
+            None
+        },
+        attention: Attention {
+            heads,
+            qkv: qkv?,
+            qkv_b,
+            out: out?,
+            out_b,
+            band: if local {
+                Band::window(cfg.sliding_window)
+            } else {
+                Band::FULL
+            },
+            rope: if local {
+                ropes.local.clone()
+            } else {
+                ropes.global.clone()
+            },
+            scale: 1.0 / (heads.d as f32).sqrt(),
+        },
+        mlp_norm: Some(norm(names.ffn_ln)?),
+        mlp: Mlp {
+            up: up?,
+            up_b: up_b.map(Param::Owned),
+            down: down?,
+            down_b,
+            act: cfg.activation,
+            gated: family.gated_mlp,
+            zeros: vec![0.0; inter],
+        },
+    })
 }
 
 impl Encoder {
@@ -222,7 +337,7 @@ impl Encoder {
         };
         let family = cfg.family()?;
         let names = &family.names;
-        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let h = cfg.hidden_size;
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
         let embeddings = Embeddings::load(file, cfg, family, int8)?;
         let rel_bias = match (family.attention_bias, names.relative_bias) {
@@ -239,55 +354,36 @@ impl Encoder {
             }
             _ => None,
         };
+        let final_norm = match names.final_norm {
+            Some(m) => Some(Norm::load(
+                file,
+                m,
+                family.norm,
+                h,
+                family.norm_bias,
+                cfg.layer_norm_eps,
+                int8,
+            )?),
+            None => None,
+        };
+        let ropes = Ropes::new(cfg, family);
         // Layers load in parallel on the current rayon pool (int8 and bf16
         // weights are converted and packed here).
         let layers: Vec<Layer> = (0..cfg.num_layers)
             .into_par_iter()
-            .map(|l| -> Result<Layer> {
-                let n = |m: &str, kind: &str| family.layer_tensor(l, m, kind);
-                let [qkv, out, up, down] = dense_layers(cfg, l).map(|d| {
-                    let prec = plan.of(d.product);
-                    let amax = calib
-                        .and_then(|c| c.layers.get(l))
-                        .map(|a| a[d.product as usize].as_slice())
-                        .filter(|a| a.len() == d.k);
-                    Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
-                });
-                let mut qkv_b = Vec::with_capacity(3 * h);
-                for s in names.qkv {
-                    let b = p(&n(s, "bias"), &[h])?;
-                    qkv_b.extend_from_slice(b.as_slice());
-                }
-                Ok(Layer {
-                    attention: SelfAttention {
-                        qkv: qkv?,
-                        qkv_b,
-                        out: out?,
-                        out_b: p(&n(names.attn_out, "bias"), &[h])?,
-                        ln_g: p(&n(names.attn_ln, "weight"), &[h])?,
-                        ln_b: p(&n(names.attn_ln, "bias"), &[h])?,
-                    },
-                    ffn: FeedForward {
-                        up: up?,
-                        up_b: p(&n(names.ffn_up, "bias"), &[i])?,
-                        down: down?,
-                        down_b: p(&n(names.ffn_down, "bias"), &[h])?,
-                        ln_g: p(&n(names.ffn_ln, "weight"), &[h])?,
-                        ln_b: p(&n(names.ffn_ln, "bias"), &[h])?,
-                    },
-                })
-            })
+            .map(|l| load_layer(file, cfg, family, l, plan, calib, int8, &ropes))
             .collect::<Result<_>>()?;
+        let up_width = layers.first().map_or(0, |l| l.mlp.up_width());
         let mut m = Encoder {
             hidden: h,
-            heads: cfg.num_heads,
-            inter: i,
+            heads: cfg.heads(),
+            up_width,
+            inter: cfg.intermediate_size,
             max_position: cfg.max_position,
-            eps: cfg.layer_norm_eps,
-            activation: cfg.activation,
             plan,
             family,
             embeddings,
+            final_norm,
             rel_bias,
             packs: Arc::new(PackStore::default()),
             layers: Arc::new(layers),
@@ -309,8 +405,10 @@ impl Encoder {
             owned += 1;
         }
         for l in m.layers.iter() {
-            // The concatenated Q, K and V biases (three tensors).
-            owned += 3;
+            // The concatenated Q, K and V biases.
+            if l.attention.qkv_b.is_some() {
+                owned += names.qkv.len();
+            }
             for lin in l.linears() {
                 let (a, b) = lin.param_counts();
                 mapped += a;
@@ -329,6 +427,7 @@ impl Encoder {
                 f(p);
             }
         }
+        self.final_norm.iter().flat_map(Norm::params).for_each(f);
     }
 
     /// The precision of each kind of product.
@@ -405,10 +504,17 @@ impl Encoder {
     /// sequence has `max_len` tokens.
     pub fn workspace_floats(&self, tokens: usize, max_len: usize, par: Par) -> usize {
         let h = self.hidden;
-        let heads = if par.tasks() > 1 { self.heads } else { 1 };
-        tokens * (5 * h + self.inter)
-            + heads * attention_kernel::scratch_len(max_len, self.hidden / self.heads)
-            + if par.tasks() > 1 { max_len * h } else { 0 }
+        let (qw, cw) = (self.heads.qkv_width(), self.heads.ctx_width());
+        let heads = if par.tasks() > 1 { self.heads.q } else { 1 };
+        let normed = if self.family.pre_norm { h } else { 0 };
+        let wide = if self.family.gated_mlp {
+            self.up_width
+        } else {
+            0
+        };
+        tokens * (h + normed + qw + cw + wide + self.inter)
+            + heads * attention_kernel::scratch_len(max_len, self.heads.d)
+            + if par.tasks() > 1 { max_len * cw } else { 0 }
     }
 
     /// Runs the encoder over a chunk of sequences packed contiguously and writes
@@ -533,23 +639,37 @@ impl Encoder {
         par: Par,
         trace: &mut Option<Trace<'_>>,
     ) -> Result<()> {
-        let (h, nh, ni, eps) = (self.hidden, self.heads, self.inter, self.eps);
-        let d = h / nh;
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
-        let max_len = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        let h = self.hidden;
+        let (qw, cw, d) = (self.heads.qkv_width(), self.heads.ctx_width(), self.heads.d);
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let total: usize = lens.iter().sum();
+        let max_len = lens.iter().copied().max().unwrap_or(0);
+        let normed_len = if self.family.pre_norm { total * h } else { 0 };
+        let wide_len = if self.family.gated_mlp {
+            total * self.up_width
+        } else {
+            0
+        };
         grow(&mut ws.hidden, total * h);
-        grow(&mut ws.qkv, total * 3 * h);
-        grow(&mut ws.ctx, total * h);
-        grow(&mut ws.inter, total * ni);
+        grow(&mut ws.normed, normed_len);
+        grow(&mut ws.qkv, total * qw);
+        grow(&mut ws.ctx, total * cw);
+        grow(&mut ws.wide, wide_len);
+        grow(&mut ws.inter, total * self.inter);
         let par_heads = par.tasks() > 1;
         let scratch = attention_kernel::scratch_len(max_len, d);
-        grow(&mut ws.scores, if par_heads { nh } else { 1 } * scratch);
+        grow(
+            &mut ws.scores,
+            if par_heads { self.heads.q } else { 1 } * scratch,
+        );
         if par_heads {
-            grow(&mut ws.heads, max_len * h);
+            grow(&mut ws.heads, max_len * cw);
         }
 
         let Workspace {
             hidden,
+            normed,
+            wide,
             qkv,
             ctx,
             inter,
@@ -559,43 +679,34 @@ impl Encoder {
         } = ws;
         let hidden = &mut hidden[..total * h];
         self.embeddings.forward(seqs, types, hidden, par)?;
-        let mut s = AttentionScratch {
-            qkv: &mut qkv[..total * 3 * h],
-            ctx: &mut ctx[..total * h],
-            scores,
-            heads,
-            lin,
-        };
-        let inter = &mut inter[..total * ni];
-        let bias = self.rel_bias.as_ref();
+        let (normed, wide) = (&mut normed[..normed_len], &mut wide[..wide_len]);
+        let (qkv, ctx) = (&mut qkv[..total * qw], &mut ctx[..total * cw]);
+        let inter = &mut inter[..total * self.inter];
         for (li, l) in self.layers.iter().enumerate() {
-            // Attention: Q, K and V in one pass over the hidden states, then
-            // per sequence and head over the sequence's own rows.
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::Input(Product::Qkv), hidden);
-            }
-            l.attention.project_qkv(hidden, total, &mut s, par);
-            SelfAttention::attend_all(seqs.iter().map(|q| q.len()), h, nh, bias, &mut s, par);
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::Input(Product::AttnOut), s.ctx);
-            }
-            l.attention.output(s.ctx, total, hidden, eps, par, s.lin);
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::Attention, hidden);
-            }
-
-            // Feed-forward.
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::Input(Product::FfnUp), hidden);
-            }
-            l.ffn.up(hidden, total, inter, self.activation, par, s.lin);
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::Input(Product::FfnDown), inter);
-            }
-            l.ffn.down(inter, total, hidden, eps, par, s.lin);
-            if let Some(t) = trace.as_mut() {
-                t(li, Stage::FeedForward, hidden);
-            }
+            let mut run = LayerRun {
+                hidden: &mut *hidden,
+                normed: &mut *normed,
+                s: AttentionScratch {
+                    qkv: &mut *qkv,
+                    ctx: &mut *ctx,
+                    scores: &mut *scores,
+                    heads: &mut *heads,
+                    lin: &mut *lin,
+                },
+                wide: &mut *wide,
+                inter: &mut *inter,
+                lens: &lens,
+                total,
+                h,
+                bias: self.rel_bias.as_ref(),
+                par,
+                trace: &mut *trace,
+                layer: li,
+            };
+            (self.family.forward)(l, &mut run);
+        }
+        if let Some(n) = &self.final_norm {
+            n.apply(hidden, h, par);
         }
         Ok(())
     }

@@ -367,8 +367,10 @@ macro_rules! simd_attention {
         /// One block of the head: rows `i0..i0 + rows` (`rows <= R`; the
         /// missing rows repeat the last one and are not stored) by `NV`
         /// vectors at lane offset `j0`, for the scores (`PV = false`: `a` =
-        /// queries, `b` = `Kᵀ`) or the context (`PV = true`: `a` = scores,
-        /// `b` = values).
+        /// queries, `b` = `Kᵀ`, columns `j0..` of the block's score rows) or
+        /// the context (`PV = true`: `a` = the scores of keys `ka..ka + kn`,
+        /// `b` = those keys' values, lanes = values `j0..`). Score row `r`
+        /// of the block is `sc[r·lp..]`, indexed by key.
         ///
         /// # Safety
         /// As [`attend`]'s: the sizes `attention::attend` checks.
@@ -380,6 +382,7 @@ macro_rules! simd_attention {
             i0: usize,
             rows: usize,
             j0: usize,
+            (ka, kn): (usize, usize),
             scale: f32,
             kt: *const f32,
             sc: *mut f32,
@@ -391,33 +394,33 @@ macro_rules! simd_attention {
             let base = x.qkv.as_ptr();
             let mut ap = [std::ptr::null::<f32>(); R];
             for (r, a) in ap.iter_mut().enumerate() {
-                let i = i0 + r.min(rows - 1);
-                // SAFETY: row i < len of the queries or of the scores.
+                let r = r.min(rows - 1);
+                // SAFETY: row i0 + r < len of the queries, row r < R of the
+                // block's scores.
                 *a = unsafe {
                     if PV {
-                        sc.add(i * lp)
+                        sc.add(r * lp + ka)
                     } else {
-                        base.add(i * x.ld + x.q)
+                        base.add((i0 + r) * x.ld + x.q)
                     }
                 };
             }
             // SAFETY: the reads stay in the rows checked by the caller: the
-            // scores' first `len` entries of a row (the context), all `d`
+            // scores of keys ka..ka+kn <= len of a row (the context), all `d`
             // values of a query and the padded `Kᵀ` rows (the scores), `V`
             // values j0..j0+16·NV <= d of each key row.
             unsafe {
                 let acc = if PV {
-                    chains::<R, NV>(ap, 1, base.add(x.v + j0), x.ld, x.len)
+                    chains::<R, NV>(ap, 1, base.add(ka * x.ld + x.v + j0), x.ld, kn)
                 } else {
                     chains::<R, NV>(ap, 1, kt.add(j0), lp, x.d)
                 };
                 for (r, row) in acc.iter().enumerate().take(rows) {
-                    let i = i0 + r;
                     for (v, &a) in row.iter().enumerate() {
                         if PV {
-                            store(dst.add(i * ldd + j0 + 16 * v), a);
+                            store(dst.add((i0 + r) * ldd + j0 + 16 * v), a);
                         } else {
-                            store(sc.add(i * lp + j0 + 16 * v), mul(a, splat(scale)));
+                            store(sc.add(r * lp + j0 + 16 * v), mul(a, splat(scale)));
                         }
                     }
                 }
@@ -425,7 +428,10 @@ macro_rules! simd_attention {
         }
 
         /// [`attention::attend`](crate::kernels::attention::attend) with this
-        /// ISA: the same FMA chains as `attend_scalar`, 16 lanes at a time.
+        /// ISA: the same FMA chains as `attend_scalar`, 16 lanes at a time,
+        /// each row over its span ([`HeadInput::span`]).
+        ///
+        /// [`HeadInput::span`]: crate::kernels::attention::HeadInput
         ///
         /// # Safety
         /// The CPU has this module's features; `x.d % 16 == 0` and the sizes
@@ -439,40 +445,54 @@ macro_rules! simd_attention {
             ldd: usize,
         ) {
             const R: usize = $rows;
+            const _: () = assert!(R <= crate::kernels::attention::MAX_BLOCK_ROWS);
             let (len, d) = (x.len, x.d);
             let lp = len.next_multiple_of(16);
             let (kt, sc) = scratch.split_at_mut(d * lp);
             crate::kernels::attention::transpose_keys(&x, kt);
-            let (ktp, scp, dp) = (kt.as_ptr(), sc.as_mut_ptr(), dst.as_mut_ptr());
+            let (ktp, dp) = (kt.as_ptr(), dst.as_mut_ptr());
             for i0 in (0..len).step_by(R) {
                 let rows = R.min(len - i0);
-                let mut j0 = 0;
-                // SAFETY: j0 + 32 <= lp (or j0 + 16) columns of the padded
-                // rows; sizes as checked by the caller.
+                // The block's keys: from its first row's span start to its
+                // last row's span end (spans are monotonic).
+                let ka = x.span(i0).0;
+                let kb = x.span(i0 + rows - 1).1;
+                let scp = sc.as_mut_ptr();
+                let end = kb.next_multiple_of(16);
+                let mut j0 = ka;
+                // SAFETY: j0 + 32 <= end <= lp (or j0 + 16) columns of the
+                // padded rows; sizes as checked by the caller.
                 unsafe {
-                    while j0 + 32 <= lp {
-                        head_block::<false, 2>(&x, i0, rows, j0, scale, ktp, scp, dp, ldd);
+                    while j0 + 32 <= end {
+                        head_block::<false, 2>(&x, i0, rows, j0, (0, 0), scale, ktp, scp, dp, ldd);
                         j0 += 32;
                     }
-                    if j0 < lp {
-                        head_block::<false, 1>(&x, i0, rows, j0, scale, ktp, scp, dp, ldd);
+                    if j0 < end {
+                        head_block::<false, 1>(&x, i0, rows, j0, (0, 0), scale, ktp, scp, dp, ldd);
                     }
                 }
-                for i in i0..i0 + rows {
-                    let row = &mut sc[i * lp..i * lp + len];
-                    x.add_bias(i, row, |r, b| add_assign(r, b));
-                    softmax(row);
+                for r in 0..rows {
+                    let i = i0 + r;
+                    let (a, b) = x.span(i);
+                    let row = &mut sc[r * lp..(r + 1) * lp];
+                    let span = &mut row[a..b];
+                    x.add_bias(i, a, span, |r, b| add_assign(r, b));
+                    softmax(span);
+                    // Keys of the block outside this row's span add 0.
+                    row[ka..a].fill(0.0);
+                    row[b..kb].fill(0.0);
                 }
                 let scp = sc.as_mut_ptr();
+                let keys = (ka, kb - ka);
                 let mut e0 = 0;
                 // SAFETY: e0 + 32 <= d (or e0 + 16 = d) values per row.
                 unsafe {
                     while e0 + 32 <= d {
-                        head_block::<true, 2>(&x, i0, rows, e0, scale, ktp, scp, dp, ldd);
+                        head_block::<true, 2>(&x, i0, rows, e0, keys, scale, ktp, scp, dp, ldd);
                         e0 += 32;
                     }
                     if e0 < d {
-                        head_block::<true, 1>(&x, i0, rows, e0, scale, ktp, scp, dp, ldd);
+                        head_block::<true, 1>(&x, i0, rows, e0, keys, scale, ktp, scp, dp, ldd);
                     }
                 }
             }

@@ -1,39 +1,39 @@
 //! The embeddings block (HF `BertEmbeddings` / `RobertaEmbeddings` /
-//! `MPNetEmbeddings`): word + token type + position rows, then LayerNorm.
+//! `MPNetEmbeddings` / `ModernBertEmbeddings`): word + token type + position
+//! rows (each table the family has), then the norm (if the family has one).
 
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
-use crate::kernels::{ops, Par};
+use crate::kernels::Par;
 use crate::model::arch::{Family, Positions};
 use crate::model::config::ModelConfig;
 use crate::model::param::{load_param, Param, Table};
 
-use super::for_rows;
+use super::norm::Norm;
 
 /// The embedding tables of a model.
-pub(super) struct Embeddings {
+pub struct Embeddings {
     hidden: usize,
     vocab: usize,
-    eps: f32,
     /// The position ids hook.
     positions: Positions,
     /// `padding_idx` for [`Positions::AfterPadding`].
     padding_idx: usize,
-    pub(super) word: Table,
-    position: Param,
+    pub(crate) word: Table,
+    /// The absolute position table, if the family has one.
+    position: Option<Param>,
     /// The token type table (`[type_vocab x hidden]`), if the family has one.
     token_type: Option<Param>,
     /// Rows in `token_type`.
     type_vocab: usize,
-    ln_g: Param,
-    ln_b: Param,
+    norm: Option<Norm>,
 }
 
 impl Embeddings {
     /// Loads and checks the embedding tensors of `family` for `cfg`.
-    pub(super) fn load(
+    pub fn load(
         file: &Arc<ModelFile>,
         cfg: &ModelConfig,
         family: &'static Family,
@@ -46,40 +46,50 @@ impl Embeddings {
             Some(t) => Some(p(&format!("{t}.weight"), &[cfg.type_vocab_size, h])?),
             None => None,
         };
+        let position = match names.position {
+            Some(t) => Some(p(&format!("{t}.weight"), &[cfg.max_position, h])?),
+            None => None,
+        };
+        let norm = match names.emb_ln {
+            Some(m) => Some(Norm::load(
+                file,
+                m,
+                family.norm,
+                h,
+                family.norm_bias,
+                cfg.layer_norm_eps,
+                int8,
+            )?),
+            None => None,
+        };
         Ok(Embeddings {
             hidden: h,
             vocab: v,
-            eps: cfg.layer_norm_eps,
             positions: family.positions,
             padding_idx: cfg.padding_idx,
             word: Table::load(file, &format!("{}.weight", names.word), [v, h], int8)?,
-            position: p(
-                &format!("{}.weight", names.position),
-                &[cfg.max_position, h],
-            )?,
+            position,
             type_vocab: if token_type.is_some() {
                 cfg.type_vocab_size
             } else {
                 0
             },
             token_type,
-            ln_g: p(&format!("{}.weight", names.emb_ln), &[h])?,
-            ln_b: p(&format!("{}.bias", names.emb_ln), &[h])?,
+            norm,
         })
     }
 
     /// Calls `f` on every parameter held (for counting mapped and owned ones).
-    pub(super) fn for_each_param(&self, f: &mut impl FnMut(&Param)) {
-        for p in [&self.position, &self.ln_g, &self.ln_b] {
-            f(p);
-        }
-        if let Some(p) = &self.token_type {
-            f(p);
-        }
+    pub fn for_each_param(&self, f: &mut impl FnMut(&Param)) {
+        self.position
+            .iter()
+            .chain(self.token_type.iter())
+            .chain(self.norm.iter().flat_map(Norm::params))
+            .for_each(f);
     }
 
     /// Position id of a sequence's first token.
-    pub(super) fn first_position(&self) -> usize {
+    pub fn first_position(&self) -> usize {
         match self.positions {
             Positions::Sequential => 0,
             Positions::AfterPadding => self.padding_idx + 1,
@@ -89,7 +99,7 @@ impl Embeddings {
     /// Writes the embeddings of the packed sequences `seqs` into `hidden`
     /// (`[total_tokens x hidden]`): word row + token type row (`types[s][i]`,
     /// or row 0 without `types`) + position row, then LayerNorm.
-    pub(super) fn forward(
+    pub fn forward(
         &self,
         seqs: &[&[u32]],
         types: Option<&[&[u32]]>,
@@ -97,7 +107,7 @@ impl Embeddings {
         par: Par,
     ) -> Result<()> {
         let h = self.hidden;
-        let pos = self.position.as_slice();
+        let pos = self.position.as_ref().map(Param::as_slice);
         let typ = self.token_type.as_ref().map(Param::as_slice);
         let internal = |m: String| Error::new(ErrorKind::Internal, m);
         let mut rows = hidden.chunks_exact_mut(h);
@@ -122,8 +132,17 @@ impl Embeddings {
                         self.padding_idx + non_pad
                     }
                 };
-                let (Some(row), Some(p)) = (rows.next(), pos.get(at * h..(at + 1) * h)) else {
+                let Some(row) = rows.next() else {
                     return Err(internal(format!("forward: position {at} out of range")));
+                };
+                let p = match pos {
+                    Some(pos) => match pos.get(at * h..(at + 1) * h) {
+                        Some(p) => Some(p),
+                        None => {
+                            return Err(internal(format!("forward: position {at} out of range")))
+                        }
+                    },
+                    None => None,
                 };
                 if id >= self.vocab || !self.word.row_into(id, row) {
                     return Err(internal(format!("forward: token id {id} out of range")));
@@ -139,25 +158,36 @@ impl Embeddings {
                                 self.type_vocab
                             )));
                         };
-                        for j in 0..h {
-                            row[j] = (row[j] + trow[j]) + p[j];
+                        match p {
+                            Some(p) => {
+                                for j in 0..h {
+                                    row[j] = (row[j] + trow[j]) + p[j];
+                                }
+                            }
+                            None => {
+                                for j in 0..h {
+                                    row[j] += trow[j];
+                                }
+                            }
                         }
                     }
                     None => {
-                        if let Some(t) = seq_types.and_then(|t| t.iter().find(|&&t| t != 0)) {
-                            return Err(internal(format!(
-                                "forward: token type {t} given to a model without token types"
-                            )));
-                        }
-                        for j in 0..h {
-                            row[j] += p[j];
+                        // A model without a token type table has no use
+                        // for the tokenizer's type ids (ModernBERT's pair
+                        // template marks the second text, its model reads
+                        // only the ids).
+                        if let Some(p) = p {
+                            for j in 0..h {
+                                row[j] += p[j];
+                            }
                         }
                     }
                 }
             }
         }
-        let (g, b, eps) = (self.ln_g.as_slice(), self.ln_b.as_slice(), self.eps);
-        for_rows(hidden, h, par, |r| ops::layer_norm(r, g, b, eps));
+        if let Some(n) = &self.norm {
+            n.apply(hidden, h, par);
+        }
         Ok(())
     }
 }

@@ -1,0 +1,224 @@
+//! ModernBERT (`model_type` `modernbert`: gte-modernbert-base,
+//! modernbert-embed-base, granite-embedding-r2, Ettin, mmBERT; their
+//! rerankers), as transformers 5.24's `ModernBertModel`.
+//!
+//! Embeddings without a position table (`tok_embeddings`, then a
+//! LayerNorm), then pre-norm layers: `attn_norm` (none in layer 0), a fused
+//! `Wqkv` without bias, rotary positions (`global_rope_theta` on global
+//! layers, `local_rope_theta` on sliding-window ones), attention over all
+//! tokens on every `global_attn_every_n_layers`-th layer (from layer 0) and
+//! over `|i - j| <= local_attention / 2` on the others, `Wo` added to the
+//! residual; `mlp_norm`, GeGLU `Wi` (`input | gate`, `2 x intermediate`)
+//! and `Wo`; a `final_norm` after the last layer. Every LayerNorm is
+//! without bias.
+//!
+//! `config.json` in either layout: the hub's transformers 4 keys
+//! (`global_attn_every_n_layers`, `local_attention`, `global_rope_theta`,
+//! `local_rope_theta`) or transformers 5's (`layer_types`,
+//! `sliding_window`, `rope_parameters` per layer type).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use crate::error::{Error, Result};
+use crate::model::blocks::norm::NormKind;
+use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
+use crate::model::precision::Product;
+
+/// The ModernBERT family.
+pub static FAMILY: Family = Family {
+    name: "modernbert",
+    hf_model_types: &["modernbert"],
+    hf_prefix: "model.",
+    layer_prefix: "layers.",
+    names: TensorNames {
+        word: "embeddings.tok_embeddings",
+        position: None,
+        token_type: None,
+        emb_ln: Some("embeddings.norm"),
+        qkv: &["attn.Wqkv"],
+        attn_out: "attn.Wo",
+        attn_ln: "attn_norm",
+        ffn_up: &["mlp.Wi"],
+        ffn_down: "mlp.Wo",
+        ffn_ln: "mlp_norm",
+        final_norm: Some("final_norm"),
+        relative_bias: None,
+    },
+    positions: Positions::Sequential,
+    attention_bias: AttentionBias::None,
+    special_tokens: SpecialTokens {
+        pad: "[PAD]",
+        unk: "[UNK]",
+        cls: "[CLS]",
+        sep: "[SEP]",
+        mask: "[MASK]",
+        post_processors: &["TemplateProcessing"],
+    },
+    int8_f32_products: &[],
+    hf_config,
+    norm: NormKind::Layer,
+    norm_bias: false,
+    linear_bias: false,
+    pre_norm: true,
+    gated_mlp: true,
+    first_attn_norm: false,
+    rope: true,
+    forward,
+};
+
+/// The ModernBERT layer (HF `ModernBertEncoderLayer`): pre-norm.
+///
+/// ```text
+/// h = h + Wo(attention(attn_norm(h)))     attn_norm: identity in layer 0
+/// h = h + Wo(GeGLU(Wi(mlp_norm(h))))
+/// ```
+pub fn forward(l: &Layer, r: &mut LayerRun<'_, '_>) {
+    let (total, h, par) = (r.total, r.h, r.par);
+    match &l.attn_norm {
+        Some(n) => n.apply_to(r.hidden, r.normed, h, par),
+        None => r.normed.copy_from_slice(r.hidden),
+    }
+    r.trace(Stage::Input(Product::Qkv), Traced::Normed);
+    l.attention.project_qkv(r.normed, r.lens, &mut r.s, par);
+    l.attention.attend_all(r.lens, None, &mut r.s, par);
+    r.trace(Stage::Input(Product::AttnOut), Traced::Ctx);
+    l.attention.output(r.s.ctx, total, r.hidden, par, r.s.lin);
+    r.trace(Stage::Attention, Traced::Hidden);
+
+    if let Some(n) = &l.mlp_norm {
+        n.apply_to(r.hidden, r.normed, h, par);
+    }
+    r.trace(Stage::Input(Product::FfnUp), Traced::Normed);
+    l.mlp.up(r.normed, total, r.wide, r.inter, par, r.s.lin);
+    r.trace(Stage::Input(Product::FfnDown), Traced::Inter);
+    l.mlp.down(r.inter, total, r.hidden, par, r.s.lin);
+    r.trace(Stage::FeedForward, Traced::Hidden);
+}
+
+/// Metadata key: the sliding window of local layers, each side (`|i - j|
+/// <= window`).
+pub const KEY_WINDOW: &str = "sliding_window_each_side";
+/// Metadata key: the layer kinds, one letter a layer (`g` global, `l`
+/// local).
+pub const KEY_LAYER_TYPES: &str = "layer_types";
+/// Metadata key: the rotary base of global layers.
+pub const KEY_ROPE_THETA: &str = "rope_theta";
+/// Metadata key: the rotary base of local layers.
+pub const KEY_LOCAL_ROPE_THETA: &str = "local_rope_theta";
+
+fn f64_key(cfg: &Value, key: &str) -> Option<f64> {
+    cfg.get(key).and_then(Value::as_f64)
+}
+
+/// A `rope_parameters` entry's theta (transformers 5), refusing scaled
+/// rotary positions.
+fn rope_theta_of(p: &Value, what: &str) -> Result<Option<f64>> {
+    if let Some(t) = p.get("rope_type").and_then(Value::as_str) {
+        if t != "default" {
+            return Err(Error::unsupported(format!(
+                "config.json: {what} rope_type '{t}' is not supported (default only)"
+            )));
+        }
+    }
+    Ok(p.get("rope_theta").and_then(Value::as_f64))
+}
+
+fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
+    for key in ["attention_bias", "mlp_bias", "norm_bias"] {
+        if cfg.get(key).and_then(Value::as_bool) == Some(true) {
+            return Err(Error::unsupported(format!(
+                "config.json: ModernBERT with {key} true is not supported (every released checkpoint has none)"
+            )));
+        }
+    }
+    let layers = cfg
+        .get("num_hidden_layers")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Error::model("config.json: num_hidden_layers is missing"))?
+        as usize;
+    // Layer kinds: transformers 5's `layer_types`, else every n-th global.
+    let kinds: String = match cfg.get("layer_types").and_then(Value::as_array) {
+        Some(list) => {
+            if list.len() != layers {
+                return Err(Error::model(format!(
+                    "config.json: layer_types has {} entries for {layers} layers",
+                    list.len()
+                )));
+            }
+            list.iter()
+                .map(|v| match v.as_str() {
+                    Some("full_attention") => Ok('g'),
+                    Some("sliding_attention") => Ok('l'),
+                    other => Err(Error::unsupported(format!(
+                        "config.json: layer type {other:?} is not supported (full_attention, sliding_attention)"
+                    ))),
+                })
+                .collect::<Result<_>>()?
+        }
+        None => {
+            let every = cfg
+                .get("global_attn_every_n_layers")
+                .and_then(Value::as_u64)
+                .unwrap_or(3)
+                .max(1) as usize;
+            (0..layers)
+                .map(|l| if l % every == 0 { 'g' } else { 'l' })
+                .collect()
+        }
+    };
+    // `local_attention` is the whole window; transformers 5's
+    // `sliding_window` property is its half.
+    let each_side = match cfg.get("local_attention").and_then(Value::as_u64) {
+        Some(w) => w / 2,
+        None => cfg
+            .get("sliding_window")
+            .and_then(Value::as_u64)
+            .unwrap_or(64),
+    };
+    // Thetas: transformers 5's `rope_parameters` per layer type, else the
+    // hub's keys.
+    let (mut global, mut local) = (
+        f64_key(cfg, "global_rope_theta"),
+        f64_key(cfg, "local_rope_theta"),
+    );
+    if let Some(rp) = cfg.get("rope_parameters").filter(|v| v.is_object()) {
+        if let Some(p) = rp.get("full_attention") {
+            global = rope_theta_of(p, "rope_parameters.full_attention")?.or(global);
+        }
+        if let Some(p) = rp.get("sliding_attention") {
+            local = rope_theta_of(p, "rope_parameters.sliding_attention")?.or(local);
+        }
+        if rp.get("full_attention").is_none() && rp.get("sliding_attention").is_none() {
+            global = rope_theta_of(rp, "rope_parameters")?.or(global);
+        }
+    }
+    let act = cfg
+        .get("hidden_activation")
+        .and_then(Value::as_str)
+        .unwrap_or("gelu");
+    let act = match act {
+        "gelu" => "gelu",
+        "gelu_new" | "gelu_pytorch_tanh" => "gelu_tanh",
+        other => return Err(Error::unsupported(format!(
+            "config.json: hidden_activation '{other}' is not supported (gelu, gelu_pytorch_tanh)"
+        ))),
+    };
+    md.insert("hidden_act".into(), act.into());
+    let eps = f64_key(cfg, "norm_eps").unwrap_or(1e-5);
+    md.insert("layer_norm_eps".into(), format!("{eps:e}"));
+    md.insert("type_vocab_size".into(), "0".into());
+    md.insert(KEY_LAYER_TYPES.into(), kinds);
+    md.insert(KEY_WINDOW.into(), each_side.to_string());
+    md.insert(
+        KEY_ROPE_THETA.into(),
+        format!("{}", global.unwrap_or(160_000.0)),
+    );
+    md.insert(
+        KEY_LOCAL_ROPE_THETA.into(),
+        format!("{}", local.unwrap_or(10_000.0)),
+    );
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! The self-attention block: Q, K and V in one product (one fused tensor,
+//! ModernBERT's `Wqkv`, or separate ones stacked, BERT's `query`/`key`/
+//! `value`), optional rotary positions, softmax attention per sequence and
+//! head over the sequence's own rows with a [`Band`] mask (full, causal,
+//! sliding window) and MPNet's relative bias, query heads and key/value
+//! heads counted separately (grouped-query attention), then the output
+//! projection added to the residual. The norm around it is the
+//! architecture's.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::kernels::attention::{self, Band};
+use crate::kernels::gemm::Epilogue;
+use crate::kernels::Par;
+use crate::model::arch;
+use crate::model::linear::{Linear, LinearScratch};
+use crate::model::param::Param;
+
+use super::rope::Rope;
+
+/// The shape of a layer's attention: query heads, key/value heads, width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heads {
+    /// Query heads.
+    pub q: usize,
+    /// Key/value heads (`q` is a multiple; equal without GQA).
+    pub kv: usize,
+    /// Width of one head.
+    pub d: usize,
+}
+
+impl Heads {
+    /// Columns of one fused Q | K | V row.
+    pub fn qkv_width(self) -> usize {
+        (self.q + 2 * self.kv) * self.d
+    }
+
+    /// Columns of the heads' outputs side by side.
+    pub fn ctx_width(self) -> usize {
+        self.q * self.d
+    }
+}
+
+/// The weights and settings of one layer's attention block.
+pub struct Attention {
+    /// Query and key/value heads.
+    pub heads: Heads,
+    /// Q, K and V side by side (`[qkv_width x h]`).
+    pub qkv: Linear,
+    /// The Q, K and V biases, concatenated, if the projections have them.
+    pub qkv_b: Option<Vec<f32>>,
+    /// Output projection.
+    pub out: Linear,
+    /// The output projection's bias, if any.
+    pub out_b: Option<Param>,
+    /// Which keys a query sees.
+    pub band: Band,
+    /// Rotary positions of this layer, if any.
+    pub rope: Option<Arc<Rope>>,
+    /// Score scale (`1/sqrt(d)` unless the model says otherwise).
+    pub scale: f32,
+}
+
+/// The attention bias hook, resolved for a model: per head the bias of every
+/// relative position `j - i` in `-(max_position-1)..=max_position-1`.
+pub struct RelativeBias {
+    /// `[heads x width]`.
+    table: Vec<f32>,
+    /// `2·max_position − 1`.
+    width: usize,
+    /// Index of relative position 0 in a head's row.
+    centre: usize,
+}
+
+impl RelativeBias {
+    /// The bias of every head for every relative position, from the
+    /// `[buckets x heads]` table of T5/MPNet relative buckets.
+    pub fn from_buckets(
+        buckets_table: &[f32],
+        buckets: usize,
+        heads: usize,
+        max_distance: usize,
+        max_position: usize,
+    ) -> RelativeBias {
+        let width = 2 * max_position - 1;
+        let centre = max_position - 1;
+        let mut table = vec![0.0; heads * width];
+        for r in 0..width {
+            let b = arch::relative_bucket(r as i64 - centre as i64, buckets, max_distance);
+            for hd in 0..heads {
+                table[hd * width + r] = buckets_table[b * heads + hd];
+            }
+        }
+        RelativeBias {
+            table,
+            width,
+            centre,
+        }
+    }
+
+    fn head(&self, hd: usize) -> (&[f32], usize) {
+        (
+            &self.table[hd * self.width..(hd + 1) * self.width],
+            self.centre,
+        )
+    }
+}
+
+/// Shapes and buffers of one attention pass over a packed chunk.
+pub struct AttentionScratch<'a> {
+    /// `[total x qkv_width]`: Q | K | V rows.
+    pub qkv: &'a mut [f32],
+    /// `[total x ctx_width]`: the heads' outputs side by side.
+    pub ctx: &'a mut [f32],
+    /// Attention scores: one [`attention::scratch_len`] per parallel head.
+    pub scores: &'a mut [f32],
+    /// `[max_len x ctx_width]` when heads run in parallel.
+    pub heads: &'a mut [f32],
+    /// The products' scratch (quantized activations).
+    pub lin: &'a mut LinearScratch,
+}
+
+impl Attention {
+    /// `Q | K | V = x · Wᵀ + b` for all `total` rows of `x` into `s.qkv`,
+    /// then the rotary positions of Q and K (positions from 0 in each
+    /// sequence of `lens`).
+    pub fn project_qkv(&self, x: &[f32], lens: &[usize], s: &mut AttentionScratch, par: Par) {
+        let total: usize = lens.iter().sum();
+        let n = self.heads.qkv_width();
+        let epi = self.qkv_b.as_deref().map_or(Epilogue::None, Epilogue::Bias);
+        self.qkv
+            .forward(x, total, &mut s.qkv[..total * n], n, false, epi, par, s.lin);
+        if let Some(rope) = &self.rope {
+            let Heads { q, kv, d } = self.heads;
+            let rows = &mut s.qkv[..total * n];
+            let mut starts = Vec::with_capacity(lens.len());
+            let mut o = 0;
+            for &l in lens {
+                starts.push((o, l));
+                o += l;
+            }
+            let rotate = |(row_i, row): (usize, &mut [f32])| {
+                // The row's position in its sequence.
+                let k = starts.partition_point(|&(st, _)| st <= row_i) - 1;
+                let pos = row_i - starts[k].0;
+                rope.rotate(row, 0, q, pos);
+                rope.rotate(row, q * d, kv, pos);
+            };
+            match par {
+                Par::Threads(t) if t > 1 && total * n >= 1 << 15 => {
+                    rows.par_chunks_mut(n).enumerate().for_each(rotate)
+                }
+                _ => rows.chunks_mut(n).enumerate().for_each(rotate),
+            }
+        }
+    }
+
+    /// Attention of every sequence (lengths `lens`, packed) and head, from
+    /// `s.qkv` into `s.ctx`: heads in parallel when `par` has several tasks.
+    pub fn attend_all<'a>(
+        &self,
+        lens: &[usize],
+        bias: Option<&'a RelativeBias>,
+        s: &'a mut AttentionScratch,
+        par: Par,
+    ) {
+        let Heads { q: nh, kv: nkv, d } = self.heads;
+        let (ld, cw) = (self.heads.qkv_width(), self.heads.ctx_width());
+        let group = nh / nkv.max(1);
+        let par_heads = par.tasks() > 1;
+        let band = self.band;
+        let head_input = move |qkv: &'a [f32], len: usize, hd: usize| -> attention::HeadInput<'a> {
+            let g = hd / group;
+            attention::HeadInput {
+                qkv,
+                ld,
+                len,
+                d,
+                q: hd * d,
+                k: nh * d + g * d,
+                v: (nh + nkv) * d + g * d,
+                bias: bias.map(|b| b.head(hd)),
+                band,
+            }
+        };
+        let mut o = 0;
+        for &len in lens {
+            let q_s = &s.qkv[o * ld..(o + len) * ld];
+            let ctx_s = &mut s.ctx[o * cw..(o + len) * cw];
+            if par_heads {
+                let heads = &mut s.heads[..len * cw];
+                let per = attention::scratch_len(len, d);
+                let scores = &mut s.scores[..nh * per];
+                heads
+                    .par_chunks_mut(len * d)
+                    .zip(scores.par_chunks_mut(per))
+                    .enumerate()
+                    .for_each(|(hd, (dst, sc))| {
+                        attention::attend(head_input(q_s, len, hd), self.scale, sc, dst, d);
+                    });
+                for (i, row) in ctx_s.chunks_exact_mut(cw).enumerate() {
+                    for hd in 0..nh {
+                        let src = &heads[hd * len * d + i * d..hd * len * d + (i + 1) * d];
+                        row[hd * d..(hd + 1) * d].copy_from_slice(src);
+                    }
+                }
+            } else {
+                let sc = &mut s.scores[..attention::scratch_len(len, d)];
+                for hd in 0..nh {
+                    let x = head_input(q_s, len, hd);
+                    attention::attend(x, self.scale, sc, &mut ctx_s[hd * d..], cw);
+                }
+            }
+            o += len;
+        }
+    }
+
+    /// `hidden += ctx · Wᵀ` (the bias, if any, is the caller's: a post-norm
+    /// adds it inside the norm).
+    pub fn output(
+        &self,
+        ctx: &[f32],
+        total: usize,
+        hidden: &mut [f32],
+        par: Par,
+        lin: &mut LinearScratch,
+    ) {
+        let h = self.out.n();
+        self.out
+            .forward(ctx, total, hidden, h, true, Epilogue::None, par, lin);
+    }
+
+    /// The output projection's bias, if it has one.
+    pub fn out_bias(&self) -> Option<&[f32]> {
+        self.out_b.as_ref().map(Param::as_slice)
+    }
+
+    /// The dense products.
+    pub fn linears(&self) -> [&Linear; 2] {
+        [&self.qkv, &self.out]
+    }
+
+    /// The small parameters held (not the concatenated Q, K, V biases).
+    pub fn params(&self) -> impl Iterator<Item = &Param> {
+        self.out_b.iter()
+    }
+}
