@@ -186,5 +186,7 @@ int main(int argc, char **argv) {
     check_model(dir, "xlmr-tiny", "unigram_cases");
     check_model(dir, "bert-unigram-tiny", "unigram_v5_cases");
     check_model(dir, "roberta-bpe-tiny", "bpe_cases");
+    check_model(dir, "modernbert-tiny", "modernbert-tiny");
+    check_model(dir, "modernbert-tiny", "modernbert_bpe_cases");
     return check_done("families");
 }

@@ -50,6 +50,17 @@ if [ ! -f "$xlmr_out" ] || ! "$embd" verify "$xlmr_out" >/dev/null 2>&1 \
   "$embd" verify "$xlmr_out"
 fi
 
+# The shared tiny random ModernBERT cross-encoder (architectures/
+# modernbert-reranker-tiny: classifier_pooling mean), for the same tests.
+mb_src="$fam/../architectures/modernbert-reranker-tiny"
+mb_out="$models/modernbert-reranker-tiny.weights"
+if [ -d "$mb_src" ] && { [ ! -f "$mb_out" ] || ! "$embd" verify "$mb_out" >/dev/null 2>&1 \
+   || [ "$mb_src/model.safetensors" -nt "$mb_out" ]; }; then
+  echo "converting $mb_src -> $mb_out ..." >&2
+  "$embd" convert "$mb_src" -o "$mb_out" --name modernbert-reranker-tiny
+  "$embd" verify "$mb_out"
+fi
+
 if [ -f "$out" ] && "$embd" verify "$out" >/dev/null 2>&1; then
   exit 0
 fi

@@ -161,6 +161,10 @@ struct PairCoder<'a> {
     tok: &'a Tokenizer,
     frame: Option<&'a PairFrame>,
     max: usize,
+    /// Whether the model reads token types (a model without a token type
+    /// table, ModernBERT, gets type 0 everywhere: its template's types are
+    /// not model inputs).
+    types: bool,
 }
 
 impl PairCoder<'_> {
@@ -175,14 +179,18 @@ impl PairCoder<'_> {
 
     /// The pair `(q, p)`, `q_ids` being [`PairCoder::query_ids`]`(q)`.
     fn pair(&self, q: &str, q_ids: &[u32], p: &str) -> PairEncoding {
-        match self.frame {
+        let mut enc = match self.frame {
             Some(f) => {
                 let mut p_ids = Vec::new();
                 self.tok.encode_raw(p, &mut p_ids);
                 f.join(q_ids, &p_ids, self.max)
             }
             None => encode_pair(self.tok, q, p, self.max),
+        };
+        if !self.types {
+            enc.type_ids.fill(0);
         }
+        enc
     }
 }
 
@@ -215,6 +223,8 @@ pub struct Reranker {
     head: ClassificationHead,
     /// The pair framing, `None` for a tokenizer whose frame could not be read.
     frame: Option<PairFrame>,
+    /// Whether the model reads token types ([`PairCoder`]).
+    types: bool,
 }
 
 impl std::fmt::Debug for Reranker {
@@ -286,14 +296,16 @@ impl Reranker {
                 "option '{name}' applies to embedders, not to a reranker"
             )));
         }
-        let hidden = crate::model::config::ModelConfig::from_metadata(&file.metadata)?.hidden_size;
-        let head = ClassificationHead::load(&file, hidden)?;
+        let cfg = crate::model::config::ModelConfig::from_metadata(&file.metadata)?;
+        let types = cfg.family()?.names.token_type.is_some();
+        let head = ClassificationHead::load(&file, cfg.hidden_size)?;
         let embedder = Embedder::for_classifier(file, opts)?;
         let frame = PairFrame::probe(embedder.tokenizer());
         Ok(Reranker {
             embedder,
             head,
             frame,
+            types,
         })
     }
 
@@ -344,6 +356,7 @@ impl Reranker {
             tok: self.embedder.tokenizer(),
             frame: self.frame.as_ref(),
             max: self.max_seq_length(),
+            types: self.types,
         }
     }
 

@@ -839,17 +839,33 @@ func TestMPNet(t *testing.T) {
 // model: $EMBD_XLMR_MODEL, else models/xlmr-tiny.weights in a parent directory
 // (embd convert ../shared/reference/families/xlmr-tiny -o models/xlmr-tiny.weights).
 func TestXLMRTiny(t *testing.T) {
-	path := os.Getenv("EMBD_XLMR_MODEL")
+	checkTinyModel(t, "EMBD_XLMR_MODEL", "xlmr-tiny", filepath.Join("families", "xlmr-tiny_reference.jsonl"), 353, 128, 128)
+}
+
+// TestModernBertTiny: ModernBERT (rotary positions, sliding-window layers,
+// GeGLU) + byte-level BPE, on every line of
+// architectures/modernbert-tiny_reference.jsonl, as TestXLMRTiny. The model:
+// $EMBD_MODERNBERT_MODEL, else models/modernbert-tiny.weights in a parent
+// directory.
+func TestModernBertTiny(t *testing.T) {
+	checkTinyModel(t, "EMBD_MODERNBERT_MODEL", "modernbert-tiny", filepath.Join("architectures", "modernbert-tiny_reference.jsonl"), 346, 64, 256)
+}
+
+// checkTinyModel: the model named by $env (else models/<name>.weights) on
+// every line of the reference file rel (under shared/reference): ids
+// identical, embeddings within 1e-5, one text at a time the same bits as the
+// batch.
+func checkTinyModel(t *testing.T, env, name, rel string, lines, dim, maxSeq int) {
+	path := os.Getenv(env)
 	if path == "" {
-		path = findUp(filepath.Join("models", "xlmr-tiny.weights"))
+		path = findUp(filepath.Join("models", name+".weights"))
 	}
 	if path == "" {
-		missing(t, "xlmr-tiny model not found: set EMBD_XLMR_MODEL, or run "+
-			"embd convert <shared>/reference/families/xlmr-tiny -o models/xlmr-tiny.weights")
+		missing(t, name+" model not found: set "+env+", or run "+
+			"embd convert <shared>/reference/<folder>/"+name+" -o models/"+name+".weights")
 		return
 	}
-	ref := strings.Replace(referenceFile(t), "minilm_reference.jsonl",
-		filepath.Join("families", "xlmr-tiny_reference.jsonl"), 1)
+	ref := strings.Replace(referenceFile(t), "minilm_reference.jsonl", rel, 1)
 	f, err := os.Open(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -868,15 +884,15 @@ func TestXLMRTiny(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(refs) != 353 {
-		t.Fatalf("%s: %d lines, want 353", ref, len(refs))
+	if len(refs) != lines {
+		t.Fatalf("%s: %d lines, want %d", ref, len(refs), lines)
 	}
 	m, err := embedder.Open(path, embedder.WithThreads(2))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	defer m.Close()
-	if m.Dim() != 128 || m.MaxSeqLength() != 128 {
+	if m.Dim() != dim || m.MaxSeqLength() != maxSeq {
 		t.Fatalf("dim %d, max seq %d", m.Dim(), m.MaxSeqLength())
 	}
 	texts := make([]string, len(refs))
@@ -899,7 +915,7 @@ func TestXLMRTiny(t *testing.T) {
 			t.Errorf("line %d %q: ids %v, want %v", i+1, r.Text, ids, r.InputIDs)
 		}
 	}
-	for _, i := range []int{0, 1, 100, 352} {
+	for _, i := range []int{0, 1, 100, lines - 1} {
 		one, err := m.EmbedOne(texts[i])
 		if err != nil {
 			t.Fatal(err)

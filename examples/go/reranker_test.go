@@ -16,12 +16,14 @@ import (
 // shared/reference/families/name.
 func familiesFile(t *testing.T, name string) string {
 	t.Helper()
-	rel := filepath.Join("reference", "families", name)
-	if d := os.Getenv("EMBD_SHARED_DIR"); d != "" && fileExists(filepath.Join(d, rel)) {
-		return filepath.Join(d, rel)
-	}
-	if p := findUp(filepath.Join("shared", rel)); p != "" {
-		return p
+	for _, dir := range []string{"families", "architectures"} {
+		rel := filepath.Join("reference", dir, name)
+		if d := os.Getenv("EMBD_SHARED_DIR"); d != "" && fileExists(filepath.Join(d, rel)) {
+			return filepath.Join(d, rel)
+		}
+		if p := findUp(filepath.Join("shared", rel)); p != "" {
+			return p
+		}
 	}
 	missing(t, "%s not found: set EMBD_SHARED_DIR", name)
 	return ""
@@ -67,6 +69,35 @@ func openXlmrReranker(t *testing.T) *embedder.Reranker {
 		t.Errorf("max length %d, want 128", r.MaxLength())
 	}
 	return r
+}
+
+// openModernBertReranker: $EMBD_MODERNBERT_RERANK_MODEL, else
+// models/modernbert-reranker-tiny.weights in a parent directory
+// (scripts/fetch_reranker.sh converts it): ModernBERT with
+// classifier_pooling mean, at its own maximum length (256).
+func openModernBertReranker(t *testing.T) *embedder.Reranker {
+	t.Helper()
+	p := os.Getenv("EMBD_MODERNBERT_RERANK_MODEL")
+	if p == "" {
+		p = findUp(filepath.Join("models", "modernbert-reranker-tiny.weights"))
+	}
+	if p == "" {
+		missing(t, "modernbert-reranker-tiny.weights not found: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL")
+	}
+	r, err := embedder.OpenReranker(p)
+	if err != nil {
+		t.Fatalf("OpenReranker: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func TestModernBertRerankerReferenceEveryLine(t *testing.T) {
+	checkReference(t, openModernBertReranker(t), "modernbert-reranker-tiny", 213)
+}
+
+func TestModernBertRerankerRankFile(t *testing.T) {
+	checkRank(t, openModernBertReranker(t), "modernbert-reranker-tiny")
 }
 
 type pairLine struct {

@@ -110,6 +110,17 @@ if [ -z "${EMBD_XLMR_MODEL:-}" ] && [ -d "$xlmr_src" ]; then
   "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$xlmr_src" -o "$xlmr_dir/xlmr-tiny.weights" >/dev/null
   export EMBD_XLMR_MODEL="$xlmr_dir/xlmr-tiny.weights"
 fi
+# TestModernBertTiny: the reference modernbert-tiny folder converted by embd
+# (unless EMBD_MODERNBERT_MODEL is set).
+mb_src="${EMBD_SHARED_DIR:-}/reference/architectures/modernbert-tiny"
+if [ -z "${EMBD_MODERNBERT_MODEL:-}" ] && [ -d "$mb_src" ]; then
+  say "embd convert modernbert-tiny"
+  (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
+  mb_dir="$(mktemp -d)"
+  trap 'cleanup; rm -rf "${xlmr_dir:-}" "$mb_dir"' EXIT
+  "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$mb_src" -o "$mb_dir/modernbert-tiny.weights" >/dev/null
+  export EMBD_MODERNBERT_MODEL="$mb_dir/modernbert-tiny.weights"
+fi
 
 # --- checks ------------------------------------------------------------------
 cd "$HERE"

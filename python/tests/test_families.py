@@ -1,6 +1,7 @@
-"""XLM-RoBERTa + Unigram, BERT + Unigram and RoBERTa + byte-level BPE through
-the Python package: ids and embeddings against sentence-transformers on every
-line of ``shared/reference/families/<name>_reference.jsonl``.
+"""XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE and
+ModernBERT + byte-level BPE through the Python package: ids and embeddings
+against sentence-transformers on every line of
+``shared/reference/{families,architectures}/<name>_reference.jsonl``.
 
 The models are the reference folders converted with ``embd convert``: taken from
 ``$EMBD_FAMILIES_DIR/<name>.weights`` when that is set, else converted into a
@@ -22,14 +23,22 @@ import pytest
 import embedder
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = ["xlmr-tiny", "bert-unigram-tiny", "roberta-bpe-tiny"]
-LINES = 353
+MODELS = ["xlmr-tiny", "bert-unigram-tiny", "roberta-bpe-tiny", "modernbert-tiny"]
+# Reference lines of each model's reference file.
+LINES = {"modernbert-tiny": 346}
+FAMILY_LINES = 353
 
 
 def families() -> Path:
     env = os.environ.get("EMBD_SHARED_DIR")
     shared = Path(env) if env else REPO.parent / "shared"
     return shared / "reference" / "families"
+
+
+def source(name: str) -> Path:
+    """The folder holding ``name`` and its reference files."""
+    arch = families().parent / "architectures"
+    return arch if (arch / name).is_dir() else families()
 
 
 def read_jsonl(p: Path) -> List[Dict[str, Any]]:
@@ -59,7 +68,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     for name in MODELS:
         dst = out / f"{name}.weights"
         r = subprocess.run(
-            [str(binary), "convert", str(families() / name), "-o", str(dst)],
+            [str(binary), "convert", str(source(name) / name), "-o", str(dst)],
             capture_output=True,
             text=True,
         )
@@ -78,8 +87,9 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], name: str) -> None:
-    ref = read_jsonl(families() / f"{name}_reference.jsonl")
-    assert len(ref) == LINES
+    ref = read_jsonl(source(name) / f"{name}_reference.jsonl")
+    lines = LINES.get(name, FAMILY_LINES)
+    assert len(ref) == lines
     texts = [r["text"] for r in ref]
     want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
     with embedder.Embedder(converted[name], threads=1) as m:
@@ -90,7 +100,7 @@ def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], nam
             or m.count_tokens(r["text"]) != len(r["input_ids"])
         ]
         assert not bad_ids, f"{name}: {len(bad_ids)} lines with other ids: {bad_ids[:5]}"
-        got = m.encode(texts, batch_size=LINES)
+        got = m.encode(texts, batch_size=lines)
         assert got.shape == want.shape and got.dtype == np.float32
         diff = np.abs(got - want).max(axis=1)
         cos = cosines(got, want)
@@ -120,6 +130,7 @@ CASES = {
     "xlmr-tiny": "unigram_cases.jsonl",
     "bert-unigram-tiny": "unigram_v5_cases.jsonl",
     "roberta-bpe-tiny": "bpe_cases.jsonl",
+    "modernbert-tiny": "modernbert_bpe_cases.jsonl",
 }
 
 
@@ -129,8 +140,8 @@ def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
     with the model carrying the same tokenizer.json: ids equal, and a text
     longer than the model is its reference ids cut on the right (the first
     ``max_seq_length - 1`` ids, then the closing special token)."""
-    cases = read_jsonl(families() / CASES[name])
-    assert len(cases) == 2914
+    cases = read_jsonl(source(name) / CASES[name])
+    assert len(cases) == (346 if name == "modernbert-tiny" else 2914)
     with embedder.Embedder(converted[name], threads=1) as m:
         n = m.max_seq_length
         for c in cases:

@@ -36,6 +36,8 @@ def reranker() -> Any:
 def families(name: str) -> Path:
     p = shared_dir() / "reference" / "families" / name
     if not p.is_file():
+        p = shared_dir() / "reference" / "architectures" / name
+    if not p.is_file():
         pytest.fail(f"{p} is missing: set EMBD_SHARED_DIR to the shared/ folder")
     return p
 
@@ -121,6 +123,18 @@ def xlmr_reranker() -> Any:
     r.close()
 
 
+@pytest.fixture(scope="module")
+def modernbert_reranker() -> Any:
+    env = os.environ.get("EMBD_MODERNBERT_RERANK_MODEL")
+    p = Path(env) if env else REPO / "models" / "modernbert-reranker-tiny.weights"
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL")
+    # The reference used CrossEncoder's max_length 256 (the tokenizer's).
+    r = embedder.Reranker(p)
+    yield r
+    r.close()
+
+
 def _reference(name: str) -> List[Dict[str, Any]]:
     with families(f"{name}_reference.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -128,7 +142,11 @@ def _reference(name: str) -> List[Dict[str, Any]]:
 
 @pytest.mark.parametrize(
     "which,name,n_lines",
-    [("reranker", "minilm-reranker", 151), ("xlmr_reranker", "xlmr-reranker-tiny", 260)],
+    [
+        ("reranker", "minilm-reranker", 151),
+        ("xlmr_reranker", "xlmr-reranker-tiny", 260),
+        ("modernbert_reranker", "modernbert-reranker-tiny", 213),
+    ],
 )
 def test_reference_every_line_ids_scores_logits(
     request: Any, which: str, name: str, n_lines: int
@@ -150,10 +168,14 @@ def test_reference_every_line_ids_scores_logits(
     assert ds <= 1e-5 and dl <= 1e-4
 
 
-def test_xlmr_rank_order(xlmr_reranker: Any) -> None:
-    with families("xlmr-reranker-tiny_rank.json").open(encoding="utf-8") as f:
+@pytest.mark.parametrize(
+    "which,name",
+    [("xlmr_reranker", "xlmr-reranker-tiny"), ("modernbert_reranker", "modernbert-reranker-tiny")],
+)
+def test_rank_order(request: Any, which: str, name: str) -> None:
+    with families(f"{name}_rank.json").open(encoding="utf-8") as f:
         ref = json.load(f)
-    got = xlmr_reranker.rank(ref["query"], ref["documents"])
+    got = request.getfixturevalue(which).rank(ref["query"], ref["documents"])
     assert [g["corpus_id"] for g in got] == [r["corpus_id"] for r in ref["ranking"]]
     for g, r in zip(got, ref["ranking"]):
         assert abs(g["score"] - r["score"]) <= 1e-5

@@ -21,8 +21,19 @@ pub struct PairLine {
     pub score: f32,
 }
 
+/// `shared/reference/families/<name>`, or `architectures/<name>`.
+fn reference_file(name: &str) -> std::path::PathBuf {
+    let families = common::shared_dir().join("reference/families").join(name);
+    if families.is_file() {
+        return families;
+    }
+    common::shared_dir()
+        .join("reference/architectures")
+        .join(name)
+}
+
 pub fn pair_lines(name: &str) -> Vec<PairLine> {
-    let path = common::shared_dir().join("reference/families").join(name);
+    let path = reference_file(name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let ints = |v: &serde_json::Value| -> Vec<u32> {
@@ -50,7 +61,7 @@ pub fn pair_lines(name: &str) -> Vec<PairLine> {
 
 /// The rank file: query, documents, reference `(corpus_id, score)` best first.
 pub fn rank_file(name: &str) -> (String, Vec<String>, Vec<(usize, f32)>) {
-    let path = common::shared_dir().join("reference/families").join(name);
+    let path = reference_file(name);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("rank file")).unwrap();
     let docs = v["documents"]
@@ -469,6 +480,67 @@ fn cli_rerank_ranks_and_scores() {
         return;
     };
     cli_matches_reference(&path, "minilm-reranker", Some("256"));
+}
+
+/// `models/modernbert-reranker-tiny.weights` (scripts/fetch_reranker.sh
+/// converts the shared folder).
+pub fn modernbert_reranker(test: &str) -> Option<std::path::PathBuf> {
+    common::model_path("models/modernbert-reranker-tiny.weights", test)
+}
+
+/// The converted ModernBERT cross-encoder (byte-level BPE, `classifier_pooling`
+/// mean, the `ModernBertPredictionHead`) through the CLI at its own maximum
+/// length (256, as its reference): scores, logits and the rank file; its
+/// pairs' ids on every line through the API, and the same bits in every
+/// precision for any batch and thread count.
+#[test]
+fn modernbert_reranker_tiny() {
+    let Some(path) = modernbert_reranker("reranker_modernbert") else {
+        return;
+    };
+    cli_matches_reference(&path, "modernbert-reranker-tiny", None);
+    let lines = pair_lines("modernbert-reranker-tiny_reference.jsonl");
+    assert_eq!(lines.len(), 213);
+    let r = embedder::Reranker::open(&path, &embedder::Options::new().threads(1)).unwrap();
+    for (i, l) in lines.iter().enumerate() {
+        let enc = r.tokenize_pair(&l.query, &l.passage);
+        assert_eq!(enc.ids, l.ids, "line {}", i + 1);
+        assert!(enc.type_ids.iter().all(|&t| t == 0), "line {}", i + 1);
+    }
+    let pairs: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l.query.as_str(), l.passage.as_str()))
+        .collect();
+    for p in embedder::Precision::ALL {
+        let one =
+            embedder::Reranker::open(&path, &embedder::Options::new().threads(1).precision(p))
+                .unwrap();
+        let two =
+            embedder::Reranker::open(&path, &embedder::Options::new().threads(2).precision(p))
+                .unwrap();
+        let all = one.logits(&pairs).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let alone: Vec<f32> = pairs
+            .iter()
+            .flat_map(|q| one.logits(std::slice::from_ref(q)).unwrap())
+            .collect();
+        assert_eq!(
+            bits(&all),
+            bits(&alone),
+            "{p}: one call vs one pair at a time"
+        );
+        assert_eq!(
+            bits(&all),
+            bits(&two.logits(&pairs).unwrap()),
+            "{p}: threads"
+        );
+        let worst = all
+            .iter()
+            .zip(&lines)
+            .map(|(g, l)| (g - l.logit).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!("modernbert-reranker-tiny {p}: max |logit diff| {worst:.3e}");
+    }
 }
 
 /// The converted XLM-R cross-encoder (Unigram, RoBERTa head) through the CLI,

@@ -202,9 +202,11 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
     let act = match act {
         "gelu" => "gelu",
         "gelu_new" | "gelu_pytorch_tanh" => "gelu_tanh",
-        other => return Err(Error::unsupported(format!(
+        other => {
+            return Err(Error::unsupported(format!(
             "config.json: hidden_activation '{other}' is not supported (gelu, gelu_pytorch_tanh)"
-        ))),
+        )))
+        }
     };
     md.insert("hidden_act".into(), act.into());
     let eps = f64_key(cfg, "norm_eps").unwrap_or(1e-5);
