@@ -417,7 +417,110 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
     hf_record(&mut minimal, 0, config.to_string().as_bytes());
     hf_record(&mut minimal, 2, tok_json.to_string().as_bytes());
     hf_record(&mut minimal, 7, &st);
-    vec![full, minimal]
+    let mut out = vec![full, minimal];
+    out.extend(modernbert_seeds());
+    out
+}
+
+/// ModernBERT folders (the config parser of `model::arch::modernbert` in
+/// both key layouts, a byte-level BPE tokenizer with its template, the
+/// tensors `required_tensors` names).
+fn modernbert_seeds() -> Vec<Vec<u8>> {
+    use safetensors::tensor::TensorView;
+    let tokens = [
+        "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "a", "b", "\u{120}", "ab", "\u{120}a",
+    ];
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), serde_json::json!(i)))
+        .collect();
+    let special = |id: &str, t: u32| serde_json::json!({"SpecialToken": {"id": id, "type_id": t}});
+    let seq = |id: &str, t: u32| serde_json::json!({"Sequence": {"id": id, "type_id": t}});
+    let added: Vec<serde_json::Value> = (0..5)
+        .map(|i| {
+            serde_json::json!({"id": i, "content": tokens[i], "single_word": false,
+                "lstrip": i == 4, "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let tok_json = serde_json::json!({
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [special("[CLS]", 0), seq("A", 0), special("[SEP]", 0)],
+            "pair": [special("[CLS]", 0), seq("A", 0), special("[SEP]", 0), seq("B", 1), special("[SEP]", 1)],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [2], "tokens": ["[SEP]"]}}},
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": vocab, "merges": [["a", "b"], ["\u{120}", "a"]]}
+    });
+    let (h, layers, heads, inter) = (4usize, 3usize, 2usize, 4usize);
+    let v4 = serde_json::json!({
+        "model_type": "modernbert", "architectures": ["ModernBertModel"], "hidden_size": h,
+        "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": inter,
+        "max_position_embeddings": 64, "vocab_size": tokens.len(), "norm_eps": 1e-5, "norm_bias": false,
+        "global_attn_every_n_layers": 3, "local_attention": 4, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0, "hidden_activation": "gelu"
+    });
+    let v5 = serde_json::json!({
+        "model_type": "modernbert", "architectures": ["ModernBertModel"], "hidden_size": h,
+        "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": inter,
+        "max_position_embeddings": 64, "vocab_size": tokens.len(),
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention"],
+        "local_attention": 4, "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    });
+    let md: std::collections::BTreeMap<String, String> = [
+        ("architecture", "modernbert".to_string()),
+        ("hidden_size", h.to_string()),
+        ("embedding_dim", h.to_string()),
+        ("num_layers", layers.to_string()),
+        ("num_attention_heads", heads.to_string()),
+        ("intermediate_size", inter.to_string()),
+        ("max_position_emb", "64".to_string()),
+        ("vocab_size", tokens.len().to_string()),
+        ("type_vocab_size", "0".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let cfg = embedder::ModelConfig::from_metadata(&md).expect("a ModernBERT config");
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = embedder::model::encoder::required_tensors(&cfg)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, shape))| {
+            let n: usize = shape.iter().product();
+            let b = values(n, i as u64)
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect();
+            (name, shape, b)
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
+            )
+        })
+        .collect();
+    let st = safetensors::serialize(views, None).expect("safetensors");
+    [v4, v5]
+        .into_iter()
+        .map(|config| {
+            let mut f = Vec::new();
+            hf_record(&mut f, 0, config.to_string().as_bytes());
+            hf_record(&mut f, 2, tok_json.to_string().as_bytes());
+            hf_record(&mut f, 7, &st);
+            f
+        })
+        .collect()
 }
 
 /// `unigram_spec` seeds: a small Unigram tokenizer in the classic and the

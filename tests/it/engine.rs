@@ -262,11 +262,11 @@ fn tiny_scale(name: &str) -> (f32, f32) {
         .map_or(path, |(_, m)| m);
     if module == n.word {
         (1.0, 0.0)
-    } else if module == n.position || Some(module) == n.token_type {
+    } else if Some(module) == n.position || Some(module) == n.token_type {
         (0.5, 0.0)
     } else if kind == "bias" {
         (0.1, 0.0)
-    } else if [n.emb_ln, n.attn_ln, n.ffn_ln].contains(&module) {
+    } else if [n.emb_ln, Some(n.attn_ln), Some(n.ffn_ln)].contains(&Some(module)) {
         (0.2, 1.0)
     } else if module == n.ffn_down {
         (0.3, 0.0)

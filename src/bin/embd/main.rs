@@ -337,6 +337,10 @@ struct EmbedArgs {
     /// (default: truncate, as sentence-transformers).
     #[arg(long, value_name = "N")]
     window_overlap: Option<usize>,
+    /// Tokens per input, special tokens included (default: the model's
+    /// max_seq_length; up to its position table, 8,192 for ModernBERT).
+    #[arg(long, value_name = "N")]
+    max_seq_length: Option<usize>,
     /// int8/uint8 output ranges (from `encode --output-ranges`).
     #[arg(skip)]
     ranges: Option<OutputRanges>,
@@ -353,6 +357,9 @@ impl EmbedArgs {
         opts.prompt_name = self.prompt_name.clone();
         opts.window_overlap = self.window_overlap;
         opts.progress = self.progress.clone();
+        if self.max_seq_length.is_some() {
+            opts.max_seq_length = self.max_seq_length;
+        }
         opts
     }
 }
