@@ -210,19 +210,21 @@ def key_of() -> str:
 
 def build_base_folder(dst: str) -> None:
     """A seeded random ModernBertModel of ModernBERT-base's shape, saved as a
-    sentence-transformers folder with the tiny reference folder's tokenizer."""
+    sentence-transformers folder with the tiny reference folder's tokenizer. config.json
+    is written in the hub checkpoints' key layout (the tiny folder's keys, scaled), which
+    transformers 5 loads into the same model."""
     import torch
     from sentence_transformers import SentenceTransformer, models
-    from transformers import ModernBertConfig, ModernBertModel
+    from transformers import AutoConfig, AutoModel
 
     tiny = tiny_folder()
-    tcfg = config_of(tiny)
-    ids = {k: tcfg[k] for k in ("pad_token_id", "bos_token_id", "eos_token_id")}
-    ids |= {k: tcfg[k] for k in ("cls_token_id", "sep_token_id")}
-    torch.manual_seed(SEED)
-    cfg = ModernBertConfig(**BASE_CONFIG, **ids)
-    model = ModernBertModel(cfg).eval()
+    hub_cfg = config_of(tiny) | BASE_CONFIG
     with tempfile.TemporaryDirectory() as hf:
+        with open(os.path.join(hf, "config.json"), "w") as f:
+            json.dump(hub_cfg, f, indent=2)
+        cfg = AutoConfig.from_pretrained(hf)
+        torch.manual_seed(SEED)
+        model = AutoModel.from_config(cfg).eval()
         model.save_pretrained(hf)
         shutil.copy(os.path.join(tiny, "tokenizer.json"), hf)
         with open(os.path.join(tiny, "tokenizer_config.json")) as f:
@@ -236,6 +238,8 @@ def build_base_folder(dst: str) -> None:
         if os.path.isdir(dst):
             shutil.rmtree(dst)
         st.save(dst)
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(hub_cfg, f, indent=2)
 
 
 def transformers_vectors(folder: str, texts: list[str], max_len: int) -> F32:
@@ -744,7 +748,7 @@ def run(args: argparse.Namespace) -> None:
                 ours[f"ours {p} {t}t"] = {"precision": p, "threads": t}
 
     # accuracy: one worker per engine (1 thread; the vectors do not depend on it here)
-    for name, engine, model in engines:
+    for name, _, _ in engines:
         spec = peers[f"{name} {threads[0]}t"] | {"tasks": ["accuracy"]}
         r = run_worker(spec)
         accuracy[name] = r.get("accuracy", {"error": r.get("error", "?")})
