@@ -271,7 +271,8 @@ def build_base_folder(dst: str) -> None:
     is written in the hub checkpoints' key layout (the tiny folder's keys, scaled), which
     transformers 5 loads into the same model."""
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
     from transformers import AutoConfig, AutoModel
 
     tiny = tiny_folder()
@@ -281,7 +282,9 @@ def build_base_folder(dst: str) -> None:
             json.dump(hub_cfg, f, indent=2)
         cfg = AutoConfig.from_pretrained(hf)
         torch.manual_seed(SEED)
-        model = AutoModel.from_config(cfg).eval()
+        model = AutoModel.from_config(  # type: ignore[no-untyped-call]
+            cfg
+        ).eval()
         model.save_pretrained(hf)
         shutil.copy(os.path.join(tiny, "tokenizer.json"), hf)
         with open(os.path.join(tiny, "tokenizer_config.json")) as f:
@@ -314,7 +317,9 @@ def build_scaled_folder(model: str, dst: str) -> None:
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(cfg_d, f, indent=2)
     torch.manual_seed(SEED)
-    m = AutoModel.from_config(AutoConfig.from_pretrained(dst)).eval()
+    m = AutoModel.from_config(  # type: ignore[no-untyped-call]
+        AutoConfig.from_pretrained(dst)
+    ).eval()
     with tempfile.TemporaryDirectory() as tmp:
         m.save_pretrained(tmp)
         shutil.copy(os.path.join(tmp, "model.safetensors"), os.path.join(dst, "model.safetensors"))
@@ -505,6 +510,11 @@ def op_counts(path: str) -> dict[str, int]:
 
 
 def prepare(model: str) -> None:
+    import torch
+
+    # One thread: on this shared 2-core machine two torch threads waiting on each other's
+    # barriers made the one-text-per-call reference 5-10x slower than one thread.
+    torch.set_num_threads(1)
     d = cache_dir(model)
     key = key_of(model)
     stamp = os.path.join(d, ".key")
@@ -670,9 +680,8 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
         torch.set_num_threads(threads)
         st = SentenceTransformer(folder, device="cpu")
         info["torch"] = torch.__version__
-        info["attn_implementation"] = str(
-            getattr(st[0].auto_model.config, "_attn_implementation", "?")
-        )
+        hf_cfg = getattr(getattr(st[0], "auto_model", None), "config", None)
+        info["attn_implementation"] = str(getattr(hf_cfg, "_attn_implementation", "?"))
 
         def encode(texts: list[str]) -> F32:
             v = st.encode(texts, batch_size=BATCH, convert_to_numpy=True, show_progress_bar=False)
@@ -856,7 +865,9 @@ def run(args: argparse.Namespace) -> None:
     if os.path.isfile(os.path.join(d, "ov", "int8.xml")):
         engines += [("OV fp32", "ov", "ov/fp32.xml"), ("OV int8", "ov", "ov/int8.xml")]
     else:
-        print("OpenVINO: not prepared (openvino/nncf not installed): skipped")
+        print(
+            "OpenVINO: no prepared model (ModernBERT only, and only with openvino/nncf installed)"
+        )
     engines += [("ST torch fp32", "st", "")]
     if args.peers:
         keep = set(args.peers.split(","))
@@ -894,7 +905,8 @@ def run(args: argparse.Namespace) -> None:
         r = run_worker(spec)
         accuracy[name] = r.get("accuracy", {"error": r.get("error", "?")})
     print(
-        "\naccuracy vs transformers (ModernBertModel, one text per call), "
+        f"\naccuracy vs {'transformers' if is_modernbert(args.model) else 'sentence-transformers'} "
+        "(one text per call), "
         f"{len(read_lines(check))} texts, sorted padded batches of {BATCH}:"
     )
     for k, a in accuracy.items():
@@ -934,7 +946,7 @@ def run(args: argparse.Namespace) -> None:
 
     times: dict[str, list[float]] = {k: [] for k in list(peers) + list(ours)}
     rss: dict[str, float] = {}
-    for r in range(args.rounds):
+    for rnd in range(args.rounds):
         for k in times:
             load = loadavg()
             if k in peers:
@@ -945,13 +957,13 @@ def run(args: argparse.Namespace) -> None:
                 if "best_s" in res:
                     res["seconds"] = res["best_s"]
             if "seconds" not in res:
-                print(f"round {r + 1}: {k:20s} FAILED {res.get('error')}", flush=True)
+                print(f"round {rnd + 1}: {k:20s} FAILED {res.get('error')}", flush=True)
                 continue
             times[k].append(res["seconds"])
             rss[k] = min(rss.get(k, 1e12), res["peak_rss_mb"])
             results["rounds"].append(
                 {
-                    "round": r + 1,
+                    "round": rnd + 1,
                     "config": k,
                     "seconds": res["seconds"],
                     "peak_rss_mb": res["peak_rss_mb"],
@@ -959,7 +971,7 @@ def run(args: argparse.Namespace) -> None:
                 }
             )
             print(
-                f"round {r + 1}: {k:20s} {len(texts) / res['seconds']:7.1f} texts/s "
+                f"round {rnd + 1}: {k:20s} {len(texts) / res['seconds']:7.1f} texts/s "
                 f"{fpt * tokens / res['seconds'] / 1e9:6.1f} GFLOP/s  peak RSS "
                 f"{res['peak_rss_mb']:6.0f} MB (load {load})",
                 flush=True,
@@ -1016,7 +1028,7 @@ def run(args: argparse.Namespace) -> None:
         if not ts:
             continue
         best = min(ts)
-        row = {
+        row: dict[str, Any] = {
             "config": k,
             "best_s": best,
             "rounds_s": ts,
@@ -1031,7 +1043,7 @@ def run(args: argparse.Namespace) -> None:
             f"{rss[k]:11.0f}  {len(ts)}"
         )
     results["rows"] = rows
-    by = {r["config"]: r["texts_per_s"] for r in rows}
+    by: dict[str, float] = {r["config"]: r["texts_per_s"] for r in rows}
     for t in threads:
         ort = by.get(f"ORT fp32 {t}t")
         int8 = [
@@ -1056,6 +1068,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every file is local
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         ap = argparse.ArgumentParser()
         ap.add_argument("--worker", required=True)
