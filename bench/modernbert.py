@@ -468,17 +468,31 @@ def export_onnx(folder: str, dst: str, modernbert: bool = True) -> str:
 
 
 def ort_int8(src: str, dst: str) -> None:
+    """quantize_dynamic as bench/prepare_peers.py does it. The dynamo exporter's graphs
+    (Gemma) carry value_info that quantize_dynamic's shape inference rejects: then the
+    graph is quantized without it (ORT infers the shapes again)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        src,
-        dst,
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=False,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    def go(path: str) -> None:
+        quantize_dynamic(
+            path,
+            dst,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=False,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+
+    try:
+        go(src)
+    except onnx.shape_inference.InferenceError:
+        m = onnx.load(src)
+        del m.graph.value_info[:]
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = os.path.join(tmp, "plain.onnx")
+            onnx.save(m, plain)
+            go(plain)
 
 
 def openvino_models(onnx_path: str, d: str, calib: list[list[int]]) -> None:
