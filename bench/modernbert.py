@@ -856,7 +856,7 @@ def run(args: argparse.Namespace) -> None:
     texts = read_lines(os.path.join(shared, "bench", "corpus.txt"))
     if args.limit:
         texts = texts[: args.limit]
-    corpus = os.path.join(d, "corpus.txt")
+    corpus = os.path.join(d, f"corpus-{len(texts)}.txt")  # per limit: runs may overlap
     write_lines(corpus, texts)
     tok = make_tokenizer(folder, max_len_of(folder))
     tokens = sum(len(e.ids) for e in tok.encode_batch(texts))
