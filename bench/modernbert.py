@@ -524,17 +524,17 @@ def op_counts(path: str) -> dict[str, int]:
 
 
 def prepare(model: str) -> None:
-    import torch
-
-    # One thread: on this shared 2-core machine two torch threads waiting on each other's
-    # barriers made the one-text-per-call reference 5-10x slower than one thread.
-    torch.set_num_threads(1)
     d = cache_dir(model)
     key = key_of(model)
     stamp = os.path.join(d, ".key")
     if os.path.isfile(stamp) and open(stamp).read() == key:
         print(f"modernbert.py prepare: {d} is up to date")
         return
+    import torch
+
+    # One thread: on this shared 2-core machine two torch threads waiting on each other's
+    # barriers made the one-text-per-call reference 5-10x slower than one thread.
+    torch.set_num_threads(1)
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
@@ -847,9 +847,8 @@ def ours_bench(
 
 
 def run(args: argparse.Namespace) -> None:
+    prepare(args.model)  # quick when already prepared
     d = cache_dir(args.model)
-    if not os.path.isfile(os.path.join(d, ".key")):
-        sys.exit(f"modernbert.py: run `modernbert.py prepare --model {args.model}` first")
     folder = os.path.join(d, "st")
     cfg = config_of(folder)
     shared = shared_dir()

@@ -22,7 +22,8 @@
 #                        with the torch venv's pins as constraints; reinstalled when it changes)
 #   bench/.cache/modernbert-{tiny,base}/   `modernbert.py prepare`: the random-weight
 #                        ModernBERT-base folder, its ONNX / int8 / OpenVINO models, the
-#                        reference vectors (rebuilt when modernbert.py or the pins change)
+#                        reference vectors (rebuilt when a fixture's definition, PREPARE_VERSION
+#                        in modernbert.py, or the pins change)
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
@@ -129,8 +130,9 @@ if [ "$mpnet" = 1 ]; then
   fi
 fi
 
-# 3c. ModernBERT: the random-weight folders and their peers' models (idempotent: the
-#     script keeps a key of itself and the pins in each folder).
+# 3c. ModernBERT: the random-weight folders and their peers' models (idempotent: each
+#     folder keeps a key of its definition and the pins; `modernbert.py run --model M`
+#     prepares the other fixtures, qwen3 and gemma, on first use).
 if [ "$modernbert" = 1 ]; then
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model tiny
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model base
