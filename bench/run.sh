@@ -9,6 +9,10 @@
 #   bench/run.sh --mpnet [--rounds N] [--limit N] [--check]
 #                                  bench/mpnet.py: ours on all-mpnet-base-v2 vs ours on MiniLM
 #                                  (GFLOP/s) and ORT fp32 on MPNet, same run (no peers)
+#   bench/run.sh --modernbert [--model base|tiny] [--rounds N] [--limit N] [--check] [--no-long]
+#                                  bench/modernbert.py: a random-weight full-size ModernBERT-base,
+#                                  ours vs ORT fp32/int8, OpenVINO fp32/NNCF int8 and
+#                                  sentence-transformers (torch), and one 8,192-token text
 # --check sets up without the peers (setup.sh); every other run with them (setup.sh --peers)
 # unless --peers none.
 set -euo pipefail
@@ -26,6 +30,11 @@ if [ "${1:-}" = --mpnet ]; then
   shift
   "$root/bench/setup.sh" --mpnet
   exec "$root/bench/.venv/bin/python" "$root/bench/mpnet.py" "$@"
+fi
+if [ "${1:-}" = --modernbert ]; then
+  shift
+  "$root/bench/setup.sh" --modernbert
+  exec "$root/bench/.venv-torch/bin/python" "$root/bench/modernbert.py" run "$@"
 fi
 "$root/bench/setup.sh" "${setup_args[@]+"${setup_args[@]}"}"
 exec "$root/bench/.venv/bin/python" "$root/bench/bench.py" "$@"

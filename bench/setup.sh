@@ -17,6 +17,13 @@
 #                        CUDA wheels PyPI's torch imports; ~5.5 GB, ~2 min; recreated when
 #                        either file changes)
 #   models/minilm-reranker-hf, *.weights   scripts/fetch_reranker.sh
+# With --modernbert (implies --torch; bench/modernbert.py, issue 29; opt-in, not CI):
+#   bench/.venv-torch    + openvino, nncf, onnxscript (bench/requirements-modernbert.txt, pinned,
+#                        with the torch venv's pins as constraints; reinstalled when it changes)
+#   bench/.cache/modernbert-{tiny,base}/   `modernbert.py prepare`: the random-weight
+#                        ModernBERT-base folder, its ONNX / int8 / OpenVINO models, the
+#                        reference vectors (rebuilt when a fixture's definition, PREPARE_VERSION
+#                        in modernbert.py, or the pins change)
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
@@ -24,12 +31,14 @@ set -euo pipefail
 peers=0
 mpnet=0
 torch=0
+modernbert=0
 for a in "$@"; do
   case "$a" in
     --peers) peers=1 ;;
     --mpnet) mpnet=1 ;;
     --torch) torch=1 ;;
-    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch)" >&2; exit 2 ;;
+    --modernbert) modernbert=1; torch=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert)" >&2; exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -78,12 +87,23 @@ if [ "$torch" = 1 ]; then
       -r bench/requirements.txt -r bench/requirements-torch.txt
     echo "$torch_hash" > "$tvenv/.requirements.sha256"
   fi
+  if [ "$modernbert" = 1 ]; then
+    mb_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
+              | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$tvenv/.modernbert.sha256" 2>/dev/null)" != "$mb_hash" ]; then
+      echo "bench/setup.sh: installing OpenVINO, NNCF, onnxscript into $tvenv ..." >&2
+      # the torch venv's pins as constraints: nothing installed there moves
+      "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -r bench/requirements-modernbert.txt -c bench/requirements.txt -c bench/requirements-torch.txt
+      echo "$mb_hash" > "$tvenv/.modernbert.sha256"
+    fi
+  fi
 fi
 
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
-if [ "$torch" = 1 ]; then
+if [ "$torch" = 1 ] && [ "$modernbert" = 0 ]; then
   EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
 fi
 
@@ -108,6 +128,14 @@ if [ "$mpnet" = 1 ]; then
     "$venv/bin/python" bench/export_onnx.py models/all-mpnet-base-v2-hf "$out"
     echo "$mpnet_key" > "$out/.mpnet.key"
   fi
+fi
+
+# 3c. ModernBERT: the random-weight folders and their peers' models (idempotent: each
+#     folder keeps a key of its definition and the pins; `modernbert.py run --model M`
+#     prepares the other fixtures, qwen3 and gemma, on first use).
+if [ "$modernbert" = 1 ]; then
+  bench/.venv-torch/bin/python bench/modernbert.py prepare --model tiny
+  bench/.venv-torch/bin/python bench/modernbert.py prepare --model base
 fi
 
 # 3b. The peers' models, keyed by their scripts, the pins, the ONNX export and the corpus
