@@ -905,7 +905,9 @@ fn cpp_embed_runs_the_families() {
         let cases: Vec<RefCase> = reference(name)
             .into_iter()
             .filter(|c| {
-                !c.text.trim().is_empty() && !c.text.contains(['\n', '\r']) && c.text.len() < 2000
+                !c.text.trim().is_empty()
+                    && !c.text.contains(['\n', '\r', '\0'])
+                    && c.text.len() < 2000
             })
             .take(40)
             .collect();
