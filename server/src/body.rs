@@ -139,13 +139,13 @@ async fn collect(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, A
             format!("the request body did not arrive within {timeout:?}"),
         )
         .closing()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(
-            format!(
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large(format!(
                 "the request body is larger than the payload limit of {limit} bytes \
                  (--payload-limit)"
-            ),
-        )
-        .closing()),
+            ))
+            .closing())
+        }
         Ok(Err(e)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorType::Validation,
@@ -294,7 +294,11 @@ mod tests {
         // Brackets in strings, escaped quotes, objects.
         let s = format!("{{\"a\": \"{}\\\"[[\"}}", "[".repeat(500));
         assert_eq!(too_deep(s.as_bytes()), None);
-        let o = format!("{}1{}", "{\"k\":".repeat(MAX_DEPTH + 1), "}".repeat(MAX_DEPTH + 1));
+        let o = format!(
+            "{}1{}",
+            "{\"k\":".repeat(MAX_DEPTH + 1),
+            "}".repeat(MAX_DEPTH + 1)
+        );
         assert_eq!(too_deep(o.as_bytes()), Some(5 * MAX_DEPTH));
     }
 
@@ -312,11 +316,19 @@ mod tests {
         ] {
             assert!(check_content_type(&h("content-type", ok)).is_ok(), "{ok}");
         }
-        for bad in ["text/plain", "application/x-www-form-urlencoded", "json", ""] {
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "json",
+            "",
+        ] {
             let e = check_content_type(&h("content-type", bad)).unwrap_err();
             assert_eq!(e.status, 415, "{bad}");
         }
-        assert_eq!(check_content_type(&HeaderMap::new()).unwrap_err().status, 415);
+        assert_eq!(
+            check_content_type(&HeaderMap::new()).unwrap_err().status,
+            415
+        );
         assert_eq!(content_coding(&HeaderMap::new()).unwrap(), Coding::Identity);
         assert_eq!(
             content_coding(&h("content-encoding", "GZIP")).unwrap(),
@@ -361,9 +373,14 @@ mod tests {
         let b = b.finish().unwrap();
         assert!(b.len() < 20_000, "{}", b.len());
         assert_eq!(decode(Coding::Gzip, &b, 2_000_000).unwrap_err().status, 413);
-        assert_eq!(decode(Coding::Gzip, b"not gzip", 1000).unwrap_err().status, 400);
         assert_eq!(
-            decode(Coding::Gzip, &gz[..gz.len() / 2], 1000).unwrap_err().status,
+            decode(Coding::Gzip, b"not gzip", 1000).unwrap_err().status,
+            400
+        );
+        assert_eq!(
+            decode(Coding::Gzip, &gz[..gz.len() / 2], 1000)
+                .unwrap_err()
+                .status,
             400
         );
     }

@@ -90,7 +90,7 @@ impl Origins {
             Origins::Any => Some(HeaderValue::from_static("*")),
             Origins::List(l) => {
                 let o = origin.to_str().ok()?.to_ascii_lowercase();
-                l.iter().any(|x| *x == o).then(|| origin.clone())
+                l.contains(&o).then(|| origin.clone())
             }
         }
     }

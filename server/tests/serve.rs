@@ -1072,7 +1072,12 @@ fn gzip_and_deflate_bodies_are_decoded_within_the_limit() {
     ] {
         let h = format!("{JSON}Content-Encoding: {coding}\r\n");
         let r = with_headers(a, "/embed", &h, &b);
-        assert_eq!(r.status, 200, "{coding}: {:?}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            200,
+            "{coding}: {:?}",
+            String::from_utf8_lossy(&r.body)
+        );
         assert_eq!(r.json(), want, "{coding}");
     }
     // OpenAI's route too.
@@ -1091,7 +1096,10 @@ fn gzip_and_deflate_bodies_are_decoded_within_the_limit() {
     assert!(bomb.len() < 100_000, "{}", bomb.len());
     let t = Instant::now();
     let msg = tei_error(&with_headers(a, "/embed", &h, &bomb), 413, "validation");
-    assert!(msg.contains("decodes to more than the payload limit of 100000"), "{msg}");
+    assert!(
+        msg.contains("decodes to more than the payload limit of 100000"),
+        "{msg}"
+    );
     assert!(t.elapsed() < Duration::from_secs(5));
     // Just below the limit once decoded: served.
     let mut fits = br#"{"inputs": "a"}"#.to_vec();
@@ -1099,7 +1107,11 @@ fn gzip_and_deflate_bodies_are_decoded_within_the_limit() {
     assert_eq!(with_headers(a, "/embed", &h, &gzip(&fits)).status, 200);
     // Not gzip, cut short, stacked or unknown codings.
     let good = gzip(plain.as_bytes());
-    tei_error(&with_headers(a, "/embed", &h, b"plain text"), 400, "validation");
+    tei_error(
+        &with_headers(a, "/embed", &h, b"plain text"),
+        400,
+        "validation",
+    );
     tei_error(
         &with_headers(a, "/embed", &h, &good[..good.len() / 2]),
         400,
@@ -1123,7 +1135,10 @@ fn nesting_is_limited_wherever_it_is() {
     // The body's object is level 1: `x` may hold 126 more levels, not 127.
     let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
     let body = |n: usize| format!("{{\"inputs\": \"a\", \"x\": {}}}", nest(n));
-    assert_eq!(request(a, "POST", "/embed", body(126).as_bytes()).status, 200);
+    assert_eq!(
+        request(a, "POST", "/embed", body(126).as_bytes()).status,
+        200
+    );
     let msg = tei_error(
         &request(a, "POST", "/embed", body(127).as_bytes()),
         400,
@@ -1378,17 +1393,21 @@ fn slow_and_vanishing_clients() {
     );
     // A body that never completes: 408 with TEI's body.
     let mut s = connect(a);
-    s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-                  Content-Length: 100\r\n\r\n{\"inputs\": ")
-        .unwrap();
+    s.write_all(
+        b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                  Content-Length: 100\r\n\r\n{\"inputs\": ",
+    )
+    .unwrap();
     let r = read_response(&mut s);
     tei_error(&r, 408, "timeout");
     // Clients that vanish mid-body and right after sending: the server goes on.
     for _ in 0..8 {
         let mut s = connect(a);
-        s.write_all(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-                  Content-Length: 50\r\n\r\n{\"in")
-            .unwrap();
+        s.write_all(
+            b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                  Content-Length: 50\r\n\r\n{\"in",
+        )
+        .unwrap();
         drop(s);
         let mut s = connect(a);
         let texts = vec!["some words to embed"; 32];
