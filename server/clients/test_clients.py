@@ -1,22 +1,29 @@
 """`embd serve` from the clients people use: the OpenAI Python SDK (float and
-base64), huggingface_hub's InferenceClient (TEI's client), requests; a
+base64), LangChain's OpenAIEmbeddings (its default token ids refused with a
+422 that says what to set; texts with check_embedding_ctx_length=False),
+huggingface_hub's InferenceClient (TEI's client), Cohere's SDK (ClientV2 on
+/v2/rerank), requests (gzip bodies, content types, a CORS preflight); a
 bounded schemathesis run against /openapi.json; a bounded load test of 64
 concurrent keep-alive clients. Embeddings are compared with the
-sentence-transformers reference (shared/reference/minilm_reference.jsonl).
+sentence-transformers reference (shared/reference/minilm_reference.jsonl)
+and with `embd encode`.
 
 Only loopback addresses; every loop is bounded in count and time.
-Env: EMBD_SERVE_BIN (default target/release/embd-serve), EMBD_TEST_MODEL
-(default models/all-MiniLM-L6-v2.weights), EMBD_SHARED_DIR (default
-../shared beside the repository), SCHEMATHESIS_EXAMPLES (default 25),
-LOAD_REQUESTS (per client, default 16).
+Env: EMBD_SERVE_BIN (default target/release/embd-serve), EMBD_BIN (default
+target/release/embd), EMBD_TEST_MODEL (default
+models/all-MiniLM-L6-v2.weights), EMBD_SHARED_DIR (default ../shared beside
+the repository), SCHEMATHESIS_EXAMPLES (default 25), LOAD_REQUESTS (per
+client, default 16).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +37,7 @@ from serve_process import serve
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("EMBD_SERVE_BIN", REPO / "target" / "release" / "embd-serve"))
+EMBD = Path(os.environ.get("EMBD_BIN", REPO / "target" / "release" / "embd"))
 MODEL = Path(os.environ.get("EMBD_TEST_MODEL", REPO / "models" / "all-MiniLM-L6-v2.weights"))
 # The reference cross-encoder (scripts/fetch_reranker.sh), served beside MODEL.
 RERANKER = REPO / "models" / "minilm-reranker.weights"
@@ -76,6 +84,39 @@ def server() -> Iterator[str]:
         yield url
 
 
+# The origin of the page in the CORS tests.
+PAGE = "http://localhost:5173"
+
+
+@pytest.fixture(scope="session")
+def flagged_server() -> Iterator[str]:
+    """embd-serve with the embedder alone, --accept-token-ids and
+    --cors-allow-origin PAGE."""
+    for p in (BIN, MODEL):
+        if not p.exists():
+            pytest.fail(f"{p} is missing (cargo build --release -p embd-server; "
+                        "scripts/fetch_model.sh)")
+    args = ["-m", str(MODEL), "--accept-token-ids", "--cors-allow-origin", PAGE]
+    with serve(BIN, args) as url:
+        yield url
+
+
+def embd_encode(texts: list[str]) -> np.ndarray:
+    """`embd encode` of texts (JSONL in and out), one float32 row each."""
+    if not EMBD.exists():
+        pytest.fail(f"{EMBD} is missing (cargo build --release --bin embd)")
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "texts.jsonl"
+        src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+        out = subprocess.run(
+            [str(EMBD), "encode", "-m", str(MODEL), "--jsonl", "--input", str(src)],
+            check=True, capture_output=True, text=True, timeout=300,
+        ).stdout
+    rows = [json.loads(line)["embedding"] for line in out.splitlines() if line.strip()]
+    assert len(rows) == len(texts)
+    return np.asarray(rows, dtype=np.float32)
+
+
 def close(a: np.ndarray, b: list[float]) -> None:
     v = np.asarray(a, dtype=np.float32)
     w = np.asarray(b, dtype=np.float32)
@@ -109,20 +150,87 @@ def test_openai_sdk_base64_and_float(server: str, reference: list[dict[str, Any]
         assert np.array_equal(
             np.asarray(a.embedding, np.float32), np.asarray(b.embedding, np.float32)
         )
-    # Token ids in, and a single string.
-    ids = [r["input_ids"][1:-1] for r in rows[:4]]
-    by_ids = client.embeddings.create(model="m", input=ids, encoding_format="float")
-    for d, r in zip(by_ids.data, rows):
-        close(np.asarray(d.embedding), r["embedding"])
     one = client.embeddings.create(model="m", input=texts[0], dimensions=64)
     assert len(one.data[0].embedding) == 64
-    # Errors reach the SDK as its own exceptions, with our message.
+    # Errors reach the SDK as its own exceptions, with our message; token ids
+    # are refused by default (they would be read in the model's vocabulary).
     import openai
 
     with pytest.raises(openai.BadRequestError):
         client.embeddings.create(model="m", input="")
+    ids = [r["input_ids"][1:-1] for r in rows[:4]]
+    with pytest.raises(openai.UnprocessableEntityError, match="--accept-token-ids"):
+        client.embeddings.create(model="m", input=ids)
+
+
+def test_openai_sdk_token_ids_with_the_flag(
+    flagged_server: str, reference: list[dict[str, Any]]
+) -> None:
+    """--accept-token-ids: ids of the model's own vocabulary give its vectors;
+    ids beyond the vocabulary are refused."""
+    import openai
+    from openai import OpenAI
+
+    client = OpenAI(base_url=flagged_server + "/v1", api_key="unused", max_retries=0, timeout=60)
+    rows = texts_of(reference, 4)
+    ids = [r["input_ids"][1:-1] for r in rows]
+    by_ids = client.embeddings.create(model="m", input=ids, encoding_format="float")
+    for d, r in zip(by_ids.data, rows):
+        close(np.asarray(d.embedding), r["embedding"])
     with pytest.raises(openai.UnprocessableEntityError, match="vocabulary"):
         client.embeddings.create(model="m", input=[[1, 99999999]])
+
+
+def byte_encoding() -> Any:
+    """A tiktoken encoding made here: one token per byte (ids 0..255). It
+    stands in for cl100k_base, whose file tiktoken downloads from outside any
+    package registry; LangChain sends its ids the same way (lists of ints),
+    and all of them are valid ids of MiniLM's vocabulary, which is what made
+    the default setting give wrong vectors with status 200."""
+    import tiktoken
+
+    return tiktoken.Encoding(
+        name="embd-test-bytes",
+        pat_str=r"""\S+|\s+""",
+        mergeable_ranks={bytes([i]): i for i in range(256)},
+        special_tokens={},
+    )
+
+
+def test_langchain_openai_embeddings(
+    server: str, reference: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+    import tiktoken
+    from langchain_openai import OpenAIEmbeddings
+
+    enc = byte_encoding()
+    monkeypatch.setattr(tiktoken, "encoding_for_model", lambda _name: enc)
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda _name: enc)
+    texts = [r["text"] for r in texts_of(reference, 6)]
+    # Default settings: LangChain tokenizes with tiktoken and sends ids.
+    default = OpenAIEmbeddings(
+        model="text-embedding-3-small", base_url=server + "/v1", api_key="unused", max_retries=0
+    )
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        default.embed_documents(texts)
+    msg = str(err.value)
+    for part in ("own vocabulary", "tiktoken", "check_embedding_ctx_length=False"):
+        assert part in msg, msg
+    # The setting the message names: texts, and the vectors of `embd encode`.
+    fixed = OpenAIEmbeddings(
+        model="text-embedding-3-small",
+        base_url=server + "/v1",
+        api_key="unused",
+        max_retries=0,
+        check_embedding_ctx_length=False,
+    )
+    want = embd_encode(texts)
+    got = np.asarray(fixed.embed_documents(texts), dtype=np.float32)
+    assert got.shape == want.shape
+    assert np.array_equal(got, want), float(np.max(np.abs(got - want)))
+    q = np.asarray(fixed.embed_query(texts[2]), dtype=np.float32)
+    assert np.array_equal(q, want[2])
 
 
 def test_huggingface_inference_client(server: str, reference: list[dict[str, Any]]) -> None:
@@ -184,6 +292,79 @@ def test_requests_tokenize_similarity_rerank(server: str, reference: list[dict[s
     info = s.get(server + "/info", timeout=60).json()
     assert info["max_input_length"] == 256
     assert "embd_requests_total" in s.get(server + "/metrics", timeout=60).text
+
+
+def test_cohere_v2_client_rerank(server: str) -> None:
+    """Cohere's SDK (ClientV2, as LiteLLM's cohere/ provider calls it) on
+    /v2/rerank, against CrossEncoder.rank of the reference cross-encoder."""
+    import cohere
+
+    with open(shared_dir() / "reference" / "families" / "minilm-reranker_rank.json") as f:
+        rank = json.load(f)
+    docs = rank["documents"][:32]
+    want = [w for w in rank["ranking"] if w["corpus_id"] < 32]
+    co = cohere.ClientV2(api_key="unused", base_url=server, timeout=60)
+    got = co.rerank(model="rr", query=rank["query"], documents=docs, top_n=5)
+    assert [r.index for r in got.results] == [w["corpus_id"] for w in want[:5]]
+    for g, w in zip(got.results, want):
+        assert abs(g.relevance_score - w["score"]) <= 1e-5
+    assert got.id
+    assert got.meta is not None and got.meta.api_version is not None
+    assert got.meta.api_version.version == "2"
+    # Errors come back as the SDK's own exceptions.
+    with pytest.raises(cohere.errors.UnprocessableEntityError):
+        co.rerank(model="rr", query=rank["query"], documents=docs, top_n=0)
+
+
+def test_requests_bodies_and_cors_preflight(flagged_server: str) -> None:
+    """gzip bodies are decoded, a body that is not JSON by its type is 415,
+    and a browser's preflight from the allowed page is answered."""
+    s = requests.Session()
+    url = flagged_server + "/embed"
+    body = json.dumps({"inputs": ["a cat sits outside"]}).encode()
+    plain = s.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+    assert plain.status_code == 200
+    zipped = s.post(
+        url,
+        data=gzip.compress(body),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        timeout=60,
+    )
+    assert zipped.status_code == 200 and zipped.json() == plain.json()
+    r = s.post(url, data=body, headers={"Content-Type": "text/plain"}, timeout=60)
+    assert r.status_code == 415 and r.json()["error_type"] == "validation"
+    # What a browser sends before a page at PAGE calls the OpenAI route.
+    pre = requests.options(
+        flagged_server + "/v1/embeddings",
+        headers={
+            "Origin": PAGE,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+        timeout=60,
+    )
+    assert pre.status_code == 204
+    assert pre.headers["Access-Control-Allow-Origin"] == PAGE
+    assert pre.headers["Access-Control-Allow-Methods"] == "POST"
+    assert pre.headers["Access-Control-Allow-Headers"] == "authorization, content-type"
+    call = s.post(
+        flagged_server + "/v1/embeddings",
+        json={"input": "a cat", "encoding_format": "float"},
+        headers={"Origin": PAGE},
+        timeout=60,
+    )
+    assert call.status_code == 200
+    assert call.headers["Access-Control-Allow-Origin"] == PAGE
+    other = requests.options(
+        flagged_server + "/v1/embeddings",
+        headers={"Origin": "http://elsewhere.example", "Access-Control-Request-Method": "POST"},
+        timeout=60,
+    )
+    assert "Access-Control-Allow-Origin" not in other.headers
+    # /info names models, never their files.
+    info = s.get(flagged_server + "/info", timeout=60).json()
+    assert info["model_id"] == "all-MiniLM-L6-v2"
+    assert ".weights" not in json.dumps(info)
 
 
 def test_schemathesis_finds_no_server_error(server: str) -> None:

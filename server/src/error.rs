@@ -1,6 +1,7 @@
-//! Errors of the HTTP API in the two shapes clients read: TEI's flat
-//! `{"error", "error_type"}` on the native routes and OpenAI's nested
-//! `{"error": {"message", "type", "param", "code"}}` on `/v1/*`.
+//! Errors of the HTTP API in the shapes clients read: TEI's flat
+//! `{"error", "error_type"}` on the native routes, OpenAI's nested
+//! `{"error": {"message", "type", "param", "code"}}` on `/v1/*`, and
+//! Cohere's `{"message"}` on `/v2/rerank`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -63,6 +64,8 @@ pub enum Dialect {
     Tei,
     /// OpenAI's nested body.
     OpenAi,
+    /// Cohere's body (`/v2/rerank`).
+    Cohere,
 }
 
 /// An error answer: status, type, message, and the body shape.
@@ -76,6 +79,9 @@ pub struct ApiError {
     pub message: String,
     /// The body's shape.
     pub dialect: Dialect,
+    /// The answer closes the connection (`Connection: close`): the request's
+    /// body was not read to its end.
+    pub close: bool,
 }
 
 impl ApiError {
@@ -86,7 +92,14 @@ impl ApiError {
             kind,
             message: message.into(),
             dialect: Dialect::Tei,
+            close: false,
         }
+    }
+
+    /// The same error, closing the connection after the answer.
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     /// 422 validation.
@@ -152,8 +165,15 @@ impl IntoResponse for ApiError {
                 "param": null,
                 "code": self.kind.name(),
             }}),
+            Dialect::Cohere => json!({"message": self.message}),
         };
         let mut r = (self.status, axum::Json(body)).into_response();
+        if self.close {
+            r.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
         r.extensions_mut().insert(self.kind);
         r
     }

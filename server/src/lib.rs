@@ -6,6 +6,8 @@
 //! runtime (used by the binary and the tests); see `docs/SERVER.md`.
 
 pub mod batcher;
+pub mod body;
+pub mod cors;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
@@ -36,8 +38,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     name = "embd serve",
     version,
     about = "Serve embedding models and rerankers over HTTP: TEI's routes (/embed, /embed_all, \
-             /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's /v1/embeddings \
-             and /v1/rerank"
+             /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's /v1/embeddings, \
+             the Jina / Cohere /v1/rerank and Cohere's /v2/rerank"
 )]
 pub struct Config {
     /// A model to serve (an embedder or a reranker): PATH, or NAME=PATH (NAME
@@ -97,6 +99,17 @@ pub struct Config {
     /// Skip the CRC check of model files at start (faster start-up).
     #[arg(long)]
     pub no_verify: bool,
+    /// Accept token ids (`[int]`, `[[int]]`) on /v1/embeddings, read as ids
+    /// of the served model's own vocabulary. Off: they are refused (422),
+    /// since OpenAI clients send ids of OpenAI's tokenizer (tiktoken), which
+    /// would give wrong vectors. The TEI routes always accept ids.
+    #[arg(long)]
+    pub accept_token_ids: bool,
+    /// Origins whose web pages may call the server from a browser (CORS):
+    /// `scheme://host[:port]` as the browser sends it, or `*` for any;
+    /// repeat or separate with commas. Default: none (no CORS headers).
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_allow_origin: Vec<String>,
 }
 
 impl Config {
@@ -169,9 +182,29 @@ pub struct AppState {
     pub permits: Arc<Semaphore>,
     /// SIGTERM seen: `/health` says 503.
     pub stopping: AtomicBool,
+    /// The origins allowed to call from a browser (`None`: CORS off).
+    pub cors: Option<cors::Origins>,
 }
 
 impl AppState {
+    /// Checks `cfg`, then loads its models (their batchers start).
+    ///
+    /// # Errors
+    /// A bad `--cors-allow-origin`, a model that does not open, a duplicate
+    /// name.
+    pub fn new(cfg: Config, metrics: Arc<Metrics>) -> Result<AppState, String> {
+        let cors = cors::Origins::parse(&cfg.cors_allow_origin)?;
+        let models = load(&cfg, &metrics)?;
+        Ok(AppState {
+            models,
+            permits: Arc::new(Semaphore::new(cfg.max_concurrent_requests.max(1))),
+            cfg,
+            metrics,
+            stopping: AtomicBool::new(false),
+            cors,
+        })
+    }
+
     /// The model a request's `model` field names when it is of the kind
     /// `pick` accepts, else the first of that kind (OpenAI clients send
     /// names of their own). `Err` names the mismatch: the named model is of
@@ -417,8 +450,8 @@ impl Drop for Handle {
 /// A model that does not open, an address that cannot be bound.
 pub fn spawn(cfg: Config) -> Result<Handle, String> {
     let started = Instant::now();
-    let metrics = Arc::new(Metrics::default());
-    let models = load(&cfg, &metrics)?;
+    let state = Arc::new(AppState::new(cfg, Arc::new(Metrics::default()))?);
+    let cfg = &state.cfg;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("embd-serve-http")
@@ -431,13 +464,6 @@ pub fn spawn(cfg: Config) -> Result<Handle, String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let state = Arc::new(AppState {
-        models,
-        permits: Arc::new(Semaphore::new(cfg.max_concurrent_requests.max(1))),
-        cfg,
-        metrics,
-        stopping: AtomicBool::new(false),
-    });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("embd-serve".into())

@@ -1,21 +1,18 @@
 //! `embd-serve` (also run as `embd serve`): see `docs/SERVER.md`.
 
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Parser;
-use embd_server::{load, metrics::Metrics, serve, AppState, Config};
+use embd_server::{metrics::Metrics, serve, AppState, Config};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 fn main() -> ExitCode {
     let cfg = Config::parse();
     let started = Instant::now();
-    let metrics = Arc::new(Metrics::default());
-    let models = match load(&cfg, &metrics) {
-        Ok(m) => m,
+    let state = match AppState::new(cfg, Arc::new(Metrics::default())) {
+        Ok(s) => Arc::new(s),
         Err(e) => {
             eprintln!("embd serve: {e}");
             return ExitCode::FAILURE;
@@ -32,7 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let addr = format!("{}:{}", cfg.host, cfg.port);
+    let addr = format!("{}:{}", state.cfg.host, state.cfg.port);
     let listener = match rt.block_on(TcpListener::bind(&addr)) {
         Ok(l) => l,
         Err(e) => {
@@ -41,19 +38,12 @@ fn main() -> ExitCode {
         }
     };
     let local = listener.local_addr().map_or(addr, |a| a.to_string());
-    let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    let names: Vec<&str> = state.models.iter().map(|m| m.name.as_str()).collect();
     eprintln!(
         "embd serve: listening on http://{local} (models: {}; ready in {} ms)",
         names.join(", "),
         started.elapsed().as_millis()
     );
-    let state = Arc::new(AppState {
-        models,
-        permits: Arc::new(Semaphore::new(cfg.max_concurrent_requests.max(1))),
-        cfg,
-        metrics,
-        stopping: AtomicBool::new(false),
-    });
     let r = rt.block_on(serve(listener, Arc::clone(&state), stop_signal()));
     eprintln!("embd serve: stopped");
     // In-flight work is done (or the grace period is over): drop the models,

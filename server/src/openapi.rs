@@ -21,6 +21,12 @@ fn openai_error() -> Value {
     }}}})
 }
 
+fn cohere_error() -> Value {
+    json!({"type": "object", "required": ["message"], "properties": {
+        "message": {"type": "string"}
+    }})
+}
+
 fn inputs_schema() -> Value {
     json!({"oneOf": [
         {"type": "string"},
@@ -30,8 +36,20 @@ fn inputs_schema() -> Value {
     ]})
 }
 
-fn errors(openai: bool, codes: &[&str]) -> Map<String, Value> {
-    let schema = if openai { openai_error() } else { tei_error() };
+/// Which error body a route answers.
+#[derive(Clone, Copy)]
+enum Shape {
+    Tei,
+    OpenAi,
+    Cohere,
+}
+
+fn errors(shape: Shape, codes: &[&str]) -> Map<String, Value> {
+    let schema = match shape {
+        Shape::Tei => tei_error(),
+        Shape::OpenAi => openai_error(),
+        Shape::Cohere => cohere_error(),
+    };
     codes
         .iter()
         .map(|c| {
@@ -44,11 +62,11 @@ fn errors(openai: bool, codes: &[&str]) -> Map<String, Value> {
         .collect()
 }
 
-const INFER_ERRORS: &[&str] = &["400", "408", "413", "422", "424", "429", "503"];
-const PARSE_ERRORS: &[&str] = &["400", "408", "413", "422"];
+const INFER_ERRORS: &[&str] = &["400", "408", "413", "415", "422", "424", "429", "503"];
+const PARSE_ERRORS: &[&str] = &["400", "408", "413", "415", "422"];
 
-fn post(summary: &str, body: Value, ok: Value, openai: bool, codes: &[&str]) -> Value {
-    let mut responses = errors(openai, codes);
+fn post(summary: &str, body: Value, ok: Value, shape: Shape, codes: &[&str]) -> Value {
+    let mut responses = errors(shape, codes);
     responses.insert(
         "200".into(),
         json!({"description": "OK", "content": {"application/json": {"schema": ok}}}),
@@ -95,7 +113,7 @@ fn path_item(method: &str, path: &str) -> Value {
             "Embed inputs (TEI)",
             embed_request(),
             matrix(),
-            false,
+            Shape::Tei,
             INFER_ERRORS,
         ),
         ("POST", "/v1/embeddings") | ("POST", "/embeddings") => post(
@@ -121,7 +139,7 @@ fn path_item(method: &str, path: &str) -> Value {
                     "properties": {"prompt_tokens": {"type": "integer"},
                         "total_tokens": {"type": "integer"}}}
             }}),
-            true,
+            Shape::OpenAi,
             INFER_ERRORS,
         ),
         ("POST", "/tokenize") => post(
@@ -139,7 +157,7 @@ fn path_item(method: &str, path: &str) -> Value {
                 "special": {"type": "boolean"},
                 "start": {"type": "integer", "nullable": true},
                 "stop": {"type": "integer", "nullable": true}}}}}),
-            false,
+            Shape::Tei,
             PARSE_ERRORS,
         ),
         ("POST", "/decode") => post(
@@ -153,7 +171,7 @@ fn path_item(method: &str, path: &str) -> Value {
                 "model": {"type": "string", "nullable": true}
             }}),
             json!({"type": "array", "items": {"type": "string"}}),
-            false,
+            Shape::Tei,
             PARSE_ERRORS,
         ),
         ("POST", "/similarity") => post(
@@ -169,7 +187,7 @@ fn path_item(method: &str, path: &str) -> Value {
                 "model": {"type": "string", "nullable": true}
             }}),
             json!({"type": "array", "items": {"type": "number"}}),
-            false,
+            Shape::Tei,
             INFER_ERRORS,
         ),
         ("POST", "/embed_all") => post(
@@ -184,7 +202,7 @@ fn path_item(method: &str, path: &str) -> Value {
                 "model": {"type": "string", "nullable": true}
             }}),
             json!({"type": "array", "items": matrix()}),
-            false,
+            Shape::Tei,
             INFER_ERRORS,
         ),
         ("POST", "/rerank") => post(
@@ -201,7 +219,7 @@ fn path_item(method: &str, path: &str) -> Value {
             json!({"type": "array", "items": {"type": "object", "required": ["index", "score"],
                 "properties": {"index": {"type": "integer"}, "score": {"type": "number"},
                     "text": {"type": "string"}}}}),
-            false,
+            Shape::Tei,
             INFER_ERRORS,
         ),
         ("POST", "/v1/rerank") => post(
@@ -223,7 +241,34 @@ fn path_item(method: &str, path: &str) -> Value {
                     "document": {"type": "object",
                         "properties": {"text": {"type": "string"}}}}}},
                 "usage": {"type": "object"}}}),
-            true,
+            Shape::OpenAi,
+            INFER_ERRORS,
+        ),
+        ("POST", "/v2/rerank") => post(
+            "Rerank documents (Cohere's v2 shape), best first; 424 on a server without a reranker",
+            json!({"type": "object", "required": ["query", "documents"], "properties": {
+                "model": {"type": "string"},
+                "query": {"type": "string"},
+                "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
+                    {"type": "object", "required": ["text"],
+                        "properties": {"text": {"type": "string"}}}]}},
+                "top_n": {"type": "integer", "minimum": 1},
+                "return_documents": {"type": "boolean", "default": false}
+            }}),
+            json!({"type": "object", "required": ["id", "results", "meta"],
+                "properties": {"id": {"type": "string"},
+                "results": {"type": "array", "items": {"type": "object",
+                    "required": ["index", "relevance_score"], "properties": {
+                    "index": {"type": "integer"}, "relevance_score": {"type": "number"},
+                    "document": {"type": "object",
+                        "properties": {"text": {"type": "string"}}}}}},
+                "meta": {"type": "object", "properties": {
+                    "api_version": {"type": "object",
+                        "properties": {"version": {"type": "string"}}},
+                    "tokens": {"type": "object", "properties": {
+                        "input_tokens": {"type": "number"},
+                        "output_tokens": {"type": "number"}}}}}}}),
+            Shape::Cohere,
             INFER_ERRORS,
         ),
         ("GET", "/info") => get(
@@ -269,8 +314,8 @@ pub fn document() -> Value {
             "title": "embd serve",
             "version": crate::VERSION,
             "description": "Sentence embeddings and reranking over HTTP: \
-                text-embeddings-inference's routes, OpenAI's /v1/embeddings and the \
-                Jina / Cohere /v1/rerank (see docs/SERVER.md)."
+                text-embeddings-inference's routes, OpenAI's /v1/embeddings, the \
+                Jina / Cohere /v1/rerank and Cohere's /v2/rerank (see docs/SERVER.md)."
         },
         "paths": paths,
     })

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -18,13 +17,12 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use embedder::tokenizer::TokenSpan;
 use embedder::{CallOptions, CallPlan, Truncation};
-use http_body_util::BodyExt;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::batcher::Job;
+use crate::body::read_json;
 use crate::error::{ApiError, Dialect, ErrorType};
 use crate::{AppState, EmbedModel, RerankModel};
 
@@ -43,6 +41,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/embed_all"),
     ("POST", "/rerank"),
     ("POST", "/v1/rerank"),
+    ("POST", "/v2/rerank"),
     ("GET", "/info"),
     ("GET", "/health"),
     ("GET", "/ping"),
@@ -64,6 +63,7 @@ fn handler(method: &str, path: &str) -> MethodRouter<St> {
         "/embed_all" => on(filter, embed_all),
         "/rerank" => on(filter, rerank),
         "/v1/rerank" => on(filter, openai_rerank),
+        "/v2/rerank" => on(filter, cohere_v2_rerank),
         "/info" => on(filter, info),
         "/health" | "/ping" => on(filter, health),
         "/metrics" => on(filter, metrics),
@@ -73,7 +73,8 @@ fn handler(method: &str, path: &str) -> MethodRouter<St> {
 }
 
 /// The application: every route of [`ROUTES`], JSON errors for unknown
-/// routes and methods, and the metrics and timing layer.
+/// routes and methods, CORS (when configured), and the metrics and timing
+/// layer.
 pub fn router(state: St) -> Router {
     let mut r = Router::new();
     for &(m, p) in ROUTES {
@@ -93,6 +94,10 @@ pub fn router(state: St) -> Router {
             format!("no route {} {}", req.method(), req.uri().path()),
         )
     })
+    .layer(axum::middleware::from_fn_with_state(
+        Arc::clone(&state),
+        crate::cors::cors,
+    ))
     .layer(axum::middleware::from_fn_with_state(
         Arc::clone(&state),
         observe,
@@ -128,53 +133,6 @@ fn set_ms(resp: &mut Response, name: &'static str, d: Duration) {
 
 fn set_num(resp: &mut Response, name: &'static str, n: usize) {
     resp.headers_mut().insert(name, HeaderValue::from(n));
-}
-
-/// Reads and parses a JSON body: at most `payload_limit` bytes (else 413),
-/// within the read timeout (else 408).
-async fn read_json<T: DeserializeOwned>(st: &AppState, body: Body) -> Result<T, ApiError> {
-    let limited = http_body_util::Limited::new(body, st.cfg.payload_limit);
-    let timeout = Duration::from_secs(st.cfg.read_timeout_secs.max(1));
-    let collected = match tokio::time::timeout(timeout, limited.collect()).await {
-        Err(_) => {
-            return Err(ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                ErrorType::Timeout,
-                format!("the request body did not arrive within {timeout:?}"),
-            ))
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(ApiError::too_large(format!(
-                "the request body is larger than the payload limit of {} bytes",
-                st.cfg.payload_limit
-            )))
-        }
-        Ok(Err(e)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorType::Validation,
-                format!("cannot read the request body: {e}"),
-            ))
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
-    if collected.is_empty() {
-        return Err(ApiError::empty(
-            "the request body is empty; send a JSON object",
-        ));
-    }
-    serde_json::from_slice(&collected).map_err(|e| {
-        let status = if e.is_data() {
-            StatusCode::UNPROCESSABLE_ENTITY
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        ApiError::new(
-            status,
-            ErrorType::Validation,
-            format!("invalid JSON request: {e}"),
-        )
-    })
 }
 
 /// An inference request's permit (else 429).
@@ -462,9 +420,9 @@ struct EmbedRequest {
 }
 
 /// `POST /embed` and `POST /`: `[[f32]]`.
-async fn embed(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+async fn embed(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
-    let req: EmbedRequest = read_json(&st, body).await?;
+    let req: EmbedRequest = read_json(&st, req).await?;
     let inputs = parse_inputs(&req.inputs, "inputs")?;
     let opts = CallOptions {
         normalize: Some(req.normalize.unwrap_or(true)),
@@ -496,9 +454,9 @@ struct EmbedAllRequest {
 /// `POST /embed_all`: the un-pooled token vectors of each input,
 /// `[[[f32]]]` (special and prompt tokens included; not normalized unless
 /// the request says `"normalize": true`).
-async fn embed_all(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
-    let req: EmbedAllRequest = read_json(&st, body).await?;
+    let req: EmbedAllRequest = read_json(&st, req).await?;
     let inputs = parse_inputs(&req.inputs, "inputs")?;
     let opts = CallOptions {
         normalize: req.normalize,
@@ -529,17 +487,32 @@ struct OpenAiRequest {
     dimensions: Option<usize>,
 }
 
+/// Why `/v1/embeddings` refuses token ids (without `--accept-token-ids`):
+/// OpenAI's clients send ids of OpenAI's own tokenizer (tiktoken), which
+/// this server would read as ids of the served model's vocabulary and
+/// answer with vectors of other words.
+fn token_ids_refused(i: usize, model: &str) -> String {
+    format!(
+        "input {i} is token ids. This server reads token ids as ids of the served model's own \
+         vocabulary ('{model}'), not of OpenAI's tiktoken, so ids made by an OpenAI client's \
+         tokenizer would give wrong vectors; they are refused. Send the texts instead: \
+         LangChain's OpenAIEmbeddings needs check_embedding_ctx_length=False (its default \
+         sends tiktoken ids). To embed ids of this model's own vocabulary, start the server \
+         with --accept-token-ids."
+    )
+}
+
 /// `POST /v1/embeddings` and `/embeddings`, OpenAI's shape and errors.
-async fn openai_embeddings(State(st): State<St>, body: Body) -> Response {
-    match openai_embeddings_inner(&st, body).await {
+async fn openai_embeddings(State(st): State<St>, req: Request) -> Response {
+    match openai_embeddings_inner(&st, req).await {
         Ok(r) => r,
         Err(e) => e.dialect(Dialect::OpenAi).into_response(),
     }
 }
 
-async fn openai_embeddings_inner(st: &AppState, body: Body) -> Result<Response, ApiError> {
+async fn openai_embeddings_inner(st: &AppState, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(st)?;
-    let req: OpenAiRequest = read_json(st, body).await?;
+    let req: OpenAiRequest = read_json(st, req).await?;
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -559,6 +532,11 @@ async fn openai_embeddings_inner(st: &AppState, body: Body) -> Result<Response, 
     let (model, em) = st
         .embedder(req.model.as_deref())
         .map_err(ApiError::backend)?;
+    if !st.cfg.accept_token_ids {
+        if let Some(i) = inputs.iter().position(|x| matches!(x, Input::Ids(_))) {
+            return Err(ApiError::validation(token_ids_refused(i, &model.name)));
+        }
+    }
     let e = embed_inputs(st, em, inputs, opts, false, Output::Sentences).await?;
     let data: Vec<Value> = e
         .rows()
@@ -596,8 +574,8 @@ struct TokenizeRequest {
 /// `POST /tokenize`: `[[{"id", "text", "special", "start", "stop"}]]`.
 /// `text` is the vocabulary piece; `start`/`stop` are byte offsets into the
 /// input (`null` for the added `[CLS]`/`[SEP]` and a prompt's tokens).
-async fn tokenize(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
-    let req: TokenizeRequest = read_json(&st, body).await?;
+async fn tokenize(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
+    let req: TokenizeRequest = read_json(&st, req).await?;
     let texts: Vec<String> = match parse_inputs(&req.inputs, "inputs")? {
         v if v.iter().all(|x| matches!(x, Input::Text(_))) => v
             .into_iter()
@@ -680,8 +658,8 @@ struct DecodeRequest {
 }
 
 /// `POST /decode`: `[str]`.
-async fn decode(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
-    let req: DecodeRequest = read_json(&st, body).await?;
+async fn decode(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
+    let req: DecodeRequest = read_json(&st, req).await?;
     let seqs: Vec<Vec<u32>> = match parse_inputs(&req.ids, "ids")? {
         v if v.iter().all(|x| matches!(x, Input::Ids(_))) => v
             .into_iter()
@@ -732,9 +710,9 @@ struct SimilarityRequest {
 }
 
 /// `POST /similarity`: the cosine of each sentence to the source, `[f32]`.
-async fn similarity(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+async fn similarity(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
-    let req: SimilarityRequest = read_json(&st, body).await?;
+    let req: SimilarityRequest = read_json(&st, req).await?;
     if req.inputs.sentences.is_empty() {
         return Err(ApiError::empty("`inputs.sentences` cannot be empty"));
     }
@@ -882,9 +860,9 @@ fn rerank_model<'a>(
 }
 
 /// `POST /rerank` (TEI's shape): `[{"index", "score", "text"?}]`, best first.
-async fn rerank(State(st): State<St>, body: Body) -> Result<Response, ApiError> {
+async fn rerank(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
-    let req: RerankRequest = read_json(&st, body).await?;
+    let req: RerankRequest = read_json(&st, req).await?;
     let (_, model) = rerank_model(&st, req.model.as_deref())?;
     let truncate = match truncation(&st, req.truncate, req.truncation_direction.as_deref())? {
         Truncation::Left => {
@@ -916,17 +894,101 @@ async fn rerank(State(st): State<St>, body: Body) -> Result<Response, ApiError> 
     Ok(resp)
 }
 
-/// `POST /v1/rerank` (Jina / Cohere / llama-server shape).
-async fn openai_rerank(State(st): State<St>, body: Body) -> Response {
-    match openai_rerank_inner(&st, body).await {
-        Ok(r) => r,
+/// `POST /v1/rerank` (Jina / Cohere v1 / llama-server shape).
+async fn openai_rerank(State(st): State<St>, req: Request) -> Response {
+    match document_rerank(&st, req).await {
+        Ok((m, r, docs, req)) => {
+            let body = json!({
+                "model": m,
+                "object": "list",
+                "results": ranked_documents(&r, &docs, &req),
+                "usage": {"prompt_tokens": r.tokens, "total_tokens": r.tokens},
+            });
+            let mut resp = Json(body).into_response();
+            r.headers(&mut resp);
+            resp
+        }
         Err(e) => e.dialect(Dialect::OpenAi).into_response(),
     }
 }
 
-async fn openai_rerank_inner(st: &AppState, body: Body) -> Result<Response, ApiError> {
+/// `POST /v2/rerank` (Cohere's v2 shape: `id`, `results`, `meta`; Cohere's
+/// error body).
+async fn cohere_v2_rerank(State(st): State<St>, req: Request) -> Response {
+    match document_rerank(&st, req).await {
+        Ok((_, r, docs, req)) => {
+            let body = json!({
+                "id": request_id(),
+                "results": ranked_documents(&r, &docs, &req),
+                "meta": {
+                    "api_version": {"version": "2"},
+                    "tokens": {"input_tokens": r.tokens, "output_tokens": 0},
+                },
+            });
+            let mut resp = Json(body).into_response();
+            r.headers(&mut resp);
+            resp
+        }
+        Err(e) => e.dialect(Dialect::Cohere).into_response(),
+    }
+}
+
+/// A request id for `/v2/rerank` answers: a random version-4 UUID (from the
+/// standard library's randomly keyed hasher over a counter).
+fn request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(n);
+        h.write_u64(salt);
+        h.finish()
+    };
+    let (a, b) = (half(1), half(2));
+    let a = (a & !0xf000) | 0x4000; // version 4
+    let b = (b & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// The best `top_n` of a ranking as `{"index", "relevance_score",
+/// "document"?: {"text"}}`.
+fn ranked_documents(r: &Ranking, docs: &[String], req: &DocumentRerank) -> Vec<Value> {
+    r.ranked
+        .iter()
+        .take(req.top_n.unwrap_or(usize::MAX))
+        .map(|x| {
+            let mut o = json!({"index": x.index, "relevance_score": x.score});
+            if req.return_documents {
+                o["document"] = json!({"text": docs[x.index]});
+            }
+            o
+        })
+        .collect()
+}
+
+/// What the answer of a document rerank (v1 or v2) needs of its request.
+struct DocumentRerank {
+    top_n: Option<usize>,
+    return_documents: bool,
+}
+
+/// `/v1/rerank` and `/v2/rerank`: the model's name, the ranking, the
+/// documents, and the answer's options.
+async fn document_rerank(
+    st: &AppState,
+    req: Request,
+) -> Result<(String, Ranking, Vec<String>, DocumentRerank), ApiError> {
     let _permit = permit(st)?;
-    let req: OpenAiRerankRequest = read_json(st, body).await?;
+    let req: OpenAiRerankRequest = read_json(st, req).await?;
     let (m, model) = rerank_model(st, req.model.as_deref())?;
     // Cohere's documents are strings or {"text": ...} objects.
     let docs: Vec<String> = req
@@ -952,28 +1014,11 @@ async fn openai_rerank_inner(st: &AppState, body: Body) -> Result<Response, ApiE
     let truncate = st.cfg.auto_truncate;
     let (r, docs) =
         rank_documents(st, model, req.query, docs, "documents", truncate, false).await?;
-    let with_docs = req.return_documents.unwrap_or(false);
-    let results: Vec<Value> = r
-        .ranked
-        .iter()
-        .take(req.top_n.unwrap_or(usize::MAX))
-        .map(|x| {
-            let mut o = json!({"index": x.index, "relevance_score": x.score});
-            if with_docs {
-                o["document"] = json!({"text": docs[x.index]});
-            }
-            o
-        })
-        .collect();
-    let body = json!({
-        "model": m.name,
-        "object": "list",
-        "results": results,
-        "usage": {"prompt_tokens": r.tokens, "total_tokens": r.tokens},
-    });
-    let mut resp = Json(body).into_response();
-    r.headers(&mut resp);
-    Ok(resp)
+    let opts = DocumentRerank {
+        top_n: req.top_n,
+        return_documents: req.return_documents.unwrap_or(false),
+    };
+    Ok((m.name.clone(), r, docs, opts))
 }
 
 /// `GET /info`: TEI's fields (of the first model), and every served model.
@@ -986,7 +1031,6 @@ async fn info(State(st): State<St>) -> Response {
                 let i = e.engine.info();
                 json!({
                     "model_id": m.name,
-                    "path": m.path.display().to_string(),
                     "model_type": {"embedding": {"pooling": i.pooling.name()}},
                     "dim": i.dim,
                     "hidden_size": i.hidden_size,
@@ -1015,7 +1059,6 @@ async fn info(State(st): State<St>) -> Response {
                     .collect();
                 json!({
                     "model_id": m.name,
-                    "path": m.path.display().to_string(),
                     "model_type": {"reranker": {"id2label": id2label, "label2id": label2id}},
                     "dim": null,
                     "hidden_size": i.hidden_size,
