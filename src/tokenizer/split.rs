@@ -26,9 +26,11 @@
 //! the Kelvin sign for `k`), as Oniguruma does.
 //!
 //! The matcher is a Pike VM (a breadth-first simulation of the backtracking
-//! order): leftmost-first matches in time linear in the text for a fixed
-//! pattern, whatever the pattern (no exponential backtracking on a hostile
-//! file).
+//! order): each search costs at most the text's length times the pattern's
+//! size, whatever the pattern (no exponential backtracking on a hostile file).
+//! For the real patterns every thread dies at the end of its match, so a
+//! whole text costs time linear in its length; a pattern such as `a*b|a` can
+//! rescan the rest of the text at each match (quadratic, as in Oniguruma).
 
 use std::cell::RefCell;
 use std::ops::Range;
