@@ -20,6 +20,7 @@ use embedder::formats::{
     ReadOptions, TensorData, TensorEntry, WriteSettings, Writer, CONTAINERS,
 };
 use embedder::import::hf;
+use embedder::tokenizer::pipeline::Pipeline;
 use embedder::tokenizer::spec::{TokenizerKind, TokenizerSpec};
 use embedder::tokenizer::{Tokenizer, TokenizerConfig};
 use embedder::{ModelConfig, SpecialIds, Vocab};
@@ -49,6 +50,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("embedder", fuzz_embedder),
     ("container", fuzz_container),
     ("bpe", fuzz_bpe),
+    ("hf_tokenizer", fuzz_hf_tokenizer),
+    ("split", fuzz_split),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -546,6 +549,14 @@ pub fn fuzz_unigram_spec(data: &[u8]) {
     let Ok(p) = spec.build() else {
         return;
     };
+    check_pipeline(&p, text, max_len);
+}
+
+/// The invariants of a built pipeline on any text: ids in range, within
+/// `max_len`, counted right; the offsets path gives the same ids with
+/// offsets on character boundaries; a bounded encoding is a prefix; pairs
+/// fit; decoding does not panic.
+pub fn check_pipeline(p: &Pipeline, text: &str, max_len: Option<usize>) {
     let n = p.vocab_len();
     let added = p.template.added(false);
     let ids = p.encode(text, max_len);
@@ -594,6 +605,122 @@ pub fn fuzz_unigram_spec(data: &[u8]) {
     }
     let _ = p.decode(&ids, true);
     let _ = p.decode(&pair, false);
+}
+
+/// A HF `tokenizer.json` (any model, normalizer, pre-tokenizer, post-processor
+/// this crate reads: ModernBERT's, Qwen2's `Split` regex, Gemma's
+/// `Replace`/`Split`/byte-fallback BPE, ...) through `TokenizerSpec::from_hf_json`,
+/// its stored form and the pipeline. Input: a mode byte (bit 0: the
+/// transformers layout; high nibble: max_len as in `fuzz_unigram_spec`), then
+/// lossy UTF-8 cut at U+0001 into `tokenizer.json`, `tokenizer_config.json`
+/// (empty: none) and the text. A file that reads must store and read back
+/// equal, and build to a pipeline that encodes any text as the original does.
+pub fn fuzz_hf_tokenizer(data: &[u8]) {
+    use embedder::tokenizer::spec::Layout;
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let max_len = match mode >> 4 {
+        0 => None,
+        k => Some(usize::from(k) * usize::from(k) - 1),
+    };
+    let layout = if mode & 1 == 0 {
+        Layout::AsWritten
+    } else {
+        Layout::AsTransformers
+    };
+    let s = String::from_utf8_lossy(rest);
+    let mut parts = s.splitn(3, '\u{1}');
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(parts.next().unwrap_or("")) else {
+        return;
+    };
+    let cfg = serde_json::from_str::<serde_json::Value>(parts.next().unwrap_or("")).ok();
+    let text = parts.next().unwrap_or("hello world");
+    let Ok(spec) = TokenizerSpec::from_hf_json(&json, cfg.as_ref(), layout) else {
+        return;
+    };
+    let again = TokenizerSpec::from_parts(
+        spec.kind,
+        spec.pieces.clone(),
+        spec.scores.clone(),
+        spec.merges.clone(),
+        spec.charsmap.clone(),
+        &spec.settings_string(),
+    )
+    .expect("a spec read from tokenizer.json reads back from its stored form");
+    assert_eq!(again, spec, "stored spec differs");
+    let built = spec.build();
+    let Ok(p) = built else {
+        return;
+    };
+    let q = again.build().expect("the stored spec builds");
+    assert_eq!(
+        p.encode(text, max_len),
+        q.encode(text, max_len),
+        "stored spec ids"
+    );
+    check_pipeline(&p, text, max_len);
+    // The same file as a `Tokenizer` (special ids declared or stood in for).
+    if let Ok(t) = Tokenizer::from_hf_json(&json, cfg.as_ref(), layout) {
+        assert_eq!(
+            t.encode(text, max_len),
+            p.encode(text, max_len),
+            "Tokenizer ids"
+        );
+    }
+}
+
+/// HF's `Split` pre-tokenizer on its own. Input: a mode byte (`% 5`: the
+/// behavior; bit 3: invert; bit 4: a `String` pattern, else `Regex`), then
+/// lossy UTF-8 `pattern U+0001 text`. A pattern must compile or be refused;
+/// the pieces must be non-empty, in order, non-overlapping, on character
+/// boundaries, and (Isolated, not inverted) cover the text.
+pub fn fuzz_split(data: &[u8]) {
+    use embedder::tokenizer::split::{Behavior, Split};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let behavior = [
+        Behavior::Removed,
+        Behavior::Isolated,
+        Behavior::MergedWithPrevious,
+        Behavior::MergedWithNext,
+        Behavior::Contiguous,
+    ][usize::from(mode % 5)];
+    let invert = mode & 8 != 0;
+    let regex = mode & 16 == 0;
+    let s = String::from_utf8_lossy(rest);
+    let (pattern, text) = s.split_once('\u{1}').unwrap_or((&*s, "a b  c\n's 12"));
+    let Ok(split) = Split::new(pattern, regex, behavior, invert) else {
+        return;
+    };
+    let mut end = 0;
+    let mut covered = 0;
+    split.for_each_piece(text, |r| {
+        assert!(r.start < r.end, "empty piece");
+        assert!(r.start >= end, "pieces overlap or go back");
+        assert!(r.end <= text.len(), "piece past the text");
+        assert!(
+            text.is_char_boundary(r.start) && text.is_char_boundary(r.end),
+            "piece not on character boundaries"
+        );
+        covered += r.len();
+        end = r.end;
+    });
+    if behavior == Behavior::Isolated && !invert {
+        assert_eq!(covered, text.len(), "isolated pieces do not cover the text");
+    }
+    let mut last = 0;
+    split.for_each_match(text, |a, b| {
+        assert!(
+            a <= b && a >= last && b <= text.len(),
+            "match {a}..{b} out of order"
+        );
+        assert!(text.is_char_boundary(a) && text.is_char_boundary(b));
+        last = b;
+    });
+    let again = Split::from_json(&split.to_json(), "split").expect("to_json reads back");
+    assert!(again == split, "to_json round trip");
 }
 
 /// Any bytes through the dispatcher, as `Embedder::open` / `embd_open` read a file.

@@ -568,6 +568,176 @@ fn unigram_spec_seeds() -> Vec<Vec<u8>> {
     out
 }
 
+/// Qwen2/Qwen3's `Split` pattern.
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// `hf_tokenizer` seeds: small `tokenizer.json` files in the layouts of
+/// ModernBERT (NFC, ByteLevel, whitespace and placeholder added tokens,
+/// `[MASK]` with lstrip, `[CLS] $A [SEP]`), Qwen2/Qwen3 (NFC, `Split` with
+/// Qwen's regex then ByteLevel without regex, `Sequence[ByteLevel,
+/// TemplateProcessing($A <|endoftext|>)]`) and Gemma (`Replace(" ", "▁")`,
+/// `Split(" ", MergedWithPrevious)`, byte-fallback BPE with `fuse_unk`,
+/// `<bos> $A <eos>`), each with a text.
+fn hf_tokenizer_seeds() -> Vec<Vec<u8>> {
+    use embedder::tokenizer::byte_level::BYTE_CHAR;
+    use serde_json::{json, Map, Value};
+    let tok = |id: usize, content: &str, special: bool, normalized: bool, lstrip: bool| {
+        json!({"id": id, "content": content, "single_word": false, "lstrip": lstrip,
+               "rstrip": false, "normalized": normalized, "special": special})
+    };
+    let sp = |n: &str| json!({"SpecialToken": {"id": n, "type_id": 0}});
+    let seq = |n: &str| json!({"Sequence": {"id": n, "type_id": 0}});
+    let special = |n: &str, id: usize| json!({"id": n, "ids": [id], "tokens": [n]});
+    // Byte-level: the 256 byte characters and a few merges.
+    let mut bl: Vec<String> = BYTE_CHAR.iter().map(|c| c.to_string()).collect();
+    let bl_merges = [
+        ("h", "e"),
+        ("l", "l"),
+        ("he", "ll"),
+        ("\u{120}", "w"),
+        ("o", "r"),
+    ];
+    for (a, b) in bl_merges {
+        bl.push(format!("{a}{b}"));
+    }
+    let vocab = |pieces: &[String]| -> Value {
+        Value::Object(
+            pieces
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.clone(), json!(i)))
+                .collect::<Map<_, _>>(),
+        )
+    };
+    let merges = |m: &[(&str, &str)]| -> Value {
+        Value::Array(m.iter().map(|(a, b)| json!([a, b])).collect())
+    };
+    let n = bl.len();
+    let modernbert = json!({
+        "added_tokens": [tok(n, "<|endoftext|>", true, false, false),
+            tok(n + 1, "   ", false, true, false), tok(n + 2, "  ", false, true, false),
+            tok(n + 3, "|||IP_ADDRESS|||", false, true, false), tok(n + 4, "[UNK]", true, false, false),
+            tok(n + 5, "[CLS]", true, false, false), tok(n + 6, "[SEP]", true, false, false),
+            tok(n + 7, "[PAD]", true, false, false), tok(n + 8, "[MASK]", true, false, true)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [sp("[CLS]"), seq("A"), sp("[SEP]")],
+            "pair": [sp("[CLS]"), seq("A"), sp("[SEP]"), seq("B"), sp("[SEP]")],
+            "special_tokens": {"[CLS]": special("[CLS]", n + 5), "[SEP]": special("[SEP]", n + 6)}},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "fuse_unk": false,
+                  "byte_fallback": false, "ignore_merges": false,
+                  "vocab": vocab(&bl), "merges": merges(&bl_merges)}
+    });
+    let modernbert_cfg = json!({"tokenizer_class": "PreTrainedTokenizerFast", "cls_token": "[CLS]",
+        "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]"});
+    let qwen = json!({
+        "added_tokens": [tok(n, "<|endoftext|>", true, false, false),
+            tok(n + 1, "<|im_start|>", true, false, false), tok(n + 2, "<|im_end|>", true, false, false),
+            tok(n + 3, "<think>", false, false, false)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            {"type": "TemplateProcessing", "single": [seq("A"), sp("<|endoftext|>")],
+             "pair": [seq("A"), seq("B"), sp("<|endoftext|>")],
+             "special_tokens": {"<|endoftext|>": special("<|endoftext|>", n)}}]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab(&bl), "merges": merges(&bl_merges)}
+    });
+    let qwen_cfg = json!({"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>", "unk_token": null, "bos_token": null});
+    let mut gp: Vec<String> = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    gp.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    let g_merges = [("\u{2581}", "a"), ("b", "c"), ("\u{2581}a", "bc")];
+    for p in ["\u{2581}", "a", "b", "c", "\u{e9}"] {
+        gp.push(p.to_string());
+    }
+    for (a, b) in g_merges {
+        gp.push(format!("{a}{b}"));
+    }
+    let gemma = json!({
+        "added_tokens": [tok(0, "<pad>", true, false, false), tok(1, "<eos>", true, false, false),
+            tok(2, "<bos>", true, false, false), tok(3, "<unk>", true, false, false),
+            tok(4, "<mask>", true, false, false)],
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"},
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [sp("<bos>"), seq("A"), sp("<eos>")],
+            "pair": [sp("<bos>"), seq("A"), sp("<eos>"), sp("<bos>"), seq("B"), sp("<eos>")],
+            "special_tokens": {"<bos>": special("<bos>", 2), "<eos>": special("<eos>", 1)}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true,
+                  "ignore_merges": false, "vocab": vocab(&gp), "merges": merges(&g_merges)}
+    });
+    let gemma_cfg = json!({"tokenizer_class": "GemmaTokenizer", "bos_token": "<bos>", "eos_token": "<eos>",
+        "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"});
+    let mut out = Vec::new();
+    for (mode, j, cfg, text) in [
+        (
+            0u8,
+            &modernbert,
+            &modernbert_cfg,
+            "hello   world |||IP_ADDRESS||| [MASK] caf\u{e9}\u{301}",
+        ),
+        (
+            0x31,
+            &qwen,
+            &qwen_cfg,
+            "Hello world's  test\n\n  x 123 <|im_start|><think>",
+        ),
+        (0x01, &gemma, &gemma_cfg, "a bc  abc \u{e9}\u{4e2d}<bos>x"),
+    ] {
+        let mut b = vec![mode];
+        b.extend_from_slice(j.to_string().as_bytes());
+        b.push(1);
+        b.extend_from_slice(cfg.to_string().as_bytes());
+        b.push(1);
+        b.extend_from_slice(text.as_bytes());
+        out.push(b);
+    }
+    out
+}
+
+/// `split` seeds: Qwen2's, cl100k's and GPT-2's patterns, Gemma's string and
+/// a few constructs (look-ahead, counted and lazy repetition, case folding,
+/// bracket classes), over texts with contractions, whitespace runs, digits.
+fn split_seeds() -> Vec<Vec<u8>> {
+    let text = "Hello world's TEST'S  x\n\n  y 12345 \u{3000}caf\u{e9}! \u{17f}";
+    let mut out = Vec::new();
+    for (mode, pattern) in [
+        (1u8, QWEN2_PATTERN),
+        (
+            1,
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        ),
+        (
+            1,
+            r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+        ),
+        (2 | 16, " "),
+        (4 | 8, r"(?i)[a-c]+?x{1,2}|\x41|[^\S\n]+(?=\p{N})|."),
+    ] {
+        let mut b = vec![mode];
+        b.extend_from_slice(pattern.as_bytes());
+        b.push(1);
+        b.extend_from_slice(text.as_bytes());
+        out.push(b);
+    }
+    out
+}
+
 /// Every seed: `(target, file name, bytes)`.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
@@ -618,6 +788,12 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (i, b) in unigram_spec_seeds().into_iter().enumerate() {
         out.push(("unigram_spec", format!("spec_{i}.bin"), b));
+    }
+    for (i, b) in hf_tokenizer_seeds().into_iter().enumerate() {
+        out.push(("hf_tokenizer", format!("tokenizer_{i}.bin"), b));
+    }
+    for (i, b) in split_seeds().into_iter().enumerate() {
+        out.push(("split", format!("pattern_{i}.bin"), b));
     }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.

@@ -309,6 +309,7 @@ fn split_one(p: &PreTokenizer, a: &Aligned, out: &mut Vec<Aligned>) {
             }
             out.extend(cur);
         }
+        PreTokenizer::Split(s) => s.for_each_piece(&a.s, |r| out.push(a.slice(r))),
         PreTokenizer::WhitespaceSplit => {
             let mut start = None;
             for (i, c) in a.s.char_indices() {

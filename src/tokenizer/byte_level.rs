@@ -15,13 +15,13 @@
 use super::byte_level_tables::{STAGE1, STAGE2};
 
 /// A character that is none of the three classes below.
-const OTHER: u8 = 0;
+pub(crate) const OTHER: u8 = 0;
 /// `\p{L}`: general category L*.
-const LETTER: u8 = 1;
+pub(crate) const LETTER: u8 = 1;
 /// `\p{N}`: general category N*.
-const NUMBER: u8 = 2;
+pub(crate) const NUMBER: u8 = 2;
 /// `\s`: the White_Space property.
-const SPACE: u8 = 3;
+pub(crate) const SPACE: u8 = 3;
 
 /// The split-regex class of an ASCII byte.
 const ASCII_CLASS: [u8; 128] = {
@@ -45,7 +45,7 @@ const ASCII_CLASS: [u8; 128] = {
 
 /// The split-regex class of `c` (one of the four constants above).
 #[inline]
-fn class_of(c: char) -> u8 {
+pub(crate) fn class_of(c: char) -> u8 {
     let cp = c as u32;
     if cp < 128 {
         return ASCII_CLASS[cp as usize];

@@ -16,10 +16,12 @@
 //!   4. [`wordpiece::WordPiece`] per word;
 //!   5. [`Tokenizer::encode`] adds the vocabulary's cls/sep ids (`[CLS]`/`[SEP]`
 //!      for BERT, `<s>`/`</s>` for MPNet) and truncates from the right.
-//! - **SentencePiece Unigram** (XLM-R, multilingual BERT) and **byte-level
-//!   BPE** (RoBERTa): a [`pipeline::Pipeline`] built from a
+//! - **SentencePiece Unigram** (XLM-R, multilingual BERT) and **BPE**
+//!   (byte-level: RoBERTa, ModernBERT, Qwen2/Qwen3; SentencePiece-style with
+//!   byte fallback: Gemma): a [`pipeline::Pipeline`] built from a
 //!   [`spec::TokenizerSpec`] (added tokens, normalizers, pre-tokenizers, the
-//!   model, the post-processor template), as `tokenizer.json` describes it.
+//!   model, the post-processor template), as `tokenizer.json` describes it;
+//!   [`Tokenizer::from_hf_dir`] builds one from a HuggingFace folder.
 
 pub mod added;
 mod aligned;
@@ -34,6 +36,7 @@ pub mod pre_tokenizer;
 pub mod pre_tokenizers;
 pub mod precompiled;
 pub mod spec;
+pub mod split;
 pub mod template;
 pub mod unigram;
 pub mod vocab;
@@ -262,6 +265,58 @@ impl Tokenizer {
             config: TokenizerConfig::bert_uncased(),
             kind: Kind::Pipeline(Box::new(pipeline)),
         })
+    }
+
+    /// Builds the tokenizer of a HuggingFace `tokenizer.json` (with the
+    /// folder's `tokenizer_config.json`, if any, for the class rebuilds of
+    /// [`spec::Layout::AsTransformers`] and the special tokens): ModernBERT's,
+    /// Qwen2/Qwen3's, Gemma's, RoBERTa's, XLM-R's and any other Unigram or
+    /// BPE file whose stages this module runs. The vocabulary's five special
+    /// ids are [`spec::DeclaredSpecials::special_ids`] (declared, or stand-ins
+    /// where the folder declares none); the template frames texts.
+    ///
+    /// # Errors
+    /// A stage this module does not run or a malformed file, named (see
+    /// [`TokenizerSpec::from_hf_json`]).
+    pub fn from_hf_json(
+        tokenizer_json: &serde_json::Value,
+        tokenizer_config: Option<&serde_json::Value>,
+        layout: spec::Layout,
+    ) -> Result<Tokenizer> {
+        let spec = TokenizerSpec::from_hf_json(tokenizer_json, tokenizer_config, layout)?;
+        let specials = spec
+            .declared_specials(tokenizer_config)?
+            .special_ids(&spec.template()?);
+        let vocab = Vocab::with_pieces(spec.pieces.clone(), specials)?;
+        Tokenizer::from_spec(&spec, vocab)
+    }
+
+    /// [`Tokenizer::from_hf_json`] of `dir/tokenizer.json` and
+    /// `dir/tokenizer_config.json` (optional).
+    ///
+    /// # Errors
+    /// As [`Tokenizer::from_hf_json`]; a missing or unreadable
+    /// `tokenizer.json`.
+    pub fn from_hf_dir(
+        dir: impl AsRef<std::path::Path>,
+        layout: spec::Layout,
+    ) -> Result<Tokenizer> {
+        let read = |name: &str| -> Result<Option<serde_json::Value>> {
+            let path = dir.as_ref().join(name);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io(path.display(), e)),
+            };
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| Error::model(format!("{}: not JSON ({e})", path.display())))
+        };
+        let tj = read("tokenizer.json")?.ok_or_else(|| {
+            Error::model(format!("{}: no tokenizer.json", dir.as_ref().display()))
+        })?;
+        let cfg = read("tokenizer_config.json")?;
+        Tokenizer::from_hf_json(&tj, cfg.as_ref(), layout)
     }
 
     /// Also matches the tokens `ids` (of the vocabulary; others are ignored)

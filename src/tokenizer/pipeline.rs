@@ -1,4 +1,4 @@
-//! The HF-`tokenizers`-style pipeline for SentencePiece-style models:
+//! The HF-`tokenizers`-style pipeline (Unigram and BPE models):
 //! added tokens (raw) -> normalizer -> added tokens (normalized) ->
 //! pre-tokenizer -> model per word -> template + truncation.
 //!
@@ -37,12 +37,23 @@ pub enum Decoder {
     Metaspace(char, PrependScheme),
     /// HF `ByteLevel` decoder: the bytes the characters stand for, as UTF-8.
     ByteLevel,
+    /// SentencePiece-style BPE (Gemma, Llama): HF's `Sequence[Replace("▁",
+    /// " "), ByteFallback, Fuse]` and optionally `Strip(" ", n, 0)`: `▁` becomes
+    /// a space, runs of `<0xXX>` tokens become their bytes as UTF-8 (each byte
+    /// of an invalid run a U+FFFD), and `n` leading spaces are dropped.
+    SentencePiece {
+        /// Leading spaces removed (`Strip`'s `start`).
+        strip: usize,
+    },
 }
 
 impl Decoder {
     /// From the HF JSON of a decoder (anything but `Metaspace` and `ByteLevel`
     /// concatenates).
     pub fn from_json(v: &Value) -> Decoder {
+        if let Some(d) = Self::sentence_piece(v) {
+            return d;
+        }
         if v.get("type").and_then(Value::as_str) == Some("ByteLevel") {
             return Decoder::ByteLevel;
         }
@@ -58,6 +69,69 @@ impl Decoder {
         }
         Decoder::Concat
     }
+}
+
+impl Decoder {
+    /// The SentencePiece-style sequence, if `v` is one.
+    fn sentence_piece(v: &Value) -> Option<Decoder> {
+        let list = v.get("decoders")?.as_array()?;
+        if v.get("type")?.as_str()? != "Sequence" || !(3..=4).contains(&list.len()) {
+            return None;
+        }
+        let ty = |i: usize| list[i].get("type").and_then(Value::as_str);
+        let replace = ty(0) == Some("Replace")
+            && list[0]["pattern"]["String"].as_str() == Some("\u{2581}")
+            && list[0]["content"].as_str() == Some(" ");
+        if !replace || ty(1) != Some("ByteFallback") || ty(2) != Some("Fuse") {
+            return None;
+        }
+        let strip = match list.get(3) {
+            None => 0,
+            Some(s) => {
+                if ty(3) != Some("Strip")
+                    || s["content"].as_str() != Some(" ")
+                    || s["stop"].as_u64() != Some(0)
+                {
+                    return None;
+                }
+                usize::try_from(s["start"].as_u64()?).ok()?
+            }
+        };
+        Some(Decoder::SentencePiece { strip })
+    }
+}
+
+/// The byte of a `<0xXX>` token.
+fn byte_token(t: &str) -> Option<u8> {
+    let hex = t.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// [`Decoder::SentencePiece`] of `tokens`.
+fn sentence_piece_decode(tokens: &[&str], strip: usize) -> String {
+    let mut s = String::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let flush = |bytes: &mut Vec<u8>, s: &mut String| {
+        match std::str::from_utf8(bytes) {
+            Ok(t) => s.push_str(t),
+            Err(_) => s.extend(std::iter::repeat_n('\u{FFFD}', bytes.len())),
+        }
+        bytes.clear();
+    };
+    for t in tokens {
+        if let Some(b) = byte_token(t) {
+            bytes.push(b);
+            continue;
+        }
+        flush(&mut bytes, &mut s);
+        s.push_str(&t.replace('\u{2581}', " "));
+    }
+    flush(&mut bytes, &mut s);
+    let lead = s.chars().take(strip).take_while(|&c| c == ' ').count();
+    s.split_off(lead)
 }
 
 #[derive(Default)]
@@ -472,6 +546,7 @@ impl Pipeline {
                 super::byte_level::decode(tokens.iter().copied(), &mut s);
                 s
             }
+            Decoder::SentencePiece { strip } => sentence_piece_decode(&tokens, strip),
             Decoder::Concat => tokens.concat(),
         }
     }

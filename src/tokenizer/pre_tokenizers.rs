@@ -1,5 +1,6 @@
-//! The pre-tokenizers of HF `tokenizers` used with SentencePiece-style models:
-//! `Metaspace` (every form found in real files), `WhitespaceSplit`, `Whitespace`
+//! The pre-tokenizers of HF `tokenizers` found in real `tokenizer.json` files:
+//! `Metaspace` (every form found in real files), `WhitespaceSplit`, `Whitespace`,
+//! `ByteLevel`, `Split` (Qwen2/Qwen3's regex, Gemma's `" "`: [`super::split`])
 //! and `Sequence` of them.
 //!
 //! `Metaspace` replaces every `' '` with the replacement character (`▁`),
@@ -21,6 +22,7 @@ use serde_json::Value;
 use super::byte_level::{push_mapped, ByteLevel};
 
 use super::normalizers::{get_bool, get_str};
+use super::split::Split;
 use crate::error::{Error, Result};
 
 /// Metaspace's prepend scheme.
@@ -53,6 +55,8 @@ pub enum PreTokenizer {
     /// HF `ByteLevel`: GPT-2's split pattern, then every byte as a character
     /// of GPT-2's byte table.
     ByteLevel(ByteLevel),
+    /// HF `Split`: cut at the matches of a pattern (see [`super::split`]).
+    Split(Box<Split>),
     /// Each in turn on every piece of the previous one.
     Sequence(Vec<PreTokenizer>),
 }
@@ -150,6 +154,7 @@ impl PreTokenizer {
             }
             "WhitespaceSplit" => PreTokenizer::WhitespaceSplit,
             "Whitespace" => PreTokenizer::Whitespace,
+            "Split" => PreTokenizer::Split(Box::new(Split::from_json(v, path)?)),
             "ByteLevel" => PreTokenizer::ByteLevel(ByteLevel {
                 add_prefix_space: get_bool(v, "add_prefix_space", true, path)?,
                 trim_offsets: get_bool(v, "trim_offsets", true, path)?,
@@ -190,6 +195,7 @@ impl PreTokenizer {
                 "trim_offsets": b.trim_offsets,
                 "use_regex": b.use_regex,
             }),
+            PreTokenizer::Split(s) => s.to_json(),
             PreTokenizer::Sequence(l) => serde_json::json!({
                 "type": "Sequence",
                 "pretokenizers": l.iter().map(PreTokenizer::to_json).collect::<Vec<_>>(),
@@ -225,7 +231,7 @@ impl PreTokenizer {
             // GPT-2's pattern ends a letter or digit run at a space, and the space
             // starts the next word.
             PreTokenizer::ByteLevel(b) => b.use_regex,
-            PreTokenizer::Sequence(_) => false,
+            PreTokenizer::Split(_) | PreTokenizer::Sequence(_) => false,
         }) && steps.iter().all(|p| match p {
             // A Metaspace whose replacement could glue words back is not safe.
             PreTokenizer::Metaspace { replacement, .. } => !replacement.is_alphanumeric(),
@@ -352,6 +358,12 @@ impl PreTokenizer {
                     push_mapped(w, buf);
                     f(buf, origin.saturating_sub(at));
                     at += w.len();
+                });
+            }
+            PreTokenizer::Split(s) => {
+                s.for_each_piece(text, |r| {
+                    let at = r.start;
+                    f(&text[r], origin.saturating_sub(at));
                 });
             }
             PreTokenizer::Sequence(l) => {

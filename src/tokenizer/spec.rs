@@ -804,6 +804,112 @@ impl TokenizerSpec {
     }
 }
 
+/// The special tokens a HF folder declares (`tokenizer_config.json`'s
+/// `pad_token`, `unk_token`, `cls_token`, `sep_token`, `mask_token`,
+/// `bos_token`, `eos_token`, a string or an AddedToken object; `null` or
+/// absent: none), as ids of the spec's pieces. A model need not have any of
+/// them (Qwen3 declares only `pad` and `eos`); the post-processor's template,
+/// not these, frames a text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeclaredSpecials {
+    /// `pad_token`.
+    pub pad: Option<u32>,
+    /// `unk_token`, else the model's unknown id.
+    pub unk: Option<u32>,
+    /// `cls_token`.
+    pub cls: Option<u32>,
+    /// `sep_token`.
+    pub sep: Option<u32>,
+    /// `mask_token`.
+    pub mask: Option<u32>,
+    /// `bos_token`.
+    pub bos: Option<u32>,
+    /// `eos_token`.
+    pub eos: Option<u32>,
+}
+
+impl DeclaredSpecials {
+    /// The five ids a [`super::vocab::Vocab`] (and an EMBD file's vocabulary
+    /// section) holds, for a pipeline tokenizer: each declared one, else a
+    /// stand-in (`cls`: the first id the template puts before a text, else
+    /// `bos`; `sep`: the last one it puts after, else `eos`; any other role:
+    /// the pad id, else the first stand-in found, else 0). The pipeline never
+    /// reads these five: its template frames texts; the stand-ins only fill
+    /// the fixed slots.
+    pub fn special_ids(&self, template: &Template) -> super::vocab::SpecialIds {
+        let cls = self
+            .cls
+            .or_else(|| template.single_prefix.ids.first().copied())
+            .or(self.bos);
+        let sep = self
+            .sep
+            .or_else(|| template.single_suffix.ids.last().copied())
+            .or(self.eos);
+        let filler = self
+            .pad
+            .or(self.unk)
+            .or(cls)
+            .or(sep)
+            .or(self.eos)
+            .unwrap_or(0);
+        super::vocab::SpecialIds {
+            pad: self.pad.unwrap_or(filler),
+            unk: self.unk.unwrap_or(filler),
+            cls: cls.unwrap_or(filler),
+            sep: sep.unwrap_or(filler),
+            mask: self.mask.unwrap_or(filler),
+        }
+    }
+}
+
+impl TokenizerSpec {
+    /// The special tokens `tokenizer_config` declares (see
+    /// [`DeclaredSpecials`]); a declared token that is not a piece is refused
+    /// by name.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Model`] naming the key.
+    pub fn declared_specials(&self, tokenizer_config: Option<&Value>) -> Result<DeclaredSpecials> {
+        let find = |key: &str| -> Result<Option<u32>> {
+            let Some(name) = config_token(tokenizer_config, key) else {
+                return Ok(None);
+            };
+            // The last piece of that name (an added token past a model piece
+            // of the same string is the one HF matches).
+            let added = self.added_tokens()?;
+            if let Some(t) = added.iter().find(|t| t.content == name) {
+                return Ok(Some(t.id));
+            }
+            self.pieces
+                .iter()
+                .position(|p| p == name)
+                .map(|i| Some(i as u32))
+                .ok_or_else(|| {
+                    model_err(format!(
+                        "tokenizer_config.json {key}: {name:?} is not in the vocabulary"
+                    ))
+                })
+        };
+        Ok(DeclaredSpecials {
+            pad: find("pad_token")?,
+            unk: find("unk_token")?.or(self.unk_id),
+            cls: find("cls_token")?,
+            sep: find("sep_token")?,
+            mask: find("mask_token")?,
+            bos: find("bos_token")?,
+            eos: find("eos_token")?,
+        })
+    }
+
+    /// The post-processor's template (what frames one text or a pair).
+    ///
+    /// # Errors
+    /// As [`TokenizerSpec::build`].
+    pub fn template(&self) -> Result<Template> {
+        Ok(self.parts()?.2)
+    }
+}
+
 fn has_precompiled(n: &Option<Normalizer>) -> bool {
     match n {
         Some(Normalizer::Precompiled(_)) => true,

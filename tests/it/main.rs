@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area.
 
+mod arch_tokenizers;
 mod bpe;
 mod call_options;
 mod common;
