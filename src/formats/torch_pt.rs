@@ -48,6 +48,9 @@ pub const MAX_NDIM: usize = 32;
 /// Deepest nesting of dicts (and lists) in a state dict.
 pub const MAX_DEPTH: usize = 32;
 
+/// Longest tensor name (key path), in bytes.
+pub const MAX_NAME: usize = 4096;
+
 /// Longest module or name of a pickle `GLOBAL`, in bytes.
 const MAX_GLOBAL_LEN: usize = 256;
 
@@ -1259,14 +1262,6 @@ impl<'a, 'z> Unpickler<'a, 'z> {
         // Explicit stack of (name prefix, value, depth).
         let mut todo: Vec<(String, Value<'a>, usize)> = vec![(String::new(), root, 0)];
         while let Some((name, v, depth)) = todo.pop() {
-            visits += 1;
-            if visits > max_visits {
-                return Err(Error::format(
-                    "data.pkl",
-                    0,
-                    "the state dict refers to the same dicts too many times",
-                ));
-            }
             let children: Vec<(String, Value<'a>)> = match v {
                 Value::Tensor(i) => {
                     let t = self.tensor(i, name.clone(), &mut owned, budget)?;
@@ -1294,7 +1289,7 @@ impl<'a, 'z> Unpickler<'a, 'z> {
                                 ))
                             }
                         };
-                        kids.push((join(&name, &key), v.clone()));
+                        kids.push((join(&name, &key)?, v.clone()));
                     }
                     self.dicts[d] = items;
                     kids
@@ -1302,8 +1297,8 @@ impl<'a, 'z> Unpickler<'a, 'z> {
                 Value::List(l) => self.lists[l]
                     .iter()
                     .enumerate()
-                    .map(|(i, v)| (join(&name, &i.to_string()), v.clone()))
-                    .collect(),
+                    .map(|(i, v)| Ok((join(&name, &i.to_string())?, v.clone())))
+                    .collect::<Result<Vec<_>>>()?,
                 // Other values (ints, strings, None, ...) are not tensors.
                 _ => continue,
             };
@@ -1312,6 +1307,16 @@ impl<'a, 'z> Unpickler<'a, 'z> {
                     "data.pkl",
                     0,
                     format!("'{name}' nests deeper than {MAX_DEPTH} levels"),
+                ));
+            }
+            // Every child counts, before it is queued: a dict shared many
+            // times cannot queue more than one entry per pickle byte.
+            visits = visits.saturating_add(children.len());
+            if visits > max_visits {
+                return Err(Error::format(
+                    "data.pkl",
+                    0,
+                    "the state dict refers to the same dicts too many times",
                 ));
             }
             // Reverse so that the first child is visited first.
@@ -1367,12 +1372,31 @@ impl<'a, 'z> Unpickler<'a, 'z> {
     }
 }
 
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() {
+fn join(prefix: &str, key: &str) -> Result<String> {
+    if prefix.len().saturating_add(key.len()) >= MAX_NAME {
+        return Err(Error::format(
+            "data.pkl",
+            0,
+            format!(
+                "a key path longer than {MAX_NAME} bytes under '{}'",
+                truncate(prefix)
+            ),
+        ));
+    }
+    Ok(if prefix.is_empty() {
         key.to_string()
     } else {
         format!("{prefix}.{key}")
+    })
+}
+
+/// At most the first 64 bytes of `s` (on a character boundary), for messages.
+fn truncate(s: &str) -> &str {
+    let mut n = s.len().min(64);
+    while !s.is_char_boundary(n) {
+        n -= 1;
     }
+    &s[..n]
 }
 
 /// Pairs `[k0, v0, k1, v1, ...]`; `None` for an odd count.

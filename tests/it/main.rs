@@ -18,5 +18,6 @@ mod options;
 mod precision;
 mod reranker;
 mod tokenizer;
+mod torch_pt;
 mod unigram;
 mod vocab_250k;
