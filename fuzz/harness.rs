@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use embedder::formats::{
-    amb, coreml_blob, embd, finalfusion, legacy, lwt, Backing, Container, ModelFile, ReadHint,
-    ReadOptions, TensorData, TensorEntry, WriteSettings, Writer, CONTAINERS,
+    amb, coreml_blob, embd, finalfusion, legacy, lwt, torch_pt, Backing, Container, ModelFile,
+    ReadHint, ReadOptions, TensorData, TensorEntry, WriteSettings, Writer, CONTAINERS,
 };
 use embedder::import::hf;
 use embedder::tokenizer::pipeline::Pipeline;
@@ -28,6 +28,8 @@ use embedder::{ModelConfig, SpecialIds, Vocab};
 #[path = "bpe_harness.rs"]
 mod bpe_harness;
 pub use bpe_harness::fuzz_bpe;
+#[path = "pt_writer.rs"]
+pub mod pt_writer;
 
 /// A fuzz entry point.
 pub type Target = fn(&[u8]);
@@ -52,6 +54,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("bpe", fuzz_bpe),
     ("hf_tokenizer", fuzz_hf_tokenizer),
     ("split", fuzz_split),
+    ("torch_pt", fuzz_torch_pt),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -812,5 +815,58 @@ pub fn fuzz_embedder(data: &[u8]) {
     let _ = e.count_tokens("hello world");
     if let Ok(v) = e.embed(&["hello world", "", "über [SEP] the cats"]) {
         assert_eq!(v.len(), 3 * dim, "embedding size");
+    }
+}
+
+/// The storages every pickle of [`fuzz_torch_pt`]'s second pass can name:
+/// `data/0` 16 bytes, `data/1` 4 bytes, `data/2` 64 bytes.
+fn pt_storages() -> [(&'static str, Vec<u8>); 3] {
+    [
+        ("0", (0u8..16).collect()),
+        ("1", vec![0, 0, 0x80, 0x3f]),
+        ("2", (0u8..64).collect()),
+    ]
+}
+
+/// `torch.save` archives (`formats::torch_pt`): the bytes as a whole file
+/// (both checksum settings), then as the `data.pkl` of an archive with the
+/// storages of [`pt_storages`], so that mutations reach the unpickler
+/// directly. What is accepted must be consistent: data bytes = elements x
+/// element size, one stride per dimension, `to_f32` one value per element,
+/// names unique.
+pub fn fuzz_torch_pt(data: &[u8]) {
+    let _ = torch_pt::zip_entries(data);
+    for opts in OPTS {
+        if let Ok(ts) = torch_pt::read_state_dict_with(data, opts) {
+            check_pt(&ts);
+        }
+    }
+    let file = pt_writer::torch_zip("f", data, &pt_storages());
+    if let Ok(ts) = torch_pt::read_state_dict(&file) {
+        check_pt(&ts);
+    }
+}
+
+fn check_pt(ts: &[torch_pt::PtTensor<'_>]) {
+    let mut names = std::collections::HashSet::new();
+    for t in ts {
+        assert!(names.insert(t.name.as_str()), "duplicate name '{}'", t.name);
+        assert_eq!(t.shape.len(), t.strides.len(), "'{}' strides", t.name);
+        let numel = t
+            .shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .unwrap_or_else(|| panic!("'{}' shape {:?} overflows", t.name, t.shape));
+        assert_eq!(
+            numel.checked_mul(t.dtype.size()),
+            Some(t.data.len()),
+            "'{}' ({} {:?}) has {} bytes",
+            t.name,
+            t.dtype,
+            t.shape,
+            t.data.len()
+        );
+        assert_eq!(t.numel(), numel);
+        assert_eq!(t.to_f32().len(), numel, "'{}' to_f32", t.name);
     }
 }

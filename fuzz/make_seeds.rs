@@ -795,6 +795,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     for (i, b) in split_seeds().into_iter().enumerate() {
         out.push(("split", format!("pattern_{i}.bin"), b));
     }
+    for (n, b) in torch_pt_seeds() {
+        out.push(("torch_pt", n, b));
+    }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.
     let rows: Vec<_> = CONTAINERS.iter().filter(|c| c.read.is_some()).collect();
@@ -818,9 +821,49 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             "embd" | "legacy" | "model_file" | "amb" | "lwt" | "finalfusion" => {
                 ModelFile::from_bytes(b, ReadOptions::default()).is_ok()
             }
+            "torch_pt" if n.ends_with(".pt") => {
+                embedder::formats::torch_pt::read_state_dict(b).is_ok_and(|t| !t.is_empty())
+            }
             _ => true,
         };
         assert!(ok, "seed {t}/{n} does not parse");
     }
     out
+}
+
+#[path = "pt_writer.rs"]
+mod pt_writer;
+
+/// `torch_pt` seeds: archives as torch lays them out (`.pt`), and bare
+/// pickles (`.pkl`, which the target also wraps into an archive whose
+/// storages are `0` (16 bytes), `1` (4) and `2` (64)).
+fn torch_pt_seeds() -> Vec<(String, Vec<u8>)> {
+    use pt_writer::{state_dict, torch_zip, Pickle};
+    let head = state_dict(&[
+        ("weight", "FloatStorage", "0", 4, 0, &[1, 4], &[4, 1]),
+        ("bias", "FloatStorage", "1", 1, 0, &[1], &[1]),
+    ]);
+    let mut nested = Pickle::new();
+    nested.raw(b"}").mark();
+    nested
+        .str("t")
+        .tensor("HalfStorage", "0", 8, 0, &[2, 4], &[1, 2]);
+    nested.str("inner").raw(b"}").mark();
+    nested
+        .str("b")
+        .tensor("BFloat16Storage", "2", 32, 2, &[3, 2], &[2, 1]);
+    nested.str("l").tensor("CharStorage", "1", 4, 1, &[2], &[2]);
+    nested.str("n").int(7).raw(b"u").raw(b"u");
+    let nested = nested.finish();
+    let storages = vec![
+        ("0", (0u8..16).collect::<Vec<u8>>()),
+        ("1", vec![0, 0, 0x80, 0x3f]),
+        ("2", (0u8..64).collect()),
+    ];
+    vec![
+        ("head.pt".into(), torch_zip("head", &head, &storages[..2])),
+        ("nested.pt".into(), torch_zip("nested", &nested, &storages)),
+        ("head.pkl".into(), head),
+        ("nested.pkl".into(), nested),
+    ]
 }

@@ -16,6 +16,7 @@ pub mod embd;
 pub mod finalfusion;
 pub mod legacy;
 pub mod lwt;
+pub mod torch_pt;
 
 /// Moved to [`crate::import::hf`]; kept here so that existing paths compile.
 pub use crate::import::hf;

@@ -19,5 +19,6 @@ mod options;
 mod precision;
 mod reranker;
 mod tokenizer;
+mod torch_pt;
 mod unigram;
 mod vocab_250k;
