@@ -1347,7 +1347,7 @@ impl<'a, 'z> Unpickler<'a, 'z> {
             // check_bounds proved offset + numel <= storage numel.
             Cow::Borrowed(&s.bytes[r.offset * es..(r.offset + numel) * es])
         } else {
-            let n = numel.checked_mul(es).unwrap_or(usize::MAX);
+            let n = numel.saturating_mul(es);
             *owned = owned.saturating_add(n);
             if *owned > budget {
                 return Err(Error::format(
@@ -1401,7 +1401,7 @@ fn truncate(s: &str) -> &str {
 
 /// Pairs `[k0, v0, k1, v1, ...]`; `None` for an odd count.
 fn pairs<'a>(items: Vec<Value<'a>>) -> Option<Vec<(Value<'a>, Value<'a>)>> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return None;
     }
     let mut out = Vec::with_capacity(items.len() / 2);
