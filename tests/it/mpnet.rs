@@ -400,7 +400,8 @@ fn unknown_architectures_are_refused_by_name() {
         assert!(e.to_string().contains(needle), "{e}");
         if key == "model_type" {
             assert!(
-                e.to_string().contains("bert, mpnet, roberta, xlm-roberta, modernbert"),
+                e.to_string()
+                    .contains("bert, mpnet, roberta, xlm-roberta, modernbert"),
                 "{e}"
             );
         }
