@@ -360,8 +360,22 @@ fn hf_record(out: &mut Vec<u8>, sel: u8, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-fn hf_dir_seeds() -> Vec<Vec<u8>> {
+/// A safetensors file of f32 tensors `(name, shape, little-endian bytes)`.
+fn f32_safetensors(data: &[(String, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
     use safetensors::tensor::TensorView;
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
+            )
+        })
+        .collect();
+    safetensors::serialize(views, None).expect("safetensors")
+}
+
+fn hf_dir_seeds() -> Vec<Vec<u8>> {
     let m = tiny_bert(4, 1, 8);
     let v = m.vocab.as_ref().expect("vocab");
     let config = serde_json::json!({
@@ -391,16 +405,7 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
             )
         })
         .collect();
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(n, s, b)| {
-            (
-                n.clone(),
-                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
-            )
-        })
-        .collect();
-    let st = safetensors::serialize(views, None).expect("safetensors");
+    let st = f32_safetensors(&data);
     let vocab_txt: String = v.tokens().iter().map(|t| format!("{t}\n")).collect();
     let tok_json = serde_json::json!({"normalizer": {"type": "BertNormalizer", "lowercase": true},
         "model": {"type": "WordPiece", "vocab": v.tokens().iter().enumerate()
@@ -426,7 +431,6 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
 /// both key layouts, a byte-level BPE tokenizer with its template, the
 /// tensors `required_tensors` names).
 fn modernbert_seeds() -> Vec<Vec<u8>> {
-    use safetensors::tensor::TensorView;
     let tokens = [
         "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "a", "b", "\u{120}", "ab", "\u{120}a",
     ];
@@ -501,16 +505,7 @@ fn modernbert_seeds() -> Vec<Vec<u8>> {
             (name, shape, b)
         })
         .collect();
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(n, s, b)| {
-            (
-                n.clone(),
-                TensorView::new(safetensors::Dtype::F32, s.clone(), b).expect("view"),
-            )
-        })
-        .collect();
-    let st = safetensors::serialize(views, None).expect("safetensors");
+    let st = f32_safetensors(&data);
     [v4, v5]
         .into_iter()
         .map(|config| {

@@ -51,15 +51,7 @@ impl Embeddings {
             None => None,
         };
         let norm = match names.emb_ln {
-            Some(m) => Some(Norm::load(
-                file,
-                m,
-                family.norm,
-                h,
-                family.norm_bias,
-                cfg.layer_norm_eps,
-                int8,
-            )?),
+            Some(m) => Some(Norm::of_family(file, m, family, cfg, int8)?),
             None => None,
         };
         Ok(Embeddings {

@@ -58,6 +58,30 @@ impl Norm {
         })
     }
 
+    /// Loads module `module` of width `cfg.hidden_size` as `family`'s norms
+    /// are (its kind, bias or not, `cfg.layer_norm_eps`).
+    ///
+    /// # Errors
+    /// A missing or misshapen tensor, named.
+    pub fn of_family(
+        file: &Arc<ModelFile>,
+        module: &str,
+        family: &crate::model::arch::Family,
+        cfg: &crate::model::config::ModelConfig,
+        int8: bool,
+    ) -> Result<Norm> {
+        let h = cfg.hidden_size;
+        Norm::load(
+            file,
+            module,
+            family.norm,
+            h,
+            family.norm_bias,
+            cfg.layer_norm_eps,
+            int8,
+        )
+    }
+
     /// The parameters held.
     pub fn params(&self) -> impl Iterator<Item = &Param> {
         std::iter::once(&self.weight).chain(self.bias.as_ref())

@@ -259,17 +259,8 @@ fn load_layer(
             .filter(|a| a.len() == d.k);
         Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
     });
-    let norm = |module: &str| {
-        Norm::load(
-            file,
-            &family.layer_module(l, module),
-            family.norm,
-            h,
-            family.norm_bias,
-            cfg.layer_norm_eps,
-            int8,
-        )
-    };
+    let norm =
+        |module: &str| Norm::of_family(file, &family.layer_module(l, module), family, cfg, int8);
     let local = cfg.is_local_layer(l);
     let inter = cfg.intermediate_size;
     Ok(Layer {
@@ -355,15 +346,7 @@ impl Encoder {
             _ => None,
         };
         let final_norm = match names.final_norm {
-            Some(m) => Some(Norm::load(
-                file,
-                m,
-                family.norm,
-                h,
-                family.norm_bias,
-                cfg.layer_norm_eps,
-                int8,
-            )?),
+            Some(m) => Some(Norm::of_family(file, m, family, cfg, int8)?),
             None => None,
         };
         let ropes = Ropes::new(cfg, family);
