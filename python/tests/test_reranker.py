@@ -128,7 +128,9 @@ def modernbert_reranker() -> Any:
     env = os.environ.get("EMBD_MODERNBERT_RERANK_MODEL")
     p = Path(env) if env else REPO / "models" / "modernbert-reranker-tiny.weights"
     if not p.is_file():
-        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL")
+        pytest.fail(
+            f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL"
+        )
     # The reference used CrossEncoder's max_length 256 (the tokenizer's).
     r = embedder.Reranker(p)
     yield r
