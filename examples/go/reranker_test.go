@@ -53,18 +53,7 @@ func openReranker(t *testing.T, opts ...embedder.RerankerOption) *embedder.Reran
 // own maximum length (128, as its reference).
 func openXlmrReranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	p := os.Getenv("EMBD_XLMR_RERANK_MODEL")
-	if p == "" {
-		p = findUp(filepath.Join("models", "xlmr-reranker-tiny.weights"))
-	}
-	if p == "" {
-		missing(t, "xlmr-reranker-tiny.weights not found: run scripts/fetch_reranker.sh or set EMBD_XLMR_RERANK_MODEL")
-	}
-	r, err := embedder.OpenReranker(p)
-	if err != nil {
-		t.Fatalf("OpenReranker: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
+	r := openTinyReranker(t, "EMBD_XLMR_RERANK_MODEL", "xlmr-reranker-tiny")
 	if r.MaxLength() != 128 {
 		t.Errorf("max length %d, want 128", r.MaxLength())
 	}
@@ -72,17 +61,22 @@ func openXlmrReranker(t *testing.T) *embedder.Reranker {
 }
 
 // openModernBertReranker: $EMBD_MODERNBERT_RERANK_MODEL, else
-// models/modernbert-reranker-tiny.weights in a parent directory
-// (scripts/fetch_reranker.sh converts it): ModernBERT with
-// classifier_pooling mean, at its own maximum length (256).
+// models/modernbert-reranker-tiny.weights (scripts/fetch_reranker.sh converts
+// it): ModernBERT with classifier_pooling mean, at its own maximum length.
 func openModernBertReranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	p := os.Getenv("EMBD_MODERNBERT_RERANK_MODEL")
+	return openTinyReranker(t, "EMBD_MODERNBERT_RERANK_MODEL", "modernbert-reranker-tiny")
+}
+
+// openTinyReranker opens $env, else models/<name>.weights in a parent directory.
+func openTinyReranker(t *testing.T, env, name string) *embedder.Reranker {
+	t.Helper()
+	p := os.Getenv(env)
 	if p == "" {
-		p = findUp(filepath.Join("models", "modernbert-reranker-tiny.weights"))
+		p = findUp(filepath.Join("models", name+".weights"))
 	}
 	if p == "" {
-		missing(t, "modernbert-reranker-tiny.weights not found: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL")
+		missing(t, name+".weights not found: run scripts/fetch_reranker.sh or set "+env)
 	}
 	r, err := embedder.OpenReranker(p)
 	if err != nil {

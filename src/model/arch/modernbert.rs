@@ -49,13 +49,10 @@ pub static FAMILY: Family = Family {
     },
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,
+    // BERT's token names; the template is the only framing it declares.
     special_tokens: SpecialTokens {
-        pad: "[PAD]",
-        unk: "[UNK]",
-        cls: "[CLS]",
-        sep: "[SEP]",
-        mask: "[MASK]",
         post_processors: &["TemplateProcessing"],
+        ..super::bert::FAMILY_BLOCKS.special_tokens
     },
     int8_f32_products: &[],
     hf_config,
