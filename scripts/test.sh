@@ -22,6 +22,9 @@ cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release -p embd-server --all-targets -- -D warnings
 
+step "cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+
 step "cargo test (unit, integration, reference parity, header freshness)"
 cargo test --release
 
@@ -33,9 +36,6 @@ server/clients/run.sh
 
 step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy, pytest (incl. Ray)"
 scripts/test_python.sh --fresh
-
-step "cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
 step "output precision: bit-exact against sentence-transformers' quantize_embeddings (numpy venv)"
 EMBD_BIN="$root/target/release/embd" scripts/quantize/parity.sh

@@ -62,7 +62,7 @@ pub struct HeadInput<'a> {
 /// context chains. Since `exp(-inf)` is exactly 0 and adding 0 changes
 /// nothing, only the visible keys count, and in the softmax's lanes only
 /// their positions do. So the kernels compute each row over its *span*
-/// ([`HeadInput::span`]): the visible keys widened to whole 16-key vectors
+/// (`HeadInput::span`): the visible keys widened to whole 16-key vectors
 /// from key 0 (and, where the span reaches the last key, to at least 16
 /// keys), where every visible key falls into the same softmax lane as in the
 /// full row. The cost is O(`len` · window) instead of O(`len`²), and the bits

@@ -89,7 +89,7 @@ impl Mlp {
     }
 
     /// `hidden += inter · Wdownᵀ` (the bias, if any, is the caller's: a
-    /// post-norm adds it inside the norm, [`Mlp::add_down_bias`] otherwise).
+    /// post-norm adds it inside the norm, the caller adds [`Mlp::down_bias`] otherwise).
     pub fn down(
         &self,
         inter: &[f32],
