@@ -220,6 +220,15 @@ impl Embedder {
                 )))
             }
         };
+        // The encoder is built for inputs of up to this many tokens (rotary
+        // tables); int8 calibration cuts its texts at the file's length (or
+        // this one, if shorter, for a rotary model).
+        let calib_len = if cfg.family()?.rope {
+            cfg.max_seq_length.min(max_seq_length)
+        } else {
+            cfg.max_seq_length
+        };
+        cfg.max_seq_length = max_seq_length;
         let normalize = opts.normalize.unwrap_or(cfg.normalize);
         let threads = match opts.threads {
             None | Some(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -267,19 +276,21 @@ impl Embedder {
             .metadata
             .get("pooling_include_prompt")
             .is_none_or(|v| v.trim() != "false");
-        // sentence-transformers' prompt length: the prompt's ids with
-        // [CLS], without the trailing [SEP].
+        // sentence-transformers' prompt length: the prompt's ids with the
+        // tokens before a text ([CLS]), without those after it ([SEP]).
+        let (pre, post) = tokenizer.single_frame();
         let pool_from = if prompt.is_empty() || include_prompt {
             0
         } else {
-            tokenizer.encode(&prompt, Some(max_seq_length)).len() - 1
+            tokenizer.encode(&prompt, Some(max_seq_length)).len() - post.len()
         };
         if let Some(o) = opts.window_overlap {
-            if o >= max_seq_length.saturating_sub(2) {
+            let body = max_seq_length.saturating_sub(pre.len() + post.len());
+            if o >= body {
                 return Err(Error::invalid_argument(format!(
-                    "window overlap {o} must be less than the {} text tokens of a window \
-                     (max_seq_length {max_seq_length} minus [CLS] and [SEP])",
-                    max_seq_length.saturating_sub(2)
+                    "window overlap {o} must be less than the {body} text tokens of a window \
+                     (max_seq_length {max_seq_length} minus the {} special tokens around a text)",
+                    pre.len() + post.len()
                 )));
             }
             if pool_from > 0 {
@@ -298,8 +309,7 @@ impl Embedder {
             let f32_model =
                 Encoder::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
             let texts = calibrate::builtin_texts();
-            let run =
-                || calibrate::calibrate_texts(&f32_model, &tokenizer, cfg.max_seq_length, &texts);
+            let run = || calibrate::calibrate_texts(&f32_model, &tokenizer, calib_len, &texts);
             Some(match &pool {
                 Some(p) => p.install(run),
                 None => run(),
@@ -312,11 +322,11 @@ impl Embedder {
             Some(p) => p.install(load),
             None => load(),
         }?;
-        let dim = check_dimensions(opts.dimensions, model.hidden_size())?;
+        let dim = check_dimensions(opts.dimensions, model.output_dim())?;
         let output_ranges = crate::quantize::resolve_ranges(
             &file,
             opts.output_ranges.as_ref(),
-            model.hidden_size(),
+            model.output_dim(),
             dim,
         )?;
         let prefault = JoinOnDrop::default();
@@ -555,11 +565,11 @@ impl Embedder {
         track: &mut Track<'_>,
     ) -> Result<()> {
         let dim = self.dim();
-        let sp = self.tokenizer.vocab().specials();
+        let (pre, post) = self.tokenizer.single_frame();
         let call_base = track.base;
         // With a progress callback, smaller groups: it is called after each.
         let group_len = if track.cb.is_some() { 16 } else { TEXT_GROUP };
-        let body = self.max_seq_length - 2;
+        let body = self.max_seq_length - pre.len() - post.len();
         let stride = body - overlap;
         let mut full: Vec<Vec<u32>> = Vec::new();
         for (g, (group, dst)) in texts
@@ -579,14 +589,14 @@ impl Embedder {
             let mut windows: Vec<Vec<u32>> = Vec::new();
             let mut owner: Vec<usize> = Vec::new();
             for (k, ids) in full.iter().enumerate() {
-                let raw = &ids[1..ids.len() - 1];
+                let raw = &ids[pre.len()..ids.len() - post.len()];
                 let mut start = 0;
                 loop {
                     let end = (start + body).min(raw.len());
-                    let mut w = Vec::with_capacity(end - start + 2);
-                    w.push(sp.cls);
+                    let mut w = Vec::with_capacity(end - start + pre.len() + post.len());
+                    w.extend_from_slice(&pre);
                     w.extend_from_slice(&raw[start..end]);
-                    w.push(sp.sep);
+                    w.extend_from_slice(&post);
                     windows.push(w);
                     owner.push(k);
                     if end == raw.len() {
@@ -676,11 +686,26 @@ impl Embedder {
     /// [`ErrorKind::LimitExceeded`] beyond [`MAX_BATCH`].
     pub fn embed_ids(&self, ids: &[&[u32]], out: &mut [f32]) -> Result<()> {
         let need = self.check_batch(ids.len(), out.len())?;
+        self.check_id_inputs(ids)?;
+        let mut track = Track::new(self.progress.as_ref(), ids.len());
+        let pass = Pass {
+            pool_from: 0,
+            ..self.pass()
+        };
+        self.run(Seqs::untyped(ids), pass, &mut out[..need], &mut track)
+    }
+
+    /// Checks token id inputs: each within the frame's length (the special
+    /// tokens around a text, at least 1) and `max_seq_length`, every id below
+    /// the vocabulary size.
+    pub(crate) fn check_id_inputs(&self, ids: &[&[u32]]) -> Result<()> {
         let vocab = self.cfg.vocab_size;
+        let (pre, post) = self.tokenizer.single_frame();
+        let min = (pre.len() + post.len()).max(1);
         for (i, s) in ids.iter().enumerate() {
-            if s.len() < 2 || s.len() > self.max_seq_length {
+            if s.len() < min || s.len() > self.max_seq_length {
                 return Err(Error::invalid_argument(format!(
-                    "input {i} has {} token ids; expected 2..={} ([CLS] and [SEP] included)",
+                    "input {i} has {} token ids; expected {min}..={} (the special tokens around a text included)",
                     s.len(),
                     self.max_seq_length
                 )));
@@ -691,12 +716,7 @@ impl Embedder {
                 )));
             }
         }
-        let mut track = Track::new(self.progress.as_ref(), ids.len());
-        let pass = Pass {
-            pool_from: 0,
-            ..self.pass()
-        };
-        self.run(Seqs::untyped(ids), pass, &mut out[..need], &mut track)
+        Ok(())
     }
 
     /// Checks the batch size and output length; returns `n x dim`.
@@ -768,6 +788,7 @@ impl Embedder {
     fn forward_chunk(&self, seqs: Seqs<'_>, pass: Pass, par: Par, out: &mut [f32]) -> Result<()> {
         let mut ws = self.take_workspace();
         let hidden = self.model.hidden_size();
+        let pooled_dim = self.model.output_dim();
         let norm = pass.normalize;
         if pass.tokens {
             let r = if pass.dim == hidden && !norm {
@@ -792,13 +813,13 @@ impl Embedder {
                 .model
                 .forward_typed(seqs.ids, t, &mut ws, par, pooling, o),
         };
-        let r = if pass.dim == hidden {
+        let r = if pass.dim == pooled_dim {
             forward(out)
         } else {
             // Matryoshka: the full vectors (normalized as the model says), then
             // their first `dim` components, normalized again.
-            let mut full = vec![0.0f32; seqs.len() * hidden];
-            forward(&mut full).map(|()| cut_rows(&full, hidden, out, pass.dim, norm))
+            let mut full = vec![0.0f32; seqs.len() * pooled_dim];
+            forward(&mut full).map(|()| cut_rows(&full, pooled_dim, out, pass.dim, norm))
         };
         self.put_workspace(ws);
         r

@@ -114,7 +114,7 @@ impl Embedder {
         };
         let dim = match opts.dimensions {
             None => self.dim,
-            k => check_dimensions(k, self.model.hidden_size())?,
+            k => check_dimensions(k, self.model.output_dim())?,
         };
         Ok(CallPlan {
             prompt,
@@ -153,6 +153,11 @@ impl Embedder {
         let mut plan = self.plan(&sentence)?;
         plan.pass.pool_from = 0;
         plan.pass.tokens = true;
+        // Token vectors are the hidden states: the Dense modules after
+        // pooling, if any, do not apply to them (nor their width).
+        if self.model.output_dim() != self.model.hidden_size() {
+            plan.pass.dim = check_dimensions(opts.dimensions, self.model.hidden_size())?;
+        }
         Ok(plan)
     }
 
@@ -296,21 +301,7 @@ impl Embedder {
                 ),
             ));
         }
-        let vocab = self.cfg.vocab_size;
-        for (i, s) in seqs.iter().enumerate() {
-            if s.len() < 2 || s.len() > self.max_seq_length {
-                return Err(Error::invalid_argument(format!(
-                    "input {i} has {} token ids; expected 2..={} ([CLS] and [SEP] included)",
-                    s.len(),
-                    self.max_seq_length
-                )));
-            }
-            if let Some((j, id)) = s.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
-                return Err(Error::invalid_argument(format!(
-                    "input {i}: token id {id} at position {j} is not below the vocabulary size {vocab}"
-                )));
-            }
-        }
+        self.check_id_inputs(seqs)?;
         let mut track = Track::new(self.progress.as_ref(), seqs.len());
         self.run(Seqs::untyped(seqs), plan.pass, &mut out[..need], &mut track)
     }

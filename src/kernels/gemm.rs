@@ -367,44 +367,37 @@ pub fn linear(
 }
 
 /// Several `Linear` layers over the same input, outputs side by side:
-/// `out[.., s·seg_n..(s+1)·seg_n] (+)= x · ws[s]ᵀ` for each segment `s`, every
-/// `ws[s]` being `[seg_n x k]`, then `epi` over the whole stacked row (a bias
-/// of `ws.len() · seg_n` values). One pass packs `x` once for all segments;
-/// the values are the same as from separate [`linear`] calls.
+/// `out[.., c_s..c_s + n_s] (+)= x · ws[s]ᵀ` for each segment `s`, every
+/// `ws[s]` being `[n_s x k]` (`n_s = ws[s].len() / k`, `c_s` the widths
+/// before it), then `epi` over the whole stacked row (a bias of `Σ n_s`
+/// values). One pass packs `x` once for all segments; the values are the
+/// same as from separate [`linear`] calls.
 #[allow(clippy::too_many_arguments)]
 pub fn linear_stacked(
     x: &[f32],
     m: usize,
     k: usize,
     ws: &[&[f32]],
-    seg_n: usize,
     out: &mut [f32],
     ldo: usize,
     accumulate: bool,
     epi: Epilogue<'_>,
     par: Par,
 ) {
-    if let Some(isa) = sgemm::isa().filter(|_| seg_n.is_multiple_of(sgemm::SEGMENT_ALIGN)) {
-        let b = sgemm::Stacked { ws, seg_n, k };
+    let widths = || ws.iter().map(|w| w.len() / k.max(1));
+    let aligned = widths().all(|n| n.is_multiple_of(sgemm::SEGMENT_ALIGN));
+    if let Some(isa) = sgemm::isa().filter(|_| aligned && k > 0) {
+        let b = sgemm::Stacked { ws, k };
         let epi = epilogue_fn(epi);
-        let n = seg_n * ws.len();
+        let n = widths().sum();
         sgemm::product(isa, m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
         return;
     }
-    for (s, w) in ws.iter().enumerate() {
-        let epi = epi.offset(s * seg_n);
-        linear(
-            x,
-            m,
-            k,
-            w,
-            seg_n,
-            &mut out[s * seg_n..],
-            ldo,
-            accumulate,
-            epi,
-            par,
-        );
+    let mut c = 0;
+    for (w, n) in ws.iter().zip(widths()) {
+        let epi = epi.offset(c);
+        linear(x, m, k, w, n, &mut out[c..], ldo, accumulate, epi, par);
+        c += n;
     }
 }
 

@@ -233,6 +233,15 @@ pub fn gelu_tanh(v: f32) -> f32 {
     x / (1.0 + e)
 }
 
+/// SiLU, `x · sigmoid(x)`, evaluated as torch does, `x / (1 + exp(-x))`
+/// (HF `silu`, the SwiGLU gate of Qwen and Llama). `silu(+inf) = +inf`,
+/// `silu(-inf) = -0`, NaN stays NaN. One scalar definition for every ISA.
+#[inline(always)]
+pub fn silu(v: f32) -> f32 {
+    let x = if v < -f32::MAX { -f32::MAX } else { v };
+    x / (1.0 + (-x).exp())
+}
+
 /// The row operations of one ISA, as its f32 descriptor holds them
 /// (`sgemm::SKernel::ops`): `arch::x86_64::{avx512, avx2}::ops::OPS`, or
 /// `arch::generic::ops::OPS` (the portable code, when [`isa::fp32`] chose

@@ -381,49 +381,54 @@ impl BSource for RowMajor<'_> {
     }
 }
 
-/// Several `Linear` weights side by side along n (e.g. Q, K and V): segment
-/// `s` covers columns `[s·seg_n, (s+1)·seg_n)` of B, each `W` being
-/// `[seg_n x k]` with row stride `k`. `seg_n` must be a multiple of
+/// Several `Linear` weights side by side along n (e.g. Q, K and V, of
+/// different widths under grouped-query attention): segment `s` is `W_s`,
+/// `[n_s x k]` with row stride `k` (`n_s = ws[s].len() / k`), covering the
+/// columns after the segments before it. Every `n_s` must be a multiple of
 /// [`SEGMENT_ALIGN`].
 pub struct Stacked<'a> {
     /// The weights, in column order.
     pub ws: &'a [&'a [f32]],
-    /// Output features per segment.
-    pub seg_n: usize,
     /// Input features (row length of every segment).
     pub k: usize,
 }
 
+impl Stacked<'_> {
+    /// The segment holding column `j`, and its first column.
+    fn segment_of(&self, j: usize) -> (usize, usize) {
+        let mut start = 0;
+        for (s, w) in self.ws.iter().enumerate() {
+            let n = w.len() / self.k.max(1);
+            if j < start + n {
+                return (s, start);
+            }
+            start += n;
+        }
+        (self.ws.len(), start)
+    }
+}
+
 impl BSource for Stacked<'_> {
     fn check(&self, k: usize, n: usize) {
-        assert!(
-            self.seg_n.is_multiple_of(SEGMENT_ALIGN),
-            "sgemm: segment width not a multiple of {SEGMENT_ALIGN}"
-        );
-        assert!(n <= self.seg_n * self.ws.len(), "sgemm: too many columns");
-        assert!(k == self.k, "sgemm: segment depth mismatch");
+        assert!(k == self.k && k > 0, "sgemm: segment depth mismatch");
+        let mut total = 0;
         for w in self.ws {
-            assert!(w.len() >= self.seg_n * self.k, "sgemm: segment too short");
+            assert!(
+                w.len().is_multiple_of(k) && (w.len() / k).is_multiple_of(SEGMENT_ALIGN),
+                "sgemm: segment width not a multiple of {SEGMENT_ALIGN}"
+            );
+            total += w.len() / k;
         }
+        assert!(n <= total, "sgemm: too many columns");
     }
 
     unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32) {
-        let s = j0 / self.seg_n;
-        // SAFETY: `check` proved every segment holds seg_n rows of k floats and
-        // p0 + kc <= k; j0 - s·seg_n + nr <= seg_n because panels (w divides
-        // SEGMENT_ALIGN) never straddle segments.
-        unsafe {
-            pack_transposed(
-                self.ws[s].as_ptr(),
-                self.k,
-                p0,
-                kc,
-                j0 - s * self.seg_n,
-                nr,
-                w,
-                dst,
-            )
-        }
+        let (s, start) = self.segment_of(j0);
+        // SAFETY: `check` proved every segment holds whole rows of k floats,
+        // p0 + kc <= k and j0 < n <= the columns of all segments, so segment
+        // s exists; j0 - start + nr <= its width because panels (w divides
+        // SEGMENT_ALIGN, which divides every width) never straddle segments.
+        unsafe { pack_transposed(self.ws[s].as_ptr(), self.k, p0, kc, j0 - start, nr, w, dst) }
     }
 }
 
@@ -737,43 +742,51 @@ mod tests {
         if isa().is_none() {
             return;
         }
-        let (k, n) = (384, 384);
-        let ws: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n * k, 10 + s)).collect();
-        let bs: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(n, 20 + s)).collect();
-        let wr: Vec<&[f32]> = ws.iter().map(Vec::as_slice).collect();
-        let br: Vec<&[f32]> = bs.iter().map(Vec::as_slice).collect();
+        let k = 384;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
-        for m in [1usize, 6, 19, 250, 481] {
-            let x = rand_vec(m * k, 30);
-            let mut sep = vec![0.0f32; m * 3 * n];
-            for s in 0..3 {
-                gemm::linear(
-                    &x,
-                    m,
-                    k,
-                    wr[s],
-                    n,
-                    &mut sep[s * n..],
-                    3 * n,
-                    false,
-                    gemm::Epilogue::Bias(br[s]),
-                    Par::Serial,
-                );
-            }
-            for par in [Par::Serial, Par::Threads(2), Par::Threads(3)] {
-                let mut st = vec![0.0f32; m * 3 * n];
-                let bias: Vec<f32> = br.concat();
-                let epi = gemm::Epilogue::Bias(&bias);
-                pool.install(|| {
-                    gemm::linear_stacked(&x, m, k, &wr, n, &mut st, 3 * n, false, epi, par)
-                });
-                assert!(
-                    st.iter().zip(&sep).all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "m {m} {par:?}"
-                );
+        // Equal widths (BERT's Q, K, V), grouped-query widths (Q twice K and
+        // V), and widths off the segment alignment (the fallback path).
+        for widths in [[384usize, 384, 384], [256, 128, 128], [40, 20, 20]] {
+            let total: usize = widths.iter().sum();
+            let ws: Vec<Vec<f32>> = (0..3)
+                .map(|s| rand_vec(widths[s] * k, 10 + s as u64))
+                .collect();
+            let bs: Vec<Vec<f32>> = (0..3).map(|s| rand_vec(widths[s], 20 + s as u64)).collect();
+            let wr: Vec<&[f32]> = ws.iter().map(Vec::as_slice).collect();
+            for m in [1usize, 6, 19, 250, 481] {
+                let x = rand_vec(m * k, 30);
+                let mut sep = vec![0.0f32; m * total];
+                let mut c = 0;
+                for s in 0..3 {
+                    gemm::linear(
+                        &x,
+                        m,
+                        k,
+                        wr[s],
+                        widths[s],
+                        &mut sep[c..],
+                        total,
+                        false,
+                        gemm::Epilogue::Bias(&bs[s]),
+                        Par::Serial,
+                    );
+                    c += widths[s];
+                }
+                for par in [Par::Serial, Par::Threads(2), Par::Threads(3)] {
+                    let mut st = vec![0.0f32; m * total];
+                    let bias: Vec<f32> = bs.concat();
+                    let epi = gemm::Epilogue::Bias(&bias);
+                    pool.install(|| {
+                        gemm::linear_stacked(&x, m, k, &wr, &mut st, total, false, epi, par)
+                    });
+                    assert!(
+                        st.iter().zip(&sep).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "widths {widths:?} m {m} {par:?}"
+                    );
+                }
             }
         }
     }

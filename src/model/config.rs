@@ -24,6 +24,8 @@ pub enum Activation {
     Gelu,
     /// GELU, tanh approximation (HF `gelu_new` / `gelu_pytorch_tanh`).
     GeluTanh,
+    /// SiLU (`x · sigmoid(x)`, HF `silu`: Qwen's SwiGLU gate).
+    Silu,
 }
 
 impl Activation {
@@ -32,6 +34,7 @@ impl Activation {
         match self {
             Activation::Gelu => "gelu",
             Activation::GeluTanh => "gelu_tanh",
+            Activation::Silu => "silu",
         }
     }
 }
@@ -102,6 +105,48 @@ pub struct ModelConfig {
     /// `local_rope_theta`: the rotary base of local layers (default
     /// `rope_theta`).
     pub local_rope_theta: f64,
+    /// `head_dim`: the width of one attention head, when the model says
+    /// (Qwen3, Gemma3: not `hidden_size / num_attention_heads`).
+    pub head_dim_explicit: Option<usize>,
+    /// `attention` = `causal`: a token sees only itself and the tokens
+    /// before it (decoders); else every token (`bidirectional`, the default).
+    pub causal: bool,
+    /// `query_pre_attn_scalar`: scores are scaled by its inverse square root
+    /// instead of the head width's (Gemma3).
+    pub query_pre_attn_scalar: Option<f64>,
+    /// `dense_modules`: the sentence-transformers `Dense` modules after
+    /// pooling, one activation name each (`identity`, `tanh`), their weights
+    /// the tensors `dense.{i}.weight` (and `dense.{i}.bias`).
+    pub dense_modules: Vec<DenseActivation>,
+}
+
+/// The activation of a sentence-transformers `Dense` module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenseActivation {
+    /// `torch.nn.Identity`.
+    Identity,
+    /// `torch.nn.Tanh`.
+    Tanh,
+}
+
+impl DenseActivation {
+    /// The metadata spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            DenseActivation::Identity => "identity",
+            DenseActivation::Tanh => "tanh",
+        }
+    }
+
+    /// Parses the metadata spelling, or a sentence-transformers class path
+    /// (`torch.nn.modules.linear.Identity`).
+    pub fn from_name(s: &str) -> Option<DenseActivation> {
+        match s.rsplit('.').next().unwrap_or(s) {
+            "identity" | "Identity" => Some(DenseActivation::Identity),
+            "tanh" | "Tanh" => Some(DenseActivation::Tanh),
+            _ => None,
+        }
+    }
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool> {
@@ -174,9 +219,10 @@ impl ModelConfig {
             Some("gelu_tanh") | Some("gelu_new") | Some("gelu_pytorch_tanh") => {
                 Activation::GeluTanh
             }
+            Some("silu") => Activation::Silu,
             Some(v) => {
                 return Err(Error::model(format!(
-                    "metadata 'hidden_act' = '{v}' is not supported (gelu or gelu_tanh)"
+                    "metadata 'hidden_act' = '{v}' is not supported (gelu, gelu_tanh or silu)"
                 )))
             }
         };
@@ -222,7 +268,39 @@ impl ModelConfig {
         };
         let rope_theta = opt_f64("rope_theta", 10_000.0)?;
         let num_heads = req_usize("num_attention_heads")?;
+        let causal = match get("attention") {
+            None | Some("bidirectional") => false,
+            Some("causal") => true,
+            Some(v) => {
+                return Err(Error::model(format!(
+                    "metadata 'attention' = '{v}' is not 'bidirectional' or 'causal'"
+                )))
+            }
+        };
+        let dense_modules = match get("dense_modules") {
+            None | Some("") => Vec::new(),
+            Some(v) => v
+                .split_ascii_whitespace()
+                .map(|a| {
+                    DenseActivation::from_name(a).ok_or_else(|| {
+                        Error::model(format!(
+                            "metadata 'dense_modules': activation '{a}' is not identity or tanh"
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
         let cfg = ModelConfig {
+            head_dim_explicit: match get("head_dim") {
+                None => None,
+                Some(_) => Some(req_usize("head_dim")?),
+            },
+            causal,
+            query_pre_attn_scalar: match get("query_pre_attn_scalar") {
+                None => None,
+                Some(_) => Some(opt_f64("query_pre_attn_scalar", 1.0)?),
+            },
+            dense_modules,
             num_kv_heads: opt_usize("num_key_value_heads", num_heads)?,
             layer_types: get("layer_types").unwrap_or("").to_string(),
             sliding_window: opt_usize("sliding_window_each_side", 0)?,
@@ -309,17 +387,28 @@ impl ModelConfig {
                 self.head_dim()
             )));
         }
-        if !self.hidden_size.is_multiple_of(self.num_heads) {
+        if self.head_dim_explicit == Some(0) {
+            return Err(Error::model("metadata 'head_dim' must be positive"));
+        }
+        if self.head_dim_explicit.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(Error::model(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_heads
             )));
         }
-        if self.embedding_dim != self.hidden_size {
+        if self.embedding_dim != self.hidden_size && self.dense_modules.is_empty() {
             return Err(Error::model(format!(
-                "embedding_dim {} differs from hidden_size {} (no projection head is supported)",
+                "embedding_dim {} differs from hidden_size {} without dense modules after pooling",
                 self.embedding_dim, self.hidden_size
             )));
+        }
+        if self.head_dim() > limits::MAX_HIDDEN_SIZE
+            || self.num_heads > limits::MAX_HIDDEN_SIZE
+            || self.embedding_dim > limits::MAX_INTERMEDIATE_SIZE
+        {
+            return Err(Error::model(
+                "model dimensions exceed the supported maximum",
+            ));
         }
         if self.max_seq_length < 2 || self.max_seq_length > self.max_tokens() {
             return Err(Error::model(format!(
@@ -377,9 +466,22 @@ impl ModelConfig {
         self.strip_accents.unwrap_or(self.do_lower_case)
     }
 
-    /// Size of one attention head.
+    /// Size of one attention head: `head_dim` when the model says, else
+    /// `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_heads
+        self.head_dim_explicit
+            .unwrap_or(self.hidden_size / self.num_heads.max(1))
+    }
+
+    /// The attention scores' scale: `query_pre_attn_scalar^-1/2` when the
+    /// model has one (computed in f64 as Python does, then rounded), else
+    /// `1 / sqrt(head_dim)` in f32 (what the BERT families were checked
+    /// with, bit for bit).
+    pub fn attention_scale(&self) -> f32 {
+        match self.query_pre_attn_scalar {
+            Some(s) => (1.0 / s.sqrt()) as f32,
+            None => 1.0 / (self.head_dim() as f32).sqrt(),
+        }
     }
 
     /// Every layer's attention shape.

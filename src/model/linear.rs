@@ -47,19 +47,21 @@ enum Repr {
     Bf16(PackedBf16),
 }
 
-/// A dense layer `y = x · Wᵀ` with `W` = the segments' `[seg_n x k]` weights
-/// stacked along the output dimension (`n = segments · seg_n`). Biases and
-/// activations are the caller's epilogue.
+/// A dense layer `y = x · Wᵀ` with `W` = the segments' `[n_s x k]` weights
+/// stacked along the output dimension (`n = Σ n_s`; Q, K and V differ in
+/// width under grouped-query attention). Biases and activations are the
+/// caller's epilogue.
 pub struct Linear {
     n: usize,
     k: usize,
-    seg_n: usize,
+    /// Output features of each segment.
+    widths: Vec<usize>,
     repr: Repr,
 }
 
 impl Linear {
-    /// Loads the weights named `names` (each `[seg_n x k]`, the HF `Linear`
-    /// layout) in the representation of `precision`. `int8_file` says the
+    /// Loads the weights named `names` (`[widths[s] x k]` each, the HF
+    /// `Linear` layout) in the representation of `precision`. `int8_file` says the
     /// file's metadata allows `int8_per_row` tensors. Weights converted from
     /// mapped f32 release their file pages from resident memory.
     ///
@@ -75,32 +77,38 @@ impl Linear {
     pub fn load(
         file: &Arc<ModelFile>,
         names: &[String],
-        seg_n: usize,
+        widths: &[usize],
         k: usize,
         precision: Precision,
         int8_file: bool,
         act_absmax: Option<&[f32]>,
     ) -> Result<Linear> {
-        let n = seg_n * names.len();
+        let n = widths.iter().sum();
         let repr = match precision {
             Precision::Int8 => {
-                let w = int8_weights(file, names, seg_n, k, int8_file, act_absmax)?;
+                let w = int8_weights(file, names, widths, k, int8_file, act_absmax)?;
                 let packed = PackedI8::from_quantized(qgemm::isa(), &w.q, &w.scales, n, k);
                 Repr::Int8(packed, w.smooth)
             }
             Precision::Bf16 => {
-                let w = stacked_f32(file, names, seg_n, k, int8_file)?;
+                let w = stacked_f32(file, names, widths, k, int8_file)?;
                 Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k))
             }
             Precision::F32 => Repr::F32 {
                 segs: names
                     .iter()
-                    .map(|name| load_param(file, name, &[seg_n, k], int8_file))
+                    .zip(widths)
+                    .map(|(name, &w)| load_param(file, name, &[w, k], int8_file))
                     .collect::<Result<_>>()?,
                 packed: OnceLock::new(),
             },
         };
-        Ok(Linear { n, k, seg_n, repr })
+        Ok(Linear {
+            n,
+            k,
+            widths: widths.to_vec(),
+            repr,
+        })
     }
 
     /// Output features.
@@ -139,7 +147,7 @@ impl Linear {
                 let mapped = segs.iter().filter(|p| p.is_mapped()).count();
                 (mapped, segs.len() - mapped)
             }
-            Repr::Int8(..) | Repr::Bf16(_) => (0, self.n / self.seg_n.max(1)),
+            Repr::Int8(..) | Repr::Bf16(_) => (0, self.widths.len()),
         }
     }
 
@@ -198,7 +206,7 @@ impl Linear {
                 if let [w] = ws[..] {
                     gemm::linear(x, m, k, w, n, out, ldo, accumulate, epi, par);
                 } else {
-                    gemm::linear_stacked(x, m, k, &ws, self.seg_n, out, ldo, accumulate, epi, par);
+                    gemm::linear_stacked(x, m, k, &ws, out, ldo, accumulate, epi, par);
                 }
             }
         }
@@ -217,7 +225,7 @@ pub struct Int8Weights {
     pub smooth: Option<Vec<f32>>,
 }
 
-/// The int8 weights of the segments `names` (each `[seg_n x k]`): as stored
+/// The int8 weights of the segments `names` (`[widths[s] x k]` each): as stored
 /// in an `int8_per_row` file when every segment is stored so (and either the
 /// file smoothed them or no `act_absmax` is given); otherwise quantized here
 /// from the float values (int8 ones dequantized first), smoothed with
@@ -230,15 +238,16 @@ pub struct Int8Weights {
 pub fn int8_weights(
     file: &Arc<ModelFile>,
     names: &[String],
-    seg_n: usize,
+    widths: &[usize],
     k: usize,
     int8_file: bool,
     act_absmax: Option<&[f32]>,
 ) -> Result<Int8Weights> {
-    let n = seg_n * names.len();
+    let n = widths.iter().sum();
     let stored: Vec<_> = names
         .iter()
-        .map(|name| load_int8(file, name, [seg_n, k], int8_file))
+        .zip(widths)
+        .map(|(name, &w)| load_int8(file, name, [w, k], int8_file))
         .collect::<Result<_>>()?;
     let smoothed = stored.iter().flatten().any(|s| s.smooth.is_some());
     if stored.iter().all(Option::is_some) && (smoothed || act_absmax.is_none()) {
@@ -260,7 +269,7 @@ pub fn int8_weights(
         }
         return Ok(w);
     }
-    let mut w = stacked_f32(file, names, seg_n, k, int8_file)?;
+    let mut w = stacked_f32(file, names, widths, k, int8_file)?;
     let smooth = act_absmax.map(|amax| {
         let a = smoothing_factors(&w, n, k, amax);
         for row in w.chunks_exact_mut(k.max(1)) {
@@ -274,19 +283,19 @@ pub fn int8_weights(
     Ok(Int8Weights { q, scales, smooth })
 }
 
-/// The weights `names` (each `[seg_n x k]`) as one owned `[n x k]` f32
+/// The weights `names` (`[widths[s] x k]` each) as one owned `[n x k]` f32
 /// matrix, stacked along the output dimension (int8 tensors dequantized);
 /// mapped file pages read here are released from resident memory.
 fn stacked_f32(
     file: &Arc<ModelFile>,
     names: &[String],
-    seg_n: usize,
+    widths: &[usize],
     k: usize,
     int8_file: bool,
 ) -> Result<Vec<f32>> {
-    let mut w = Vec::with_capacity(names.len() * seg_n * k);
-    for name in names {
-        let p = load_param(file, name, &[seg_n, k], int8_file)?;
+    let mut w = Vec::with_capacity(widths.iter().sum::<usize>() * k);
+    for (name, &n) in names.iter().zip(widths) {
+        let p = load_param(file, name, &[n, k], int8_file)?;
         w.extend_from_slice(p.as_slice());
         p.release_pages();
     }
@@ -332,7 +341,10 @@ pub fn pack_f32_layer(linears: &[&Linear]) {
         .copied()
         .filter(|l| {
             matches!(&l.repr, Repr::F32 { packed, .. } if packed.get().is_none())
-                && (l.n == l.seg_n || l.seg_n.is_multiple_of(sgemm::SEGMENT_ALIGN))
+                && (l.widths.len() == 1
+                    || l.widths
+                        .iter()
+                        .all(|w| w.is_multiple_of(sgemm::SEGMENT_ALIGN)))
         })
         .collect();
     if todo.is_empty() {
@@ -352,11 +364,7 @@ pub fn pack_f32_layer(linears: &[&Linear]) {
             if let [w] = ws[..] {
                 Box::new(sgemm::Transposed { w, ldw: l.k })
             } else {
-                Box::new(sgemm::Stacked {
-                    ws,
-                    seg_n: l.seg_n,
-                    k: l.k,
-                })
+                Box::new(sgemm::Stacked { ws, k: l.k })
             }
         })
         .collect();

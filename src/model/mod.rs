@@ -5,6 +5,7 @@ pub mod arch;
 pub mod blocks;
 pub mod calibrate;
 pub mod config;
+pub mod dense;
 pub mod encoder;
 pub mod head;
 pub mod linear;

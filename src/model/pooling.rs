@@ -19,6 +19,9 @@ pub enum Pooling {
     Cls,
     /// Element-wise max over tokens with attention mask 1.
     Max,
+    /// The last token's vector (decoders: the only token that has seen the
+    /// whole text; sentence-transformers `lasttoken`).
+    LastToken,
 }
 
 /// sentence-transformers `Pooling` config flags (`pooling_mode_*`) and the
@@ -35,7 +38,12 @@ pub const SENTENCE_TRANSFORMERS_FLAGS: &[(&str, &str)] = &[
 
 impl Pooling {
     /// Every mode, in the order messages list them.
-    pub const ALL: [Pooling; 3] = [Pooling::Mean, Pooling::Cls, Pooling::Max];
+    pub const ALL: [Pooling; 4] = [
+        Pooling::Mean,
+        Pooling::Cls,
+        Pooling::Max,
+        Pooling::LastToken,
+    ];
 
     /// The metadata spelling (also the C API's `embd_pooling` string and the
     /// sentence-transformers `pooling_mode` value).
@@ -50,6 +58,7 @@ impl Pooling {
             Pooling::Mean => c"mean",
             Pooling::Cls => c"cls",
             Pooling::Max => c"max",
+            Pooling::LastToken => c"lasttoken",
         }
     }
 
@@ -58,7 +67,7 @@ impl Pooling {
         Pooling::ALL.into_iter().find(|p| p.name() == s)
     }
 
-    /// The supported names for messages: `mean, cls or max`.
+    /// The supported names for messages: `mean, cls, max or lasttoken`.
     pub fn expected() -> String {
         let names: Vec<&str> = Pooling::ALL.iter().map(|p| p.name()).collect();
         match names.split_last() {
@@ -103,7 +112,7 @@ impl SentencePooling {
     pub fn apply(&self, hidden: &[f32], width: usize, out: &mut [f32]) {
         let len = hidden.len().checked_div(width).unwrap_or(0);
         let skip = match self.mode {
-            Pooling::Cls => 0,
+            Pooling::Cls | Pooling::LastToken => 0,
             _ => self.skip.min(len),
         };
         pool(
@@ -128,6 +137,7 @@ pub fn pool(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool, out
     }
     match pooling {
         Pooling::Cls => out.copy_from_slice(&hidden[..width]),
+        Pooling::LastToken => out.copy_from_slice(&hidden[(rows - 1) * width..rows * width]),
         Pooling::Max => {
             out.copy_from_slice(&hidden[..width]);
             for row in hidden.chunks_exact(width).skip(1) {
@@ -166,6 +176,10 @@ pub fn pool_f64(hidden: &[f32], width: usize, pooling: Pooling, normalize: bool)
     let rows = hidden.len() / width;
     let mut out: Vec<f64> = match pooling {
         Pooling::Cls => hidden[..width].iter().map(|&v| f64::from(v)).collect(),
+        Pooling::LastToken => hidden[(rows - 1) * width..rows * width]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect(),
         Pooling::Mean => (0..width)
             .map(|j| {
                 (0..rows)
@@ -224,6 +238,6 @@ mod tests {
             assert_eq!(p.c_name().to_bytes(), p.name().as_bytes());
         }
         assert_eq!(Pooling::from_name("sum"), None);
-        assert_eq!(Pooling::expected(), "mean, cls or max");
+        assert_eq!(Pooling::expected(), "mean, cls, max or lasttoken");
     }
 }

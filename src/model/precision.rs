@@ -164,14 +164,14 @@ impl LayerPrecision {
 }
 
 /// One dense product of an encoder layer: its weight tensors (side by side
-/// along the output dimension), each `[seg_n x k]`.
+/// along the output dimension), `[widths[s] x k]` each.
 pub struct DenseLayer {
     /// Which product.
     pub product: Product,
     /// HF tensor names of the weights.
     pub weights: Vec<String>,
-    /// Output features per weight tensor.
-    pub seg_n: usize,
+    /// Output features of each weight tensor.
+    pub widths: Vec<usize>,
     /// Input features.
     pub k: usize,
 }
@@ -186,21 +186,28 @@ pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
     let n = &f.names;
     let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
     let heads = cfg.heads();
-    let up = if f.gated_mlp { 2 * i } else { i };
-    let d = |product, names: &[&str], n_out: usize, k| DenseLayer {
+    // Gated: `gate | up`.
+    let up: &[usize] = if f.gated_mlp { &[i, i] } else { &[i] };
+    // One fused tensor holds every part; stacked tensors one part each.
+    let d = |product, names: &[&str], parts: &[usize], k| DenseLayer {
         product,
         weights: names
             .iter()
             .map(|s| f.layer_tensor(l, s, "weight"))
             .collect(),
-        seg_n: n_out / names.len().max(1),
+        widths: if names.len() == 1 {
+            vec![parts.iter().sum()]
+        } else {
+            parts.to_vec()
+        },
         k,
     };
+    let (q, kv) = (heads.q * heads.d, heads.kv * heads.d);
     [
-        d(Product::Qkv, n.qkv, heads.qkv_width(), h),
-        d(Product::AttnOut, &[n.attn_out], h, heads.ctx_width()),
+        d(Product::Qkv, n.qkv, &[q, kv, kv], h),
+        d(Product::AttnOut, &[n.attn_out], &[h], heads.ctx_width()),
         d(Product::FfnUp, n.ffn_up, up, h),
-        d(Product::FfnDown, &[n.ffn_down], h, i),
+        d(Product::FfnDown, &[n.ffn_down], &[h], i),
     ]
 }
 
@@ -224,9 +231,11 @@ pub fn int8_tensors(
                 .and_then(|c| c.layers.get(l))
                 .map(|a| a[d.product as usize].as_slice())
                 .filter(|a| a.len() == d.k);
-            let w = linear::int8_weights(file, &d.weights, d.seg_n, d.k, false, amax)?;
-            for (s, name) in d.weights.iter().enumerate() {
-                let rows = s * d.seg_n..(s + 1) * d.seg_n;
+            let w = linear::int8_weights(file, &d.weights, &d.widths, d.k, false, amax)?;
+            let mut row0 = 0;
+            for (name, &width) in d.weights.iter().zip(&d.widths) {
+                let rows = row0..row0 + width;
+                row0 += width;
                 let q: Vec<u8> = w.q[rows.start * d.k..rows.end * d.k]
                     .iter()
                     .map(|&v| v as u8)
@@ -234,12 +243,12 @@ pub fn int8_tensors(
                 out.push(TensorEntry::owned_bytes(
                     name,
                     DType::I8,
-                    vec![d.seg_n, d.k],
+                    vec![width, d.k],
                     &q,
                 ));
                 out.push(TensorEntry::owned_f32(
                     format!("{name}_scale"),
-                    vec![d.seg_n],
+                    vec![width],
                     &w.scales[rows],
                 ));
                 if let Some(f) = &w.smooth {

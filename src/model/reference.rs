@@ -110,6 +110,7 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
             *v = match cfg.activation {
                 Activation::Gelu => gelu(*v),
                 Activation::GeluTanh => gelu_tanh(*v),
+                Activation::Silu => crate::kernels::ops::silu(*v),
             };
         }
         let o = linear(&inter, l, file, &module(n.ffn_down));

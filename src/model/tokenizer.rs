@@ -57,6 +57,8 @@ pub const COMBINATIONS: &[(&str, TokenizerKind)] = &[
     ("roberta", TokenizerKind::Bpe),
     ("xlm-roberta", TokenizerKind::Unigram),
     ("modernbert", TokenizerKind::Bpe),
+    ("qwen3", TokenizerKind::Bpe),
+    ("gemma3", TokenizerKind::Bpe),
 ];
 
 /// Refuses a family/tokenizer combination that is not in [`COMBINATIONS`].

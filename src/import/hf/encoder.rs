@@ -376,17 +376,7 @@ fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<(String, bool)> {
             let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
             if ty.ends_with("Pooling") {
                 if let Some(p) = m.get("path").and_then(Value::as_str) {
-                    // Only a folder inside the model folder: an absolute path or
-                    // `..` would make an untrusted modules.json read elsewhere.
-                    let inside = Path::new(p)
-                        .components()
-                        .all(|c| matches!(c, std::path::Component::Normal(_)));
-                    if !inside {
-                        return Err(Error::unsupported(format!(
-                            "modules.json: pooling module path '{p}' is not a folder inside the model folder"
-                        )));
-                    }
-                    pool_dir = dir.join(p);
+                    pool_dir = module_dir(dir, p)?;
                 }
             }
         }
@@ -399,6 +389,140 @@ fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<(String, bool)> {
         .and_then(Value::as_bool)
         .unwrap_or(true);
     pooling_mode_of(&cfg).map(|m| (m, include_prompt))
+}
+
+/// Whether a `modules.json` type is sentence-transformers' `Dense` module
+/// (`sentence_transformers.models.Dense`, `...base.modules.dense.Dense`).
+fn is_dense_module(ty: &str) -> bool {
+    ty.rsplit('.').next() == Some("Dense") && ty.starts_with("sentence_transformers.")
+}
+
+/// A sentence-transformers `Dense` module of a folder.
+struct DenseModule {
+    in_features: usize,
+    out_features: usize,
+    activation: crate::model::config::DenseActivation,
+    /// `[out x in]`.
+    weight: Vec<f32>,
+    bias: Option<Vec<f32>>,
+}
+
+/// A module folder named by `modules.json` (only a folder inside the model
+/// folder: an absolute path or `..` would make an untrusted modules.json
+/// read elsewhere).
+fn module_dir(dir: &Path, p: &str) -> Result<PathBuf> {
+    let inside = Path::new(p)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(Error::unsupported(format!(
+            "modules.json: module path '{p}' is not a folder inside the model folder"
+        )));
+    }
+    Ok(dir.join(p))
+}
+
+/// The `Dense` modules of `modules.json`, in order, chained from `hidden`:
+/// each folder's `config.json` (`in_features`, `out_features`, `bias`,
+/// `activation_function`) and `model.safetensors` (`linear.weight`,
+/// `linear.bias`).
+fn dense_modules(dir: &Path, modules: Option<&Value>, hidden: usize) -> Result<Vec<DenseModule>> {
+    let mut out: Vec<DenseModule> = Vec::new();
+    let Some(list) = modules.and_then(Value::as_array) else {
+        return Ok(out);
+    };
+    for m in list {
+        let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+        if !is_dense_module(ty) {
+            continue;
+        }
+        let path = m.get("path").and_then(Value::as_str).unwrap_or("");
+        let mdir = module_dir(dir, path)?;
+        let cfg_path = mdir.join("config.json");
+        let cfg = read_json(&cfg_path)?;
+        let what = cfg_path.display().to_string();
+        let in_features = cfg_usize(&cfg, "in_features", &what)?;
+        let out_features = cfg_usize(&cfg, "out_features", &what)?;
+        let want_in = out.last().map_or(hidden, |d| d.out_features);
+        if in_features != want_in {
+            return Err(Error::model(format!(
+                "{what}: in_features {in_features}, but the module before gives {want_in} values"
+            )));
+        }
+        let act_name = cfg
+            .get("activation_function")
+            .and_then(Value::as_str)
+            .unwrap_or("torch.nn.modules.activation.Tanh");
+        let activation =
+            crate::model::config::DenseActivation::from_name(act_name).ok_or_else(|| {
+                Error::unsupported(format!(
+                    "{what}: activation_function '{act_name}' is not supported (Identity, Tanh)"
+                ))
+            })?;
+        let st_path = mdir.join("model.safetensors");
+        if !st_path.is_file() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: missing (a Dense module saved as pytorch_model.bin is not read; save it as safetensors)",
+                    st_path.display()
+                ),
+            ));
+        }
+        let backing = Backing::map(&st_path)?;
+        let st_what = st_path.display().to_string();
+        let st = safetensors::SafeTensors::deserialize(backing.bytes()).map_err(|e| {
+            Error::new(
+                ErrorKind::Format,
+                format!("{st_what}: invalid safetensors file: {e}"),
+            )
+        })?;
+        let read = |name: &str, shape: &[usize]| -> Result<Option<Vec<f32>>> {
+            let Ok(view) = st.tensor(name) else {
+                return Ok(None);
+            };
+            if view.shape() != shape {
+                return Err(Error::model(format!(
+                    "{st_what}: tensor '{name}' has shape {:?}, expected {shape:?}",
+                    view.shape()
+                )));
+            }
+            let d = view.data();
+            let vals: Vec<f32> = match view.dtype() {
+                safetensors::Dtype::F32 => d
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                safetensors::Dtype::BF16 => d
+                    .chunks_exact(2)
+                    .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
+                    .collect(),
+                other => {
+                    return Err(Error::unsupported(format!(
+                        "{st_what}: tensor '{name}' has dtype {other:?} (F32 or BF16 only)"
+                    )))
+                }
+            };
+            Ok(Some(vals))
+        };
+        let weight = read("linear.weight", &[out_features, in_features])?
+            .ok_or_else(|| Error::model(format!("{st_what}: tensor 'linear.weight' is missing")))?;
+        let want_bias = cfg.get("bias").and_then(Value::as_bool).unwrap_or(true);
+        let bias = read("linear.bias", &[out_features])?;
+        if want_bias && bias.is_none() {
+            return Err(Error::model(format!(
+                "{st_what}: tensor 'linear.bias' is missing (config.json says bias true)"
+            )));
+        }
+        out.push(DenseModule {
+            in_features,
+            out_features,
+            activation,
+            weight,
+            bias: bias.filter(|_| want_bias),
+        });
+    }
+    Ok(out)
 }
 
 /// `prompts` (as a JSON object of strings, when not empty) and
@@ -501,11 +625,14 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     };
     let mut family_md = BTreeMap::new();
     (family.hf_config)(&cfg, &mut family_md)?;
+    // The BERT-shaped families' activation key (a family with its own says
+    // so in `family_md`).
     let hidden_act = match cfg
         .get("hidden_act")
         .and_then(Value::as_str)
         .unwrap_or("gelu")
     {
+        _ if family_md.contains_key("hidden_act") => "",
         "gelu" => "gelu",
         "gelu_new" | "gelu_pytorch_tanh" => "gelu_tanh",
         other => {
@@ -604,6 +731,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         .unwrap_or(max_pos);
 
     let modules = read_json_opt(&dir.join("modules.json"))?;
+    let dense = dense_modules(dir, modules.as_ref(), hidden)?;
     let normalize = modules.as_ref().and_then(Value::as_array).is_some_and(|l| {
         l.iter().any(|m| {
             m.get("type")
@@ -614,11 +742,13 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     if let Some(list) = modules.as_ref().and_then(Value::as_array) {
         for m in list {
             let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
-            let known =
-                ty.ends_with("Transformer") || ty.ends_with("Pooling") || ty.ends_with("Normalize");
+            let known = ty.ends_with("Transformer")
+                || ty.ends_with("Pooling")
+                || ty.ends_with("Normalize")
+                || is_dense_module(ty);
             if !known {
                 return Err(Error::unsupported(format!(
-                    "modules.json: module '{ty}' is not supported (Transformer, Pooling, Normalize only)"
+                    "modules.json: module '{ty}' is not supported (Transformer, Pooling, Dense, Normalize only)"
                 )));
             }
         }
@@ -638,7 +768,14 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         Some(spec) => spec.pieces.to_vec(),
         None => read_vocab(dir)?,
     };
-    let specials = special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?;
+    let specials = match &spec {
+        // A family without token names of its own: the tokenizer files
+        // declare them (stand-ins where they declare none).
+        Some(spec) if family.special_tokens.declared() => spec
+            .declared_specials(tok_cfg.as_ref())?
+            .special_ids(&spec.template()?),
+        _ => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
+    };
     let extra_specials = if spec.is_none() {
         check_post_processor(tok_json.as_ref(), family, &specials)?;
         extra_special_ids(tok_json.as_ref(), &specials)?
@@ -666,6 +803,22 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     }
     let backing = Arc::new(Backing::map(&st_path)?);
     let mut tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
+    let embedding_dim = dense.last().map_or(hidden, |d| d.out_features);
+    let dense_acts: Vec<&str> = dense.iter().map(|d| d.activation.name()).collect();
+    for (i, d) in dense.into_iter().enumerate() {
+        tensors.push(TensorEntry::owned_f32(
+            crate::model::dense::weight_name(i),
+            vec![d.out_features, d.in_features],
+            &d.weight,
+        ));
+        if let Some(b) = &d.bias {
+            tensors.push(TensorEntry::owned_f32(
+                crate::model::dense::bias_name(i),
+                vec![d.out_features],
+                b,
+            ));
+        }
+    }
     let head_md = if classifier {
         Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
     } else {
@@ -684,7 +837,10 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         "model_version",
         opts.version.clone().unwrap_or_else(|| "1.0.0".to_string()),
     );
-    put("embedding_dim", hidden.to_string());
+    put("embedding_dim", embedding_dim.to_string());
+    if !dense_acts.is_empty() {
+        put("dense_modules", dense_acts.join(" "));
+    }
     put("vocab_size", vocab.len().to_string());
     put("num_layers", layers.to_string());
     put("num_attention_heads", heads.to_string());
@@ -713,7 +869,9 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         }
     }
     put("layer_norm_eps", format!("{eps:e}"));
-    put("hidden_act", hidden_act.to_string());
+    if !hidden_act.is_empty() {
+        put("hidden_act", hidden_act.to_string());
+    }
     if !extra_specials.is_empty() {
         let ids: Vec<String> = extra_specials.iter().map(u32::to_string).collect();
         put("special_ids_normalized", ids.join(" "));

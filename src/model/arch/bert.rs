@@ -30,6 +30,10 @@ pub const NAMES: TensorNames = TensorNames {
     ffn_ln: "output.LayerNorm",
     final_norm: None,
     relative_bias: None,
+    q_norm: None,
+    k_norm: None,
+    post_attn_ln: None,
+    post_ffn_ln: None,
 };
 
 /// The BERT layer (HF `BertLayer`), shared by BERT, MPNet, RoBERTa and
@@ -105,6 +109,7 @@ pub(crate) const FAMILY_BLOCKS: Family = Family {
     gated_mlp: false,
     first_attn_norm: true,
     rope: false,
+    embed_scale: false,
     forward,
 };
 

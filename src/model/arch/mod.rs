@@ -24,8 +24,10 @@ use crate::model::blocks::{Layer, LayerRun};
 use crate::model::precision::Product;
 
 pub mod bert;
+pub mod gemma3;
 pub mod modernbert;
 pub mod mpnet;
+pub mod qwen3;
 pub mod roberta;
 
 /// Every encoder family the engine runs, by metadata `architecture`.
@@ -35,6 +37,8 @@ pub static FAMILIES: &[&Family] = &[
     &roberta::ROBERTA,
     &roberta::XLM_ROBERTA,
     &modernbert::FAMILY,
+    &qwen3::FAMILY,
+    &gemma3::FAMILY,
 ];
 
 /// The family whose metadata `architecture` is `name`.
@@ -106,6 +110,26 @@ pub struct SpecialTokens {
     pub post_processors: &'static [&'static str],
 }
 
+impl SpecialTokens {
+    /// No token names of the family's own: its tokenizer files declare the
+    /// special tokens and the template frames texts (decoders have no
+    /// `[CLS]`, `[SEP]` or `[MASK]`).
+    pub const DECLARED: SpecialTokens = SpecialTokens {
+        pad: "",
+        unk: "",
+        cls: "",
+        sep: "",
+        mask: "",
+        post_processors: &[],
+    };
+
+    /// Whether the tokenizer files declare the special tokens
+    /// ([`SpecialTokens::DECLARED`]).
+    pub fn declared(&self) -> bool {
+        self.cls.is_empty()
+    }
+}
+
 /// Tensor names of a family (canonical: without the HF model prefix).
 /// Per-layer names are relative to `{layer_prefix}{l}.` and name a module:
 /// the tensors are `{name}.weight` and, where the family has biases,
@@ -139,6 +163,16 @@ pub struct TensorNames {
     pub ffn_ln: &'static str,
     /// The norm after the last layer, if any.
     pub final_norm: Option<&'static str>,
+    /// The per-head query norm, if any (Qwen3, Gemma3: `self_attn.q_norm`).
+    pub q_norm: Option<&'static str>,
+    /// The per-head key norm, if any.
+    pub k_norm: Option<&'static str>,
+    /// The norm of the attention block's output before its residual add,
+    /// if any (Gemma3's `post_attention_layernorm`).
+    pub post_attn_ln: Option<&'static str>,
+    /// The norm of the feed-forward block's output before its residual
+    /// add, if any (Gemma3's `post_feedforward_layernorm`).
+    pub post_ffn_ln: Option<&'static str>,
     /// Relative attention bias table `[buckets x heads]`
     /// ([`AttentionBias::RelativeBuckets`]).
     pub relative_bias: Option<&'static str>,
@@ -193,6 +227,9 @@ pub struct Family {
     /// Rotary positions (metadata `rope_theta`, and `local_rope_theta` for
     /// sliding-window layers).
     pub rope: bool,
+    /// Whether the word embeddings are multiplied by `sqrt(hidden_size)`
+    /// (Gemma's `Gemma3TextScaledWordEmbedding`).
+    pub embed_scale: bool,
     /// One layer's forward.
     pub forward: LayerForward,
 }
@@ -237,6 +274,81 @@ pub fn is_layer_linear_weight(name: &str, shape: &[usize]) -> bool {
         && split_layer_name(name).is_some()
         && name.ends_with(".weight")
         && !name.contains("LayerNorm")
+}
+
+/// A number of `config.json`.
+pub(crate) fn f64_key(cfg: &Value, key: &str) -> Option<f64> {
+    cfg.get(key).and_then(Value::as_f64)
+}
+
+/// A `rope_parameters` entry's theta (transformers 5) or the `rope_scaling`
+/// of transformers 4, refusing scaled rotary positions (`what` names the
+/// key for messages).
+pub(crate) fn rope_theta_of(p: &Value, what: &str) -> Result<Option<f64>> {
+    for key in ["rope_type", "type"] {
+        if let Some(t) = p.get(key).and_then(Value::as_str) {
+            if t != "default" {
+                return Err(crate::error::Error::unsupported(format!(
+                    "config.json: {what} rope_type '{t}' is not supported (default only)"
+                )));
+            }
+        }
+    }
+    Ok(p.get("rope_theta").and_then(Value::as_f64))
+}
+
+/// `layer_types` of `config.json` as one letter a layer (`g` full
+/// attention, `l` sliding window), if the config has the key.
+pub(crate) fn layer_kinds(cfg: &Value, layers: usize) -> Result<Option<String>> {
+    use crate::error::Error;
+    let Some(list) = cfg.get("layer_types").and_then(Value::as_array) else {
+        return Ok(None);
+    };
+    if list.len() != layers {
+        return Err(Error::model(format!(
+            "config.json: layer_types has {} entries for {layers} layers",
+            list.len()
+        )));
+    }
+    list.iter()
+        .map(|v| match v.as_str() {
+            Some("full_attention") => Ok('g'),
+            Some("sliding_attention") => Ok('l'),
+            other => Err(Error::unsupported(format!(
+                "config.json: layer type {other:?} is not supported (full_attention, sliding_attention)"
+            ))),
+        })
+        .collect::<Result<String>>()
+        .map(Some)
+}
+
+/// The rotary bases of `config.json` (global, local): transformers 5's
+/// `rope_parameters` (one entry, or one per layer type), else the keys
+/// `global_key` and `local_key` of transformers 4; `rope_scaling` must be
+/// absent or default.
+pub(crate) fn rope_thetas(
+    cfg: &Value,
+    global_key: &str,
+    local_key: &str,
+) -> Result<(Option<f64>, Option<f64>)> {
+    if let Some(rs) = cfg.get("rope_scaling").filter(|v| v.is_object()) {
+        rope_theta_of(rs, "rope_scaling")?;
+    }
+    let (mut global, mut local) = (f64_key(cfg, global_key), f64_key(cfg, local_key));
+    if let Some(rp) = cfg.get("rope_parameters").filter(|v| v.is_object()) {
+        let full = rp.get("full_attention");
+        let sliding = rp.get("sliding_attention");
+        if let Some(p) = full {
+            global = rope_theta_of(p, "rope_parameters.full_attention")?.or(global);
+        }
+        if let Some(p) = sliding {
+            local = rope_theta_of(p, "rope_parameters.sliding_attention")?.or(local);
+        }
+        if full.is_none() && sliding.is_none() {
+            global = rope_theta_of(rp, "rope_parameters")?.or(global);
+        }
+    }
+    Ok((global, local))
 }
 
 /// Bucket of a relative position (T5 / MPNet, bidirectional): `rel` = key
@@ -311,7 +423,10 @@ mod tests {
         assert_eq!(by_hf_model_type("xlm-roberta").unwrap().name, "xlm-roberta");
         assert!(by_hf_model_type("deberta-v2").is_none());
         assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
-        assert_eq!(names(), "bert, mpnet, roberta, xlm-roberta, modernbert");
+        assert_eq!(
+            names(),
+            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3"
+        );
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub static FAMILY: Family = Family {
         ffn_ln: "mlp_norm",
         final_norm: Some("final_norm"),
         relative_bias: None,
+        q_norm: None,
+        k_norm: None,
+        post_attn_ln: None,
+        post_ffn_ln: None,
     },
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,
@@ -63,6 +67,7 @@ pub static FAMILY: Family = Family {
     gated_mlp: true,
     first_attn_norm: false,
     rope: true,
+    embed_scale: false,
     forward,
 };
 
@@ -106,23 +111,6 @@ pub const KEY_ROPE_THETA: &str = "rope_theta";
 /// Metadata key: the rotary base of local layers.
 pub const KEY_LOCAL_ROPE_THETA: &str = "local_rope_theta";
 
-fn f64_key(cfg: &Value, key: &str) -> Option<f64> {
-    cfg.get(key).and_then(Value::as_f64)
-}
-
-/// A `rope_parameters` entry's theta (transformers 5), refusing scaled
-/// rotary positions.
-fn rope_theta_of(p: &Value, what: &str) -> Result<Option<f64>> {
-    if let Some(t) = p.get("rope_type").and_then(Value::as_str) {
-        if t != "default" {
-            return Err(Error::unsupported(format!(
-                "config.json: {what} rope_type '{t}' is not supported (default only)"
-            )));
-        }
-    }
-    Ok(p.get("rope_theta").and_then(Value::as_f64))
-}
-
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
     for key in ["attention_bias", "mlp_bias", "norm_bias"] {
         if cfg.get(key).and_then(Value::as_bool) == Some(true) {
@@ -137,24 +125,8 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
         .ok_or_else(|| Error::model("config.json: num_hidden_layers is missing"))?
         as usize;
     // Layer kinds: transformers 5's `layer_types`, else every n-th global.
-    let kinds: String = match cfg.get("layer_types").and_then(Value::as_array) {
-        Some(list) => {
-            if list.len() != layers {
-                return Err(Error::model(format!(
-                    "config.json: layer_types has {} entries for {layers} layers",
-                    list.len()
-                )));
-            }
-            list.iter()
-                .map(|v| match v.as_str() {
-                    Some("full_attention") => Ok('g'),
-                    Some("sliding_attention") => Ok('l'),
-                    other => Err(Error::unsupported(format!(
-                        "config.json: layer type {other:?} is not supported (full_attention, sliding_attention)"
-                    ))),
-                })
-                .collect::<Result<_>>()?
-        }
+    let kinds = match super::layer_kinds(cfg, layers)? {
+        Some(k) => k,
         None => {
             let every = cfg
                 .get("global_attn_every_n_layers")
@@ -177,21 +149,7 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
     };
     // Thetas: transformers 5's `rope_parameters` per layer type, else the
     // hub's keys.
-    let (mut global, mut local) = (
-        f64_key(cfg, "global_rope_theta"),
-        f64_key(cfg, "local_rope_theta"),
-    );
-    if let Some(rp) = cfg.get("rope_parameters").filter(|v| v.is_object()) {
-        if let Some(p) = rp.get("full_attention") {
-            global = rope_theta_of(p, "rope_parameters.full_attention")?.or(global);
-        }
-        if let Some(p) = rp.get("sliding_attention") {
-            local = rope_theta_of(p, "rope_parameters.sliding_attention")?.or(local);
-        }
-        if rp.get("full_attention").is_none() && rp.get("sliding_attention").is_none() {
-            global = rope_theta_of(rp, "rope_parameters")?.or(global);
-        }
-    }
+    let (global, local) = super::rope_thetas(cfg, "global_rope_theta", "local_rope_theta")?;
     let act = cfg
         .get("hidden_activation")
         .and_then(Value::as_str)
@@ -206,7 +164,7 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
         }
     };
     md.insert("hidden_act".into(), act.into());
-    let eps = f64_key(cfg, "norm_eps").unwrap_or(1e-5);
+    let eps = super::f64_key(cfg, "norm_eps").unwrap_or(1e-5);
     md.insert("layer_norm_eps".into(), format!("{eps:e}"));
     md.insert("type_vocab_size".into(), "0".into());
     md.insert(KEY_LAYER_TYPES.into(), kinds);

@@ -18,6 +18,7 @@ use crate::model::arch;
 use crate::model::linear::{Linear, LinearScratch};
 use crate::model::param::Param;
 
+use super::norm::Norm;
 use super::rope::Rope;
 
 /// The shape of a layer's attention: query heads, key/value heads, width.
@@ -59,6 +60,11 @@ pub struct Attention {
     pub band: Band,
     /// Rotary positions of this layer, if any.
     pub rope: Option<Arc<Rope>>,
+    /// The norm of every query head (Qwen3's and Gemma3's `q_norm`), before
+    /// the rotary positions.
+    pub q_norm: Option<Norm>,
+    /// The norm of every key head (`k_norm`).
+    pub k_norm: Option<Norm>,
     /// Score scale (`1/sqrt(d)` unless the model says otherwise).
     pub scale: f32,
 }
@@ -124,36 +130,46 @@ pub struct AttentionScratch<'a> {
 
 impl Attention {
     /// `Q | K | V = x · Wᵀ + b` for all `total` rows of `x` into `s.qkv`,
-    /// then the rotary positions of Q and K (positions from 0 in each
-    /// sequence of `lens`).
+    /// then each query and key head's norm (if any) and the rotary
+    /// positions of Q and K (positions from 0 in each sequence of `lens`).
     pub fn project_qkv(&self, x: &[f32], lens: &[usize], s: &mut AttentionScratch, par: Par) {
         let total: usize = lens.iter().sum();
         let n = self.heads.qkv_width();
         let epi = self.qkv_b.as_deref().map_or(Epilogue::None, Epilogue::Bias);
         self.qkv
             .forward(x, total, &mut s.qkv[..total * n], n, false, epi, par, s.lin);
-        if let Some(rope) = &self.rope {
-            let Heads { q, kv, d } = self.heads;
-            let rows = &mut s.qkv[..total * n];
-            let mut starts = Vec::with_capacity(lens.len());
-            let mut o = 0;
-            for &l in lens {
-                starts.push((o, l));
-                o += l;
+        if self.rope.is_none() && self.q_norm.is_none() && self.k_norm.is_none() {
+            return;
+        }
+        let Heads { q, kv, d } = self.heads;
+        let rows = &mut s.qkv[..total * n];
+        // The first row of each sequence.
+        let mut starts = Vec::with_capacity(lens.len());
+        let mut o = 0;
+        for &l in lens {
+            starts.push(o);
+            o += l;
+        }
+        let per_row = |(row_i, row): (usize, &mut [f32])| {
+            if let Some(norm) = &self.q_norm {
+                norm.apply(&mut row[..q * d], d, Par::Serial);
             }
-            let rotate = |(row_i, row): (usize, &mut [f32])| {
+            if let Some(norm) = &self.k_norm {
+                norm.apply(&mut row[q * d..(q + kv) * d], d, Par::Serial);
+            }
+            if let Some(rope) = &self.rope {
                 // The row's position in its sequence.
-                let k = starts.partition_point(|&(st, _)| st <= row_i) - 1;
-                let pos = row_i - starts[k].0;
+                let k = starts.partition_point(|&st| st <= row_i) - 1;
+                let pos = row_i - starts[k];
                 rope.rotate(row, 0, q, pos);
                 rope.rotate(row, q * d, kv, pos);
-            };
-            match par {
-                Par::Threads(t) if t > 1 && total * n >= 1 << 15 => {
-                    rows.par_chunks_mut(n).enumerate().for_each(rotate)
-                }
-                _ => rows.chunks_mut(n).enumerate().for_each(rotate),
             }
+        };
+        match par {
+            Par::Threads(t) if t > 1 && total * n >= 1 << 15 => {
+                rows.par_chunks_mut(n).enumerate().for_each(per_row)
+            }
+            _ => rows.chunks_mut(n).enumerate().for_each(per_row),
         }
     }
 
@@ -232,6 +248,21 @@ impl Attention {
             .forward(ctx, total, hidden, h, true, Epilogue::None, par, lin);
     }
 
+    /// `dst = ctx · Wᵀ`: the output projection alone, for a norm between it
+    /// and the residual (Gemma's `post_attention_layernorm`).
+    pub fn output_to(
+        &self,
+        ctx: &[f32],
+        total: usize,
+        dst: &mut [f32],
+        par: Par,
+        lin: &mut LinearScratch,
+    ) {
+        let h = self.out.n();
+        self.out
+            .forward(ctx, total, dst, h, false, Epilogue::None, par, lin);
+    }
+
     /// The output projection's bias, if it has one.
     pub fn out_bias(&self) -> Option<&[f32]> {
         self.out_b.as_ref().map(Param::as_slice)
@@ -244,6 +275,11 @@ impl Attention {
 
     /// The small parameters held (not the concatenated Q, K, V biases).
     pub fn params(&self) -> impl Iterator<Item = &Param> {
-        self.out_b.iter()
+        self.out_b.iter().chain(
+            self.q_norm
+                .iter()
+                .chain(self.k_norm.iter())
+                .flat_map(Norm::params),
+        )
     }
 }

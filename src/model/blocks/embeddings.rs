@@ -29,6 +29,9 @@ pub struct Embeddings {
     /// Rows in `token_type`.
     type_vocab: usize,
     norm: Option<Norm>,
+    /// The factor word rows are multiplied by (Gemma: `sqrt(hidden)`,
+    /// rounded to f32 as torch stores it), if any.
+    scale: Option<f32>,
 }
 
 impl Embeddings {
@@ -68,6 +71,7 @@ impl Embeddings {
             },
             token_type,
             norm,
+            scale: family.embed_scale.then(|| (h as f64).sqrt() as f32),
         })
     }
 
@@ -138,6 +142,9 @@ impl Embeddings {
                 };
                 if id >= self.vocab || !self.word.row_into(id, row) {
                     return Err(internal(format!("forward: token id {id} out of range")));
+                }
+                if let Some(f) = self.scale {
+                    row.iter_mut().for_each(|v| *v *= f);
                 }
                 match typ {
                     Some(typ) => {

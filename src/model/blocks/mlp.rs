@@ -60,9 +60,15 @@ impl Mlp {
             let epi = match self.act {
                 Activation::Gelu => Epilogue::BiasGelu(b),
                 Activation::GeluTanh => Epilogue::BiasGeluTanh(b),
+                Activation::Silu => Epilogue::Bias(b),
             };
             let n = self.up.n();
             self.up.forward(x, total, inter, n, false, epi, par, lin);
+            if self.act == Activation::Silu {
+                for_rows(inter, n, par, |r| {
+                    r.iter_mut().for_each(|v| *v = ops::silu(*v))
+                });
+            }
             return;
         }
         let (n, i) = (self.up.n(), self.inter());
@@ -78,6 +84,7 @@ impl Mlp {
             match act {
                 Activation::Gelu => ops::bias_gelu(g, zeros),
                 Activation::GeluTanh => ops::bias_gelu_tanh(g, zeros),
+                Activation::Silu => g.iter_mut().for_each(|v| *v = ops::silu(*v)),
             }
             for (a, &b) in g.iter_mut().zip(u.iter()) {
                 *a *= b;
@@ -86,6 +93,21 @@ impl Mlp {
         for (dst, src) in inter.chunks_exact_mut(i).zip(wide.chunks_exact(n)) {
             dst.copy_from_slice(&src[..i]);
         }
+    }
+
+    /// `dst = inter · Wdownᵀ`: the down projection alone, for a norm between
+    /// it and the residual (Gemma's `post_feedforward_layernorm`).
+    pub fn down_to(
+        &self,
+        inter: &[f32],
+        total: usize,
+        dst: &mut [f32],
+        par: Par,
+        lin: &mut LinearScratch,
+    ) {
+        let h = self.down.n();
+        self.down
+            .forward(inter, total, dst, h, false, Epilogue::None, par, lin);
     }
 
     /// `hidden += inter · Wdownᵀ` (the bias, if any, is the caller's: a

@@ -53,6 +53,12 @@ pub struct Layer {
     pub mlp_norm: Option<Norm>,
     /// The feed-forward block.
     pub mlp: Mlp,
+    /// The norm of the attention block's output before the residual add
+    /// (Gemma's `post_attention_layernorm`), if any.
+    pub post_attn_norm: Option<Norm>,
+    /// The norm of the feed-forward block's output before the residual add
+    /// (Gemma's `post_feedforward_layernorm`), if any.
+    pub post_mlp_norm: Option<Norm>,
 }
 
 impl Layer {
@@ -70,6 +76,21 @@ impl Layer {
             .chain(self.attn_norm.iter().flat_map(Norm::params))
             .chain(self.mlp.params())
             .chain(self.mlp_norm.iter().flat_map(Norm::params))
+            .chain(self.post_attn_norm.iter().flat_map(Norm::params))
+            .chain(self.post_mlp_norm.iter().flat_map(Norm::params))
+    }
+}
+
+/// `x += y`, row by row over `width`-wide rows (a residual add).
+pub fn add_rows(x: &mut [f32], y: &[f32], width: usize, par: Par) {
+    match par {
+        Par::Threads(t) if t > 1 && x.len() >= MIN_SPLIT_ROW_FLOATS => {
+            let per = (x.len() / width.max(1)).div_ceil(t) * width;
+            x.par_chunks_mut(per)
+                .zip(y.par_chunks(per))
+                .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a += b));
+        }
+        _ => x.iter_mut().zip(y).for_each(|(a, b)| *a += b),
     }
 }
 

@@ -30,6 +30,7 @@ use crate::model::blocks::norm::Norm;
 use crate::model::blocks::rope::Rope;
 use crate::model::blocks::{Layer, LayerRun};
 use crate::model::config::ModelConfig;
+use crate::model::dense::SentenceDense;
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param};
 use crate::model::pooling::SentencePooling;
@@ -67,6 +68,8 @@ pub struct Encoder {
     embeddings: Embeddings,
     /// The norm after the last layer, if the family has one.
     final_norm: Option<Norm>,
+    /// The sentence-transformers `Dense` modules after pooling, if any.
+    dense: Option<SentenceDense>,
     /// The attention bias hook ([`AttentionBias::RelativeBuckets`]).
     rel_bias: Option<RelativeBias>,
     layers: Arc<Vec<Layer>>,
@@ -157,18 +160,36 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     }
     for l in 0..cfg.num_layers {
         for d in dense_layers(cfg, l) {
-            for w in &d.weights {
-                out.push((w.clone(), vec![d.seg_n, d.k]));
+            for (w, &n) in d.weights.iter().zip(&d.widths) {
+                out.push((w.clone(), vec![n, d.k]));
                 if f.linear_bias {
-                    out.push((bias_name(w), vec![d.seg_n]));
+                    out.push((bias_name(w), vec![n]));
                 }
             }
             match d.product {
-                Product::AttnOut if l > 0 || f.first_attn_norm => {
-                    norm(&mut out, f.layer_module(l, n.attn_ln))
+                Product::Qkv => {
+                    for m in n.q_norm.iter().chain(n.k_norm.iter()) {
+                        out.push((
+                            format!("{}.weight", f.layer_module(l, m)),
+                            vec![cfg.head_dim()],
+                        ));
+                    }
                 }
-                Product::FfnDown => norm(&mut out, f.layer_module(l, n.ffn_ln)),
-                _ => {}
+                Product::AttnOut => {
+                    if l > 0 || f.first_attn_norm {
+                        norm(&mut out, f.layer_module(l, n.attn_ln));
+                    }
+                    if let Some(m) = n.post_attn_ln {
+                        norm(&mut out, f.layer_module(l, m));
+                    }
+                }
+                Product::FfnDown => {
+                    norm(&mut out, f.layer_module(l, n.ffn_ln));
+                    if let Some(m) = n.post_ffn_ln {
+                        norm(&mut out, f.layer_module(l, m));
+                    }
+                }
+                Product::FfnUp => {}
             }
         }
     }
@@ -197,12 +218,15 @@ impl Ropes {
             };
         }
         let d = cfg.head_dim();
-        let global = Arc::new(Rope::new(cfg.rope_theta, d, cfg.max_position));
+        // Tables for the inputs this model runs (`max_seq_length`), not the
+        // whole position range (32,768 for Qwen3: 16 MB and 50 ms at open).
+        let positions = cfg.max_seq_length.min(cfg.max_position);
+        let global = Arc::new(Rope::new(cfg.rope_theta, d, positions));
         let local = if (0..cfg.num_layers).any(|l| cfg.is_local_layer(l)) {
             if cfg.local_rope_theta == cfg.rope_theta {
                 Arc::clone(&global)
             } else {
-                Arc::new(Rope::new(cfg.local_rope_theta, d, cfg.max_position))
+                Arc::new(Rope::new(cfg.local_rope_theta, d, positions))
             }
         } else {
             Arc::clone(&global)
@@ -236,9 +260,9 @@ fn load_layer(
             return Ok(None);
         }
         let d = &dense[i];
-        let mut b = Vec::with_capacity(d.seg_n * d.weights.len());
-        for w in &d.weights {
-            b.extend_from_slice(p(&bias_name(w), &[d.seg_n])?.as_slice());
+        let mut b = Vec::with_capacity(d.widths.iter().sum());
+        for (w, &n) in d.weights.iter().zip(&d.widths) {
+            b.extend_from_slice(p(&bias_name(w), &[n])?.as_slice());
         }
         Ok(Some(b))
     };
@@ -257,10 +281,21 @@ fn load_layer(
             .and_then(|c| c.layers.get(l))
             .map(|a| a[d.product as usize].as_slice())
             .filter(|a| a.len() == d.k);
-        Linear::load(file, &d.weights, d.seg_n, d.k, prec, int8, amax)
+        Linear::load(file, &d.weights, &d.widths, d.k, prec, int8, amax)
     });
     let norm =
         |module: &str| Norm::of_family(file, &family.layer_module(l, module), family, cfg, int8);
+    let opt_norm = |module: Option<&str>| module.map(norm).transpose();
+    // Per-head norms: the family's kind over `head_dim` values.
+    let head_norm = |module: Option<&str>| {
+        module
+            .map(|m| {
+                let name = family.layer_module(l, m);
+                let eps = cfg.layer_norm_eps;
+                Norm::load(file, &name, family.norm, heads.d, false, eps, int8)
+            })
+            .transpose()
+    };
     let local = cfg.is_local_layer(l);
     let inter = cfg.intermediate_size;
     Ok(Layer {
@@ -275,17 +310,23 @@ fn load_layer(
             qkv_b,
             out: out?,
             out_b,
-            band: if local {
-                Band::window(cfg.sliding_window)
-            } else {
-                Band::FULL
+            band: match (local, cfg.causal) {
+                (true, false) => Band::window(cfg.sliding_window),
+                (true, true) => Band {
+                    left: cfg.sliding_window,
+                    right: 0,
+                },
+                (false, false) => Band::FULL,
+                (false, true) => Band::CAUSAL,
             },
             rope: if local {
                 ropes.local.clone()
             } else {
                 ropes.global.clone()
             },
-            scale: 1.0 / (heads.d as f32).sqrt(),
+            scale: cfg.attention_scale(),
+            q_norm: head_norm(names.q_norm)?,
+            k_norm: head_norm(names.k_norm)?,
         },
         mlp_norm: Some(norm(names.ffn_ln)?),
         mlp: Mlp {
@@ -297,6 +338,8 @@ fn load_layer(
             gated: family.gated_mlp,
             zeros: vec![0.0; inter],
         },
+        post_attn_norm: opt_norm(names.post_attn_ln)?,
+        post_mlp_norm: opt_norm(names.post_ffn_ln)?,
     })
 }
 
@@ -350,6 +393,7 @@ impl Encoder {
             None => None,
         };
         let ropes = Ropes::new(cfg, family);
+        let dense = SentenceDense::load(file, cfg, int8)?;
         // Layers load in parallel on the current rayon pool (int8 and bf16
         // weights are converted and packed here).
         let layers: Vec<Layer> = (0..cfg.num_layers)
@@ -362,11 +406,17 @@ impl Encoder {
             heads: cfg.heads(),
             up_width,
             inter: cfg.intermediate_size,
-            max_position: cfg.max_position,
+            // Rotary tables cover `max_seq_length` positions.
+            max_position: if family.rope {
+                cfg.max_seq_length.min(cfg.max_position)
+            } else {
+                cfg.max_position
+            },
             plan,
             family,
             embeddings,
             final_norm,
+            dense,
             rel_bias,
             packs: Arc::new(PackStore::default()),
             layers: Arc::new(layers),
@@ -410,7 +460,11 @@ impl Encoder {
                 f(p);
             }
         }
-        self.final_norm.iter().flat_map(Norm::params).for_each(f);
+        self.final_norm
+            .iter()
+            .flat_map(Norm::params)
+            .chain(self.dense.iter().flat_map(SentenceDense::params))
+            .for_each(f);
     }
 
     /// The precision of each kind of product.
@@ -478,9 +532,17 @@ impl Encoder {
         self.family
     }
 
-    /// Hidden size (= output dimension).
+    /// Hidden size (the width of token vectors).
     pub fn hidden_size(&self) -> usize {
         self.hidden
+    }
+
+    /// The width of a pooled vector: the hidden size, or the last `Dense`
+    /// module's output.
+    pub fn output_dim(&self) -> usize {
+        self.dense
+            .as_ref()
+            .map_or(self.hidden, SentenceDense::out_dim)
     }
 
     /// Workspace floats needed for a chunk of `tokens` total tokens whose longest
@@ -547,14 +609,30 @@ impl Encoder {
         out: &mut [f32],
         mut trace: Option<Trace<'_>>,
     ) -> Result<()> {
-        let h = self.hidden;
-        if !self.check_inputs(seqs, types, out.len(), seqs.len() * h)? {
+        let (h, od) = (self.hidden, self.output_dim());
+        if !self.check_inputs(seqs, types, out.len(), seqs.len() * od)? {
             return Ok(());
         }
         self.hidden_states(seqs, types, ws, par, &mut trace)?;
         let mut o = 0;
-        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(h)) {
-            pooling.apply(&ws.hidden[o * h..(o + s.len()) * h], h, dst);
+        let mut pooled = vec![0.0f32; if self.dense.is_some() { h } else { 0 }];
+        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(od)) {
+            let rows = &ws.hidden[o * h..(o + s.len()) * h];
+            match &self.dense {
+                None => pooling.apply(rows, h, dst),
+                Some(dense) => {
+                    // Pool, the Dense modules, then normalize.
+                    let raw = SentencePooling {
+                        normalize: false,
+                        ..pooling
+                    };
+                    raw.apply(rows, h, &mut pooled);
+                    dense.apply(&pooled, dst);
+                    if pooling.normalize {
+                        crate::vector::l2_normalize(dst);
+                    }
+                }
+            }
             o += s.len();
         }
         Ok(())
