@@ -202,9 +202,10 @@ impl Embedder {
             cfg.pooling = match file.metadata.get(CLASSIFIER_POOLING).map(|s| s.trim()) {
                 None | Some("cls") => Pooling::Cls,
                 Some("mean") => Pooling::Mean,
+                Some("last") => Pooling::LastToken,
                 Some(v) => {
                     return Err(Error::model(format!(
-                        "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls' or 'mean'"
+                        "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls', 'mean' or 'last'"
                     )))
                 }
             };

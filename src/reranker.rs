@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 use crate::model::head::{ClassificationHead, ScoreActivation, Task};
+use crate::model::pair_template::{self, PairTemplate};
 use crate::options::{Options, Precision};
 use crate::tokenizer::template::Template;
 use crate::tokenizer::Tokenizer;
@@ -165,20 +166,62 @@ struct PairCoder<'a> {
     /// table, ModernBERT, gets type 0 everywhere: its template's types are
     /// not model inputs).
     types: bool,
+    /// An LLM reranker's prompt template, the ids of its tail, and the
+    /// instruction of this call (`None`: the template's default).
+    template: Option<(&'a PairTemplate, &'a [u32], Option<&'a str>)>,
 }
 
 impl PairCoder<'_> {
     /// The ids of a query (empty without a frame: they are not used).
     fn query_ids(&self, q: &str) -> Vec<u32> {
         let mut ids = Vec::new();
-        if self.frame.is_some() {
+        if self.frame.is_some() && self.template.is_none() {
             self.tok.encode_raw(q, &mut ids);
         }
         ids
     }
 
+    /// The pair `(q, p)` rendered by an LLM reranker's template and
+    /// tokenized whole; beyond `max` ids, the text before the tail is cut
+    /// and the tail's ids restored (see [`crate::model::pair_template`]).
+    fn templated(
+        &self,
+        tpl: &PairTemplate,
+        tail_ids: &[u32],
+        instr: Option<&str>,
+        q: &str,
+        p: &str,
+    ) -> PairEncoding {
+        let (head, tail) = tpl.render(instr, q);
+        let mut text = String::with_capacity(head.len() + p.len() + tail.len());
+        text.push_str(&head);
+        text.push_str(p);
+        let body_len = text.len();
+        text.push_str(&tail);
+        let mut ids = Vec::new();
+        self.tok.encode_raw(&text, &mut ids);
+        let truncated = ids.len() > self.max;
+        if truncated {
+            ids.clear();
+            let keep = self.max.saturating_sub(tail_ids.len());
+            self.tok
+                .encode_raw_bounded(&text[..body_len], keep, &mut ids);
+            ids.truncate(keep);
+            ids.extend_from_slice(tail_ids);
+        }
+        let type_ids = vec![0; ids.len()];
+        PairEncoding {
+            ids,
+            type_ids,
+            truncated,
+        }
+    }
+
     /// The pair `(q, p)`, `q_ids` being [`PairCoder::query_ids`]`(q)`.
     fn pair(&self, q: &str, q_ids: &[u32], p: &str) -> PairEncoding {
+        if let Some((tpl, tail_ids, instr)) = self.template {
+            return self.templated(tpl, tail_ids, instr, q, p);
+        }
         let mut enc = match self.frame {
             Some(f) => {
                 let mut p_ids = Vec::new();
@@ -225,6 +268,10 @@ pub struct Reranker {
     frame: Option<PairFrame>,
     /// Whether the model reads token types ([`PairCoder`]).
     types: bool,
+    /// An LLM reranker's prompt template and the ids of its tail.
+    template: Option<(PairTemplate, Vec<u32>)>,
+    /// The instruction set at open ([`Options::prompt`]), if any.
+    prompt: Option<String>,
 }
 
 impl std::fmt::Debug for Reranker {
@@ -242,6 +289,14 @@ pub(crate) fn not_a_classifier() -> Error {
         "this is an embedding model (no classification head, metadata 'task' is not \
          'classification'): open it as an embedder (Engine / Embedder, embd_open, embd encode), \
          not as a Reranker; a cross-encoder is converted from a HF *ForSequenceClassification folder",
+    )
+}
+
+/// The message refusing a prompt for a cross-encoder without a template.
+fn no_prompt_template() -> Error {
+    Error::invalid_argument(
+        "this cross-encoder takes no prompt: only an LLM reranker with a prompt template \
+         (Qwen3-Reranker) scores pairs under an instruction",
     )
 }
 
@@ -280,14 +335,17 @@ impl Reranker {
         if Task::of(&file.metadata)? != Task::Classification {
             return Err(not_a_classifier());
         }
+        let template = match file.metadata.get(pair_template::KEY) {
+            Some(j) => Some(PairTemplate::from_json(j)?),
+            None => None,
+        };
+        if template.is_none() && opts.prompt.as_deref().is_some_and(|p| !p.is_empty()) {
+            return Err(no_prompt_template());
+        }
         let refused = [
             ("normalize", opts.normalize.is_some()),
             ("dimensions", opts.dimensions.is_some()),
             ("output_ranges", opts.output_ranges.is_some()),
-            (
-                "prompt",
-                opts.prompt.as_deref().is_some_and(|p| !p.is_empty()),
-            ),
             ("prompt_name", opts.prompt_name.is_some()),
             ("window_overlap", opts.window_overlap.is_some()),
         ];
@@ -299,13 +357,29 @@ impl Reranker {
         let cfg = crate::model::config::ModelConfig::from_metadata(&file.metadata)?;
         let types = cfg.family()?.names.token_type.is_some();
         let head = ClassificationHead::load(&file, cfg.hidden_size)?;
-        let embedder = Embedder::for_classifier(file, opts)?;
-        let frame = PairFrame::probe(embedder.tokenizer());
+        let prompt = opts.prompt.clone().filter(|p| !p.is_empty());
+        let embedder_opts = Options {
+            prompt: None,
+            ..opts.clone()
+        };
+        let embedder = Embedder::for_classifier(file, &embedder_opts)?;
+        let frame = match template {
+            Some(_) => None,
+            None => PairFrame::probe(embedder.tokenizer()),
+        };
+        let template = template.map(|t| {
+            let (_, tail) = t.render(None, "");
+            let mut ids = Vec::new();
+            embedder.tokenizer().encode_raw(&tail, &mut ids);
+            (t, ids)
+        });
         Ok(Reranker {
             embedder,
             head,
             frame,
             types,
+            template,
+            prompt,
         })
     }
 
@@ -346,18 +420,45 @@ impl Reranker {
 
     /// A pair as the model reads it: ids, token types, truncation.
     pub fn tokenize_pair(&self, query: &str, passage: &str) -> PairEncoding {
-        let c = self.coder();
+        let c = self.coder(None);
         c.pair(query, &c.query_ids(query), passage)
     }
 
-    /// The pair tokenizer of this model.
-    fn coder(&self) -> PairCoder<'_> {
+    /// Whether the model takes a prompt (an LLM reranker's instruction,
+    /// sentence-transformers' CrossEncoder `prompt`).
+    pub fn takes_prompt(&self) -> bool {
+        self.template.is_some()
+    }
+
+    /// The instruction pairs are scored under when a call gives none: the
+    /// prompt set at open, else the template's default (`None` for a
+    /// cross-encoder without a prompt template).
+    pub fn default_prompt(&self) -> Option<&str> {
+        let (t, _) = self.template.as_ref()?;
+        Some(self.prompt.as_deref().unwrap_or(&t.default_instruction))
+    }
+
+    /// The pair tokenizer of this model, under the instruction `prompt`
+    /// (`None`: the open-time one, else the template's default).
+    fn coder<'a>(&'a self, prompt: Option<&'a str>) -> PairCoder<'a> {
         PairCoder {
             tok: self.embedder.tokenizer(),
             frame: self.frame.as_ref(),
             max: self.max_seq_length(),
             types: self.types,
+            template: self
+                .template
+                .as_ref()
+                .map(|(t, tail)| (t, tail.as_slice(), prompt.or(self.prompt.as_deref()))),
         }
+    }
+
+    /// Checks a call's prompt: only a model with a prompt template takes one.
+    fn check_prompt(&self, prompt: Option<&str>) -> Result<()> {
+        if prompt.is_some() && self.template.is_none() {
+            return Err(no_prompt_template());
+        }
+        Ok(())
     }
 
     /// Scores of pairs (`(query, passage)`), after the model's activation:
@@ -410,6 +511,29 @@ impl Reranker {
         Q: AsRef<str> + Sync,
         P: AsRef<str> + Sync,
     {
+        self.predict_prompted(pairs, None, scores, logits, info)
+    }
+
+    /// [`Reranker::predict_into`] under the instruction `prompt` (an LLM
+    /// reranker's CrossEncoder prompt; `None`: the open-time one, else the
+    /// template's default).
+    ///
+    /// # Errors
+    /// As [`Reranker::predict_into`]; [`ErrorKind::InvalidArgument`] for a
+    /// prompt to a cross-encoder without a prompt template.
+    pub fn predict_prompted<Q, P>(
+        &self,
+        pairs: &[(Q, P)],
+        prompt: Option<&str>,
+        scores: Option<&mut [f32]>,
+        logits: Option<&mut [f32]>,
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()>
+    where
+        Q: AsRef<str> + Sync,
+        P: AsRef<str> + Sync,
+    {
+        self.check_prompt(prompt)?;
         check_count(pairs.len(), "pairs")?;
         for (i, (q, p)) in pairs.iter().enumerate() {
             check_text(q.as_ref(), &format!("pair {i}: query"))?;
@@ -426,7 +550,7 @@ impl Reranker {
             }
             slot.push(firsts.len() - 1);
         }
-        let coder = self.coder();
+        let coder = self.coder(prompt);
         let q_ids = self.embedder.map_parallel(0..firsts.len(), |k| {
             coder.query_ids(pairs[firsts[k]].0.as_ref())
         });
@@ -480,6 +604,24 @@ impl Reranker {
         raw: bool,
         info: Option<&mut [TextInfo]>,
     ) -> Result<Vec<Ranked>> {
+        self.rank_prompted(query, docs, top_k, raw, None, info)
+    }
+
+    /// [`Reranker::rank_ex`] under the instruction `prompt` (see
+    /// [`Reranker::predict_prompted`]).
+    ///
+    /// # Errors
+    /// As [`Reranker::rank_ex`] and [`Reranker::predict_prompted`].
+    pub fn rank_prompted<S: AsRef<str> + Sync>(
+        &self,
+        query: &str,
+        docs: &[S],
+        top_k: Option<usize>,
+        raw: bool,
+        prompt: Option<&str>,
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<Vec<Ranked>> {
+        self.check_prompt(prompt)?;
         if self.num_labels() != 1 {
             return Err(Error::invalid_argument(format!(
                 "rank needs a model with one label; this one has {} (score the pairs instead)",
@@ -509,7 +651,7 @@ impl Reranker {
         for (i, d) in docs.iter().enumerate() {
             check_text(d.as_ref(), &format!("document {i}"))?;
         }
-        let coder = self.coder();
+        let coder = self.coder(prompt);
         let q_ids = coder.query_ids(query);
         let n = docs.len();
         let mut logits = vec![0.0f32; n];

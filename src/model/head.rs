@@ -29,7 +29,8 @@ pub const TASK_KEY: &str = "task";
 pub const TASK_CLASSIFICATION: &str = "classification";
 
 /// Metadata key: the state a classifier's head reads, `cls` (the first
-/// token's, the default) or `mean` (ModernBERT's `classifier_pooling`).
+/// token's, the default), `mean` (ModernBERT's `classifier_pooling`) or
+/// `last` (an LLM reranker's last token).
 pub const CLASSIFIER_POOLING: &str = "classifier_pooling";
 
 /// What a model file computes, from its metadata.
@@ -67,14 +68,20 @@ pub enum HeadLayout {
     /// ModernBERT: `head.dense` (no bias), GELU, `head.norm` (LayerNorm
     /// without bias), then `classifier`.
     ModernBert,
+    /// An LLM scored on two tokens (sentence-transformers' `LogitScore`:
+    /// Qwen3-Reranker): the LM head's rows of the "true" and "false" answer
+    /// tokens, `logit_score.weight` = `[2 x hidden]`, on the last token's
+    /// state; logit = `l_true - l_false`.
+    LogitScore,
 }
 
 impl HeadLayout {
     /// Every layout.
-    pub const ALL: [HeadLayout; 3] = [
+    pub const ALL: [HeadLayout; 4] = [
         HeadLayout::Bert,
         HeadLayout::Roberta,
         HeadLayout::ModernBert,
+        HeadLayout::LogitScore,
     ];
 
     /// The metadata spelling (`classifier_head`).
@@ -83,6 +90,7 @@ impl HeadLayout {
             HeadLayout::Bert => "bert",
             HeadLayout::Roberta => "roberta",
             HeadLayout::ModernBert => "modernbert",
+            HeadLayout::LogitScore => "logit_score",
         }
     }
 
@@ -91,12 +99,14 @@ impl HeadLayout {
         HeadLayout::ALL.into_iter().find(|l| l.name() == s)
     }
 
-    /// Canonical tensor name prefixes: (dense, output).
+    /// Canonical tensor name prefixes: (dense, output); a layout without a
+    /// dense product has an empty one.
     pub fn tensors(self) -> (&'static str, &'static str) {
         match self {
             HeadLayout::Bert => ("pooler.dense", "classifier"),
             HeadLayout::Roberta => ("classifier.dense", "classifier.out_proj"),
             HeadLayout::ModernBert => ("head.dense", "classifier"),
+            HeadLayout::LogitScore => ("", "logit_score"),
         }
     }
 
@@ -104,6 +114,10 @@ impl HeadLayout {
     pub fn detect<'a>(mut names: impl Iterator<Item = &'a str> + Clone) -> Option<HeadLayout> {
         HeadLayout::ALL.into_iter().find(|l| {
             let (d, o) = l.tensors();
+            if d.is_empty() {
+                // Written by the importer, never found in a checkpoint.
+                return false;
+            }
             let w = |p: &str| format!("{p}.weight");
             let (dw, ow) = (w(d), w(o));
             names.clone().any(|n| n == dw) && names.any(|n| n == ow)
@@ -251,7 +265,7 @@ impl ClassifierConfig {
             None => return Err(Error::model("metadata key 'classifier_head' is missing")),
             Some(v) => HeadLayout::from_name(v).ok_or_else(|| {
                 Error::model(format!(
-                    "metadata 'classifier_head' = '{v}' is not 'bert', 'roberta' or 'modernbert'"
+                    "metadata 'classifier_head' = '{v}' is not 'bert', 'roberta', 'modernbert' or 'logit_score'"
                 ))
             })?,
         };
@@ -336,12 +350,16 @@ impl ClassificationHead {
     ) -> Result<ClassificationHead> {
         let labels = cfg.num_labels;
         let (d, o) = cfg.layout.tensors();
-        let checks = [
-            (format!("{d}.weight"), dense_w.len(), hidden * hidden),
-            (format!("{d}.bias"), dense_b.len(), hidden),
-            (format!("{o}.weight"), out_w.len(), labels * hidden),
-            (format!("{o}.bias"), out_b.len(), labels),
-        ];
+        let checks = if cfg.layout == HeadLayout::LogitScore {
+            vec![(format!("{o}.weight"), out_w.len(), 2 * hidden)]
+        } else {
+            vec![
+                (format!("{d}.weight"), dense_w.len(), hidden * hidden),
+                (format!("{d}.bias"), dense_b.len(), hidden),
+                (format!("{o}.weight"), out_w.len(), labels * hidden),
+                (format!("{o}.bias"), out_b.len(), labels),
+            ]
+        };
         for (name, got, want) in checks {
             if got != want {
                 return Err(Error::model(format!(
@@ -396,6 +414,15 @@ impl ClassificationHead {
             }
             Ok(file.tensor_to_f32(t))
         };
+        if cfg.layout == HeadLayout::LogitScore {
+            if labels != 1 {
+                return Err(Error::model(format!(
+                    "a logit_score head has one label, not {labels}"
+                )));
+            }
+            let out_w = read(format!("{o}.weight"), &[2, hidden])?;
+            return ClassificationHead::new(cfg, hidden, Vec::new(), Vec::new(), out_w, Vec::new());
+        }
         let dense_w = read(format!("{d}.weight"), &[hidden, hidden])?;
         let modern = cfg.layout == HeadLayout::ModernBert;
         let dense_b = if modern && file.tensor(&format!("{d}.bias")).is_none() {
@@ -438,6 +465,15 @@ impl ClassificationHead {
     pub fn logits(&self, h0: &[f32], out: &mut [f32]) {
         let h = self.hidden;
         debug_assert_eq!(h0.len(), h);
+        if self.cfg.layout == HeadLayout::LogitScore {
+            // Each answer token's logit rounded to f32 (the LM head's
+            // output), then their difference in f32, as LogitScore.
+            let mut rows = self.out_w.chunks_exact(h);
+            let mut logit = || rows.next().map_or(0.0, |r| dot(r, h0) as f32);
+            let (t, f) = (logit(), logit());
+            out[0] = t - f;
+            return;
+        }
         let pooled: Vec<f32> = match &self.norm {
             None => self
                 .dense_w

@@ -9,6 +9,7 @@ pub mod dense;
 pub mod encoder;
 pub mod head;
 pub mod linear;
+pub mod pair_template;
 pub mod param;
 pub mod pooling;
 pub mod precision;

@@ -263,6 +263,11 @@ enum Cmd {
         /// default: the model's).
         #[arg(long, value_name = "N")]
         max_length: Option<usize>,
+        /// The instruction pairs are scored under (an LLM reranker's
+        /// CrossEncoder prompt, Qwen3-Reranker's <Instruct>; default: the
+        /// model's). Refused by a cross-encoder without a prompt template.
+        #[arg(long, value_name = "TEXT")]
+        prompt: Option<String>,
         /// Pairs per call (--jsonl).
         #[arg(long, default_value_t = 256)]
         batch_size: usize,
@@ -819,6 +824,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             top_k,
             raw,
             max_length,
+            prompt,
             batch_size,
         } => {
             let path = resolve_model(&model.model)?;
@@ -839,7 +845,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             if let Some(q) = query {
                 let docs = read_texts(&input, jsonl)?;
-                for x in r.rank_ex(&q, &docs, top_k, raw, None)? {
+                for x in r.rank_prompted(&q, &docs, top_k, raw, prompt.as_deref(), None)? {
                     let s = if raw { x.logit } else { x.score };
                     let v = serde_json::json!({ "index": x.index, "score": s });
                     writeln!(out, "{v}").map_err(stdout_err)?;
@@ -850,7 +856,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 for chunk in pairs.chunks(batch_size.max(1)) {
                     let mut scores = vec![0.0f32; chunk.len() * labels];
                     let mut logits = vec![0.0f32; chunk.len() * labels];
-                    r.predict_into(chunk, Some(&mut scores), Some(&mut logits), None)?;
+                    r.predict_prompted(
+                        chunk,
+                        prompt.as_deref(),
+                        Some(&mut scores),
+                        Some(&mut logits),
+                        None,
+                    )?;
                     for (s, l) in scores.chunks(labels).zip(logits.chunks(labels)) {
                         let v = serde_json::json!({ "score": num(s), "logit": num(l) });
                         writeln!(out, "{v}").map_err(stdout_err)?;

@@ -744,6 +744,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
             let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
             let known = ty.ends_with("Transformer")
                 || ty.ends_with("Pooling")
+                || ty.ends_with(".LogitScore")
                 || ty.ends_with("Normalize")
                 || is_dense_module(ty);
             if !known {
@@ -753,9 +754,11 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
             }
         }
     }
-    let classifier = archs
-        .iter()
-        .any(|a| a.ends_with("ForSequenceClassification"));
+    let score_dir = logit_score_module(dir, modules.as_ref())?;
+    let classifier = score_dir.is_some()
+        || archs
+            .iter()
+            .any(|a| a.ends_with("ForSequenceClassification"));
     let (pooling, include_prompt) = if classifier {
         // A cross-encoder's head reads the first token's final state.
         (Pooling::Cls.name().to_string(), true)
@@ -819,10 +822,22 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
             ));
         }
     }
-    let head_md = if classifier {
-        Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
-    } else {
-        None
+    let head_md = match &score_dir {
+        Some(sd) => {
+            let (md, t) = logit_score_metadata(
+                dir,
+                sd,
+                &cfg,
+                tok_cfg.as_ref(),
+                backing.bytes(),
+                hidden,
+                vocab.len(),
+            )?;
+            tensors.push(t);
+            Some(md)
+        }
+        None if classifier => Some(classifier_metadata(dir, &cfg, &archs, &tensors)?),
+        None => None,
     };
 
     let mut md = BTreeMap::new();
@@ -895,6 +910,165 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     Ok(file)
 }
 
+/// The activation of a cross-encoder's scores, as sentence-transformers 6's
+/// `CrossEncoder` resolves it (see [`classifier_metadata`]).
+fn score_activation(
+    dir: &Path,
+    cfg: &Value,
+    num_labels: usize,
+) -> Result<crate::model::head::ScoreActivation> {
+    use crate::model::head::ScoreActivation;
+    let st = read_json_opt(&dir.join("config_sentence_transformers.json"))?;
+    let saved = st
+        .as_ref()
+        .and_then(|c| c.get("activation_fn"))
+        .and_then(Value::as_str);
+    let mut activation = match saved {
+        Some(p) => ScoreActivation::from_torch_path(p)?,
+        None => None,
+    };
+    if activation.is_none() {
+        let legacy = cfg
+            .get("sentence_transformers")
+            .and_then(|s| s.get("activation_fn"))
+            .or_else(|| cfg.get("sbert_ce_default_activation_function"))
+            .and_then(Value::as_str);
+        if let Some(p) = legacy {
+            activation = ScoreActivation::from_torch_path(p)?;
+        }
+    }
+    Ok(activation.unwrap_or_else(|| ScoreActivation::default_for(num_labels)))
+}
+
+/// The `LogitScore` module of `modules.json`, if any: its folder.
+fn logit_score_module(dir: &Path, modules: Option<&Value>) -> Result<Option<PathBuf>> {
+    for m in modules.and_then(Value::as_array).into_iter().flatten() {
+        let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+        if ty.rsplit('.').next() == Some("LogitScore") {
+            let p = m.get("path").and_then(Value::as_str).unwrap_or("");
+            return module_dir(dir, p).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// An LLM reranker (a `*ForCausalLM` with sentence-transformers'
+/// `LogitScore`, Qwen3-Reranker): the classifier keys, the prompt template
+/// of the folder's chat template ([`crate::model::pair_template`]), and
+/// the head tensor `logit_score.weight` = the LM head's rows of the true and
+/// false tokens (the word embeddings' when tied).
+fn logit_score_metadata(
+    dir: &Path,
+    score_dir: &Path,
+    cfg: &Value,
+    tok_cfg: Option<&Value>,
+    st_bytes: &[u8],
+    hidden: usize,
+    vocab: usize,
+) -> Result<(BTreeMap<String, String>, TensorEntry)> {
+    use crate::model::head::{HeadLayout, TASK_CLASSIFICATION, TASK_KEY};
+    use crate::model::pair_template::{self, PairTemplate};
+    let sc_path = score_dir.join("config.json");
+    let sc = read_json(&sc_path)?;
+    let what = sc_path.display().to_string();
+    let token = |key: &str| -> Result<usize> {
+        let id = cfg_usize(&sc, key, &what)?;
+        if id >= vocab {
+            return Err(Error::model(format!(
+                "{what}: {key} {id} is not below the vocabulary size {vocab}"
+            )));
+        }
+        Ok(id)
+    };
+    let (t, f) = (token("true_token_id")?, token("false_token_id")?);
+    let template_src = match std::fs::read_to_string(dir.join("chat_template.jinja")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => tok_cfg
+            .and_then(|c| c.get("chat_template"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Error::model(format!(
+                    "{}: an LLM reranker needs its chat template (chat_template.jinja or tokenizer_config.json's chat_template)",
+                    dir.display()
+                ))
+            })?,
+        Err(e) => return Err(Error::io(dir.join("chat_template.jinja").display(), e)),
+    };
+    let template = PairTemplate::from_jinja(&template_src)?;
+    // The LM head: `lm_head.weight`, else (tied) the word embeddings.
+    let st = safetensors::SafeTensors::deserialize(st_bytes)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("model.safetensors: {e}")))?;
+    let tied = cfg
+        .get("tie_word_embeddings")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let names = st.names();
+    let pick = |suffix: &str| {
+        names
+            .iter()
+            .find(|n| **n == suffix || n.ends_with(&format!(".{suffix}")))
+            .map(|n| n.to_string())
+    };
+    let head_name = match (pick("lm_head.weight"), tied) {
+        (Some(n), _) => n,
+        (None, true) => pick("embed_tokens.weight").ok_or_else(|| {
+            Error::model("model.safetensors: no lm_head.weight and no embed_tokens.weight")
+        })?,
+        (None, false) => {
+            return Err(Error::model(
+                "model.safetensors: tie_word_embeddings is false but lm_head.weight is missing",
+            ))
+        }
+    };
+    let view = st
+        .tensor(&head_name)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{head_name}: {e}")))?;
+    if view.shape().len() != 2 || view.shape()[1] != hidden || view.shape()[0] < vocab {
+        return Err(Error::model(format!(
+            "{head_name} has shape {:?}, expected [>= {vocab}, {hidden}]",
+            view.shape()
+        )));
+    }
+    let row = |i: usize| -> Result<Vec<f32>> {
+        let d = view.data();
+        match view.dtype() {
+            safetensors::Dtype::F32 => Ok(d[i * hidden * 4..(i + 1) * hidden * 4]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()),
+            safetensors::Dtype::BF16 => Ok(d[i * hidden * 2..(i + 1) * hidden * 2]
+                .chunks_exact(2)
+                .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
+                .collect()),
+            other => Err(Error::unsupported(format!(
+                "{head_name} has dtype {other:?} (F32 or BF16 only)"
+            ))),
+        }
+    };
+    let mut w = row(t)?;
+    w.extend(row(f)?);
+    let (_, out) = HeadLayout::LogitScore.tensors();
+    let tensor = TensorEntry::owned_f32(format!("{out}.weight"), vec![2, hidden], &w);
+    let mut md = BTreeMap::new();
+    md.insert(TASK_KEY.to_string(), TASK_CLASSIFICATION.to_string());
+    md.insert(
+        "classifier_head".to_string(),
+        HeadLayout::LogitScore.name().to_string(),
+    );
+    md.insert("num_labels".to_string(), "1".to_string());
+    md.insert(
+        "activation".to_string(),
+        score_activation(dir, cfg, 1)?.name().to_string(),
+    );
+    md.insert(
+        crate::model::head::CLASSIFIER_POOLING.to_string(),
+        "last".to_string(),
+    );
+    md.insert(pair_template::KEY.to_string(), template.to_json());
+    Ok((md, tensor))
+}
+
 /// The classifier keys of a `*ForSequenceClassification` folder
 /// ([`crate::model::head`]): `task`, `classifier_head` (from the head tensors
 /// present), `num_labels` and `id2label` (from `config.json`, checked against
@@ -910,7 +1084,7 @@ fn classifier_metadata(
     archs: &[&str],
     tensors: &[TensorEntry],
 ) -> Result<BTreeMap<String, String>> {
-    use crate::model::head::{HeadLayout, ScoreActivation, TASK_CLASSIFICATION, TASK_KEY};
+    use crate::model::head::{HeadLayout, TASK_CLASSIFICATION, TASK_KEY};
     let layout = HeadLayout::detect(tensors.iter().map(|t| t.name.as_str())).ok_or_else(|| {
         Error::model(format!(
             "config.json: architectures {archs:?} is a classifier, but model.safetensors has no classification head (pooler.dense + classifier, classifier.dense + classifier.out_proj, or head.dense + classifier)"
@@ -952,26 +1126,7 @@ fn classifier_metadata(
             labels.insert(k.clone(), Value::String(name.to_string()));
         }
     }
-    let st = read_json_opt(&dir.join("config_sentence_transformers.json"))?;
-    let saved = st
-        .as_ref()
-        .and_then(|c| c.get("activation_fn"))
-        .and_then(Value::as_str);
-    let mut activation = match saved {
-        Some(p) => ScoreActivation::from_torch_path(p)?,
-        None => None,
-    };
-    if activation.is_none() {
-        let legacy = cfg
-            .get("sentence_transformers")
-            .and_then(|s| s.get("activation_fn"))
-            .or_else(|| cfg.get("sbert_ce_default_activation_function"))
-            .and_then(Value::as_str);
-        if let Some(p) = legacy {
-            activation = ScoreActivation::from_torch_path(p)?;
-        }
-    }
-    let activation = activation.unwrap_or_else(|| ScoreActivation::default_for(num_labels));
+    let activation = score_activation(dir, cfg, num_labels)?;
     let mut md = BTreeMap::new();
     md.insert(TASK_KEY.to_string(), TASK_CLASSIFICATION.to_string());
     md.insert("classifier_head".to_string(), layout.name().to_string());
