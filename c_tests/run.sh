@@ -36,7 +36,8 @@ if [ ! -f "$MODEL" ]; then
   echo "note: $MODEL not found; the model tests (label 'model') will fail" >&2
 fi
 
-# test_families.c: xlmr-tiny, bert-unigram-tiny, roberta-bpe-tiny and modernbert-tiny converted
+# test_families.c: xlmr-tiny, bert-unigram-tiny, roberta-bpe-tiny, modernbert-tiny,
+# qwen3-embedding-tiny and embeddinggemma-tiny converted
 # by embd; every line of their sentence-transformers reference and of the three
 # tokenizer case files as expected values.
 SHARED="${EMBD_SHARED_DIR:-$ROOT/../shared}"
@@ -56,13 +57,18 @@ if [ -d "$SHARED/reference/families" ]; then
     python3 "$ROOT/c_tests/families_expected.py" \
       "$SHARED/reference/families/$cases.jsonl" all "$FAMILIES/$cases.expected"
   done
-  # ModernBERT (shared/reference/architectures): its reference and BPE cases.
+  # ModernBERT, Qwen3-Embedding, EmbeddingGemma (shared/reference/architectures):
+  # their references and tokenizer cases.
   arch="$SHARED/reference/architectures"
-  "$EMBD_BIN" convert "$arch/modernbert-tiny" -o "$FAMILIES/modernbert-tiny.weights" >/dev/null
-  python3 "$ROOT/c_tests/families_expected.py" \
-    "$arch/modernbert-tiny_reference.jsonl" all "$FAMILIES/modernbert-tiny.expected"
-  python3 "$ROOT/c_tests/families_expected.py" \
-    "$arch/modernbert_bpe_cases.jsonl" all "$FAMILIES/modernbert_bpe_cases.expected"
+  for name in modernbert-tiny qwen3-embedding-tiny embeddinggemma-tiny; do
+    "$EMBD_BIN" convert "$arch/$name" -o "$FAMILIES/$name.weights" >/dev/null
+    python3 "$ROOT/c_tests/families_expected.py" \
+      "$arch/${name}_reference.jsonl" all "$FAMILIES/$name.expected"
+  done
+  for cases in modernbert_bpe_cases qwen3_bpe_cases gemma_spm_bpe_cases; do
+    python3 "$ROOT/c_tests/families_expected.py" \
+      "$arch/$cases.jsonl" all "$FAMILIES/$cases.expected"
+  done
 else
   echo "note: $SHARED/reference/families not found; the families test will fail" >&2
 fi

@@ -188,5 +188,9 @@ int main(int argc, char **argv) {
     check_model(dir, "roberta-bpe-tiny", "bpe_cases");
     check_model(dir, "modernbert-tiny", "modernbert-tiny");
     check_model(dir, "modernbert-tiny", "modernbert_bpe_cases");
+    check_model(dir, "qwen3-embedding-tiny", "qwen3-embedding-tiny");
+    check_model(dir, "qwen3-embedding-tiny", "qwen3_bpe_cases");
+    check_model(dir, "embeddinggemma-tiny", "embeddinggemma-tiny");
+    check_model(dir, "embeddinggemma-tiny", "gemma_spm_bpe_cases");
     return check_done("families");
 }

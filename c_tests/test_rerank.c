@@ -12,7 +12,9 @@
  * EMBD_TEST_RERANK_MODEL; argv[2]: the shared/reference/families folder, else
  * EMBD_TEST_FAMILIES; argv[3]: an embedding model, else EMBD_TEST_MODEL; argv[4]:
  * models/xlmr-reranker-tiny.weights (scripts/fetch_reranker.sh converts it), else the
- * file of that name beside the minilm-reranker model. */
+ * file of that name beside the minilm-reranker model; qwen3-reranker-tiny.weights
+ * beside it (Qwen3-Reranker, scored under an instruction with
+ * embd_rerank_score_prompted). */
 #include "embedder.h"
 #include "check.h"
 
@@ -163,8 +165,9 @@ static void check_reference(const embd_reranker *r, const char *families, const 
     data = read_file(path);
     REQUIRE(data);
     for (line = data; line && *line; line = next) {
-        char *q, *p;
-        const char *types_at;
+        char *q, *p, *prompt = NULL;
+        size_t prompt_len = 0;
+        const char *types_at, *prompt_at;
         size_t ql, pl, n_ids, n_types, n = 0, tokens = 0;
         uint32_t want_ids[MAX_IDS], want_types[MAX_IDS], ids[MAX_IDS], types[MAX_IDS];
         float score = 0.0f, logit = 0.0f, want_score, want_logit;
@@ -175,6 +178,9 @@ static void check_reference(const embd_reranker *r, const char *families, const 
         if (*skip_ws(line) == '\0') continue;
         parse_string(find_key(line, "query"), &q, &ql);
         parse_string(find_key(line, "passage"), &p, &pl);
+        /* An LLM reranker's line scored under its own instruction. */
+        prompt_at = find_key(line, "prompt");
+        if (prompt_at) parse_string(prompt_at, &prompt, &prompt_len);
         n_ids = parse_uints(find_key(line, "input_ids"), want_ids, MAX_IDS);
         /* A file without token types: all 0 (RoBERTa/XLM-R). */
         types_at = find_key(line, "token_type_ids");
@@ -190,19 +196,22 @@ static void check_reference(const embd_reranker *r, const char *families, const 
         tq = text_of(q, ql);
         tp = text_of(p, pl);
         CHECK_ST(embd_rerank_tokenize(r, tq, tp, ids, types, MAX_IDS, &n), EMBD_STATUS_OK, NULL);
-        if (n != n_ids || memcmp(ids, want_ids, n * 4) != 0 || memcmp(types, want_types, n * 4) != 0) {
+        /* (embd_rerank_tokenize frames a pair under the model's own instruction.) */
+        if (!prompt &&
+            (n != n_ids || memcmp(ids, want_ids, n * 4) != 0 || memcmp(types, want_types, n * 4) != 0)) {
             fprintf(stderr, "line %d: ids or types differ (%u vs %u ids)\n", lines + 1, (unsigned)n,
                     (unsigned)n_ids);
             check_failures++;
         }
-        CHECK_ST(embd_rerank_score(r, &tq, &tp, 1, &score, &logit, 1, &tokens, &truncated), EMBD_STATUS_OK,
-                 NULL);
+        CHECK_ST(embd_rerank_score_prompted(r, prompt, &tq, &tp, 1, &score, &logit, 1, &tokens, &truncated),
+                 EMBD_STATUS_OK, NULL);
         CHECK(tokens == n_ids);
         CHECK(truncated == 0 || truncated == 1);
         if (fabsf(score - want_score) > worst_score) worst_score = fabsf(score - want_score);
         if (fabsf(logit - want_logit) > worst_logit) worst_logit = fabsf(logit - want_logit);
         free(q);
         free(p);
+        free(prompt);
         lines++;
     }
     printf("%s reference: %d lines, max |score diff| %.3g, max |logit diff| %.3g\n", name, lines, worst_score,
@@ -384,6 +393,39 @@ int main(int argc, char **argv) {
     CHECK(embd_rerank_max_seq_length(r) == 128);
     check_reference(r, families, "xlmr-reranker-tiny", 260);
     check_rank(r, families, "xlmr-reranker-tiny", 0);
+    /* A cross-encoder without a prompt template refuses a prompt, by name. */
+    {
+        embd_text tq = text_of("q", 1), tp = text_of("p", 1);
+        float score = 0.0f;
+        embd_ranked best;
+        size_t n_best = 9;
+        CHECK_ST(embd_rerank_score_prompted(r, "x", &tq, &tp, 1, &score, NULL, 1, NULL, NULL),
+                 EMBD_STATUS_INVALID_ARGUMENT, "takes no prompt");
+        CHECK_ST(embd_rerank_rank_prompted(r, "x", tq, &tp, 1, 1, 0, &best, 1, &n_best),
+                 EMBD_STATUS_INVALID_ARGUMENT, "takes no prompt");
+        CHECK(n_best == 0);
+    }
     embd_rerank_free(r);
+
+    /* Qwen3-Reranker (an LLM scored on two tokens; its reference's last 30 lines
+     * under their own instruction, through embd_rerank_score_prompted). */
+    {
+        char qwen[4096], arch[4096];
+        const char *slash = strrchr(xlmr, '/');
+        int dir_len = slash ? (int)(slash - xlmr) + 1 : 0;
+        snprintf(qwen, sizeof qwen, "%.*sqwen3-reranker-tiny.weights", dir_len, xlmr);
+        snprintf(arch, sizeof arch, "%s/../architectures", families);
+        r = NULL;
+        st = embd_rerank_open(qwen, NULL, &r);
+        if (st != EMBD_STATUS_OK) {
+            fprintf(stderr, "embd_rerank_open(%s): %s: %s (run scripts/fetch_reranker.sh)\n", qwen,
+                    embd_status_str(st), embd_last_error());
+            return 1;
+        }
+        CHECK(embd_rerank_max_seq_length(r) == 512);
+        check_reference(r, arch, "qwen3-reranker-tiny", 243);
+        check_rank(r, arch, "qwen3-reranker-tiny", 0);
+        embd_rerank_free(r);
+    }
     return check_done("rerank");
 }

@@ -55,6 +55,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("hf_tokenizer", fuzz_hf_tokenizer),
     ("split", fuzz_split),
     ("torch_pt", fuzz_torch_pt),
+    ("pair_template", fuzz_pair_template),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -869,4 +870,20 @@ fn check_pt(ts: &[torch_pt::PtTensor<'_>]) {
         assert_eq!(t.numel(), numel);
         assert_eq!(t.to_f32().len(), numel, "'{}' to_f32", t.name);
     }
+}
+
+/// An LLM reranker's chat template (`model::pair_template`): the bytes as
+/// Jinja source; whatever parses renders, and reads back from its stored
+/// JSON unchanged. The stored form itself is fed too (a corrupt model file's
+/// metadata).
+pub fn fuzz_pair_template(data: &[u8]) {
+    use embedder::model::pair_template::PairTemplate;
+    let s = String::from_utf8_lossy(data);
+    if let Ok(t) = PairTemplate::from_jinja(&s) {
+        let (head, tail) = t.render(Some("instr"), "q");
+        assert!(head.len() + tail.len() < 1 << 24);
+        let back = PairTemplate::from_json(&t.to_json()).expect("a stored template reads back");
+        assert_eq!(back, t, "stored template changed");
+    }
+    let _ = PairTemplate::from_json(&s);
 }

@@ -733,6 +733,30 @@ fn split_seeds() -> Vec<Vec<u8>> {
     out
 }
 
+/// `pair_template` seeds: Qwen3-Reranker's chat template, one with `{#`
+/// comments and single quotes, a stored template, and a refused loop.
+fn pair_template_seeds() -> Vec<Vec<u8>> {
+    let qwen = concat!(
+        "{%- set instruction = messages | selectattr(\"role\", \"eq\", \"system\") | map(attribute=\"content\") | first | default(\"Given a web search query, retrieve relevant passages that answer the query\") -%}\n",
+        "{%- set query = messages | selectattr(\"role\", \"eq\", \"query\") | map(attribute=\"content\") | first -%}\n",
+        "{%- set document = messages | selectattr(\"role\", \"eq\", \"document\") | map(attribute=\"content\") | first -%}\n",
+        "<|im_start|>system\nJudge whether the Document meets the requirements.<|im_end|>\n<|im_start|>user\n",
+        "<Instruct>: {{ instruction }}\n<Query>: {{ query }}\n<Document>: {{ document }}<|im_end|>\n",
+        "<|im_start|>assistant\n<think>\n\n</think>{{ \"\\n\\n\" }}\n",
+    );
+    let other = concat!(
+        "{# a comment #}{% set q = messages | selectattr('role', 'equalto', 'query') | map(attribute='content') | first %}\n",
+        "{% set d = messages | selectattr('role', 'eq', 'document') | map(attribute='content') | first %}\n",
+        "  Q: {{- q -}} D: {{ d }}{{ '\\t' }}",
+    );
+    vec![
+        qwen.as_bytes().to_vec(),
+        other.as_bytes().to_vec(),
+        br#"{"pieces":[{"text":"Q: "},{"slot":"query"},{"text":" D: "},{"slot":"document"}],"default_instruction":""}"#.to_vec(),
+        b"{% for m in messages %}{{ m.content }}{% endfor %}".to_vec(),
+    ]
+}
+
 /// Every seed: `(target, file name, bytes)`.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
@@ -792,6 +816,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (n, b) in torch_pt_seeds() {
         out.push(("torch_pt", n, b));
+    }
+    for (i, b) in pair_template_seeds().into_iter().enumerate() {
+        out.push(("pair_template", format!("template_{i}.bin"), b));
     }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.

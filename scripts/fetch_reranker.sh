@@ -50,16 +50,19 @@ if [ ! -f "$xlmr_out" ] || ! "$embd" verify "$xlmr_out" >/dev/null 2>&1 \
   "$embd" verify "$xlmr_out"
 fi
 
-# The shared tiny random ModernBERT cross-encoder (architectures/
-# modernbert-reranker-tiny: classifier_pooling mean), for the same tests.
-mb_src="$fam/../architectures/modernbert-reranker-tiny"
-mb_out="$models/modernbert-reranker-tiny.weights"
-if [ -d "$mb_src" ] && { [ ! -f "$mb_out" ] || ! "$embd" verify "$mb_out" >/dev/null 2>&1 \
-   || [ "$mb_src/model.safetensors" -nt "$mb_out" ]; }; then
-  echo "converting $mb_src -> $mb_out ..." >&2
-  "$embd" convert "$mb_src" -o "$mb_out" --name modernbert-reranker-tiny
-  "$embd" verify "$mb_out"
-fi
+# The shared tiny random cross-encoders of the architectures (ModernBERT with
+# classifier_pooling mean; Qwen3-Reranker, an LLM scored on two tokens), for
+# the same tests. Converted again when the converter is newer than the file.
+for name in modernbert-reranker-tiny qwen3-reranker-tiny; do
+  src="$fam/../architectures/$name"
+  dst="$models/$name.weights"
+  if [ -d "$src" ] && { [ ! -f "$dst" ] || ! "$embd" verify "$dst" >/dev/null 2>&1 \
+     || [ "$src/model.safetensors" -nt "$dst" ] || [ "$embd" -nt "$dst" ]; }; then
+    echo "converting $src -> $dst ..." >&2
+    "$embd" convert "$src" -o "$dst" --name "$name"
+    "$embd" verify "$dst"
+  fi
+done
 
 if [ -f "$out" ] && "$embd" verify "$out" >/dev/null 2>&1; then
   exit 0

@@ -424,6 +424,23 @@ impl Reranker {
         c.pair(query, &c.query_ids(query), passage)
     }
 
+    /// [`Reranker::tokenize_pair`] under the instruction `prompt` (see
+    /// [`Reranker::predict_prompted`]).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for a prompt to a cross-encoder without
+    /// a prompt template.
+    pub fn tokenize_pair_prompted(
+        &self,
+        query: &str,
+        passage: &str,
+        prompt: Option<&str>,
+    ) -> Result<PairEncoding> {
+        self.check_prompt(prompt)?;
+        let c = self.coder(prompt);
+        Ok(c.pair(query, &c.query_ids(query), passage))
+    }
+
     /// Whether the model takes a prompt (an LLM reranker's instruction,
     /// sentence-transformers' CrossEncoder `prompt`).
     pub fn takes_prompt(&self) -> bool {

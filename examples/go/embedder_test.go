@@ -851,6 +851,20 @@ func TestModernBertTiny(t *testing.T) {
 	checkTinyModel(t, "EMBD_MODERNBERT_MODEL", "modernbert-tiny", filepath.Join("architectures", "modernbert-tiny_reference.jsonl"), 346, 64, 256)
 }
 
+// TestQwen3EmbeddingTiny: Qwen3-Embedding (a causal decoder pooled at its
+// last token, byte-level BPE closing every text with <|endoftext|>) against
+// architectures/qwen3-embedding-tiny_reference.jsonl, as TestXLMRTiny.
+func TestQwen3EmbeddingTiny(t *testing.T) {
+	checkTinyModel(t, "EMBD_QWEN3_MODEL", "qwen3-embedding-tiny", filepath.Join("architectures", "qwen3-embedding-tiny_reference.jsonl"), 346, 64, 256)
+}
+
+// TestEmbeddingGemmaTiny: EmbeddingGemma (bidirectional Gemma3, SentencePiece
+// BPE with byte fallback, two Dense modules after mean pooling) against
+// architectures/embeddinggemma-tiny_reference.jsonl.
+func TestEmbeddingGemmaTiny(t *testing.T) {
+	checkTinyModel(t, "EMBD_GEMMA_MODEL", "embeddinggemma-tiny", filepath.Join("architectures", "embeddinggemma-tiny_reference.jsonl"), 346, 64, 256)
+}
+
 // checkTinyModel: the model named by $env (else models/<name>.weights) on
 // every line of the reference file rel (under shared/reference): ids
 // identical, embeddings within 1e-5, one text at a time the same bits as the

@@ -25,26 +25,29 @@ static embd_status embd_go_rerank_open(const char *path, size_t threads, size_t 
 
 
 // Pairs: texts 0..n-1 are the queries, n..2n-1 the passages.
-static embd_status embd_go_rerank_score(const embd_reranker *r, const char *buf, const size_t *lens,
-                                        size_t n, float *scores, float *logits, size_t out_len,
-                                        size_t *tokens, uint8_t *truncated, char **err) {
+// prompt: NULL for the model's instruction.
+static embd_status embd_go_rerank_score(const embd_reranker *r, const char *prompt, const char *buf,
+                                        const size_t *lens, size_t n, float *scores, float *logits,
+                                        size_t out_len, size_t *tokens, uint8_t *truncated, char **err) {
 	*err = NULL;
 	embd_text *t = embd_go_texts(buf, lens, 2 * n);
 	if (t == NULL) return EMBD_STATUS_OUT_OF_MEMORY;
-	embd_status st = embd_rerank_score(r, t, t + n, n, scores, logits, out_len, tokens, truncated);
+	embd_status st = embd_rerank_score_prompted(r, prompt, t, t + n, n, scores, logits, out_len,
+	                                            tokens, truncated);
 	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	free(t);
 	return st;
 }
 
 // Text 0 is the query, 1..n the documents.
-static embd_status embd_go_rerank_rank(const embd_reranker *r, const char *buf, const size_t *lens,
-                                       size_t n, size_t top_k, int raw, embd_ranked *out, size_t out_len,
-                                       size_t *n_out, char **err) {
+static embd_status embd_go_rerank_rank(const embd_reranker *r, const char *prompt, const char *buf,
+                                       const size_t *lens, size_t n, size_t top_k, int raw,
+                                       embd_ranked *out, size_t out_len, size_t *n_out, char **err) {
 	*err = NULL;
 	embd_text *t = embd_go_texts(buf, lens, n + 1);
 	if (t == NULL) return EMBD_STATUS_OUT_OF_MEMORY;
-	embd_status st = embd_rerank_rank(r, t[0], t + 1, n, top_k, raw, out, out_len, n_out);
+	embd_status st = embd_rerank_rank_prompted(r, prompt, t[0], t + 1, n, top_k, raw, out, out_len,
+	                                           n_out);
 	if (st != EMBD_STATUS_OK) *err = embd_go_copy_error();
 	free(t);
 	return st;
@@ -64,6 +67,7 @@ import "C"
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -191,6 +195,34 @@ func packTexts(texts []string) ([]byte, []C.size_t) {
 // Score returns each pair's scores and logits (NumLabels() values per pair,
 // row-major) and its token count and truncation flag.
 func (r *Reranker) Score(pairs []Pair) (scores, logits []float32, info []TextInfo, err error) {
+	return r.score(pairs, nil)
+}
+
+// ScorePrompted is Score under an instruction: an LLM reranker's
+// CrossEncoder prompt (Qwen3-Reranker's <Instruct>). A cross-encoder without
+// a prompt template gives StatusInvalidArgument.
+func (r *Reranker) ScorePrompted(pairs []Pair, prompt string) (scores, logits []float32, info []TextInfo, err error) {
+	return r.score(pairs, &prompt)
+}
+
+// cPrompt is prompt as a C string (NULL for nil; freed by the caller), or
+// an error for a NUL byte inside it.
+func cPrompt(prompt *string) (*C.char, error) {
+	if prompt == nil {
+		return nil, nil
+	}
+	if strings.IndexByte(*prompt, 0) >= 0 {
+		return nil, &Error{Status: StatusInvalidArgument, Message: "prompt must not contain NUL"}
+	}
+	return C.CString(*prompt), nil
+}
+
+func (r *Reranker) score(pairs []Pair, prompt *string) (scores, logits []float32, info []TextInfo, err error) {
+	cp, err := cPrompt(prompt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer C.free(unsafe.Pointer(cp))
 	h, err := r.acquire()
 	if err != nil {
 		return nil, nil, nil, err
@@ -210,7 +242,7 @@ func (r *Reranker) Score(pairs []Pair) (scores, logits []float32, info []TextInf
 	tokens := make([]C.size_t, n)
 	truncated := make([]C.uint8_t, n)
 	var msg *C.char
-	st := C.embd_go_rerank_score(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(n),
+	st := C.embd_go_rerank_score(h, cp, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(n),
 		(*C.float)(unsafe.Pointer(&scores[0])), (*C.float)(unsafe.Pointer(&logits[0])), C.size_t(len(scores)),
 		&tokens[0], &truncated[0], &msg)
 	if st != C.EMBD_STATUS_OK {
@@ -227,6 +259,20 @@ func (r *Reranker) Score(pairs []Pair) (scores, logits []float32, info []TextInf
 // len(docs) for all), best first, ties by index; by logit when raw. An empty
 // query, no documents or a topK out of range give StatusInvalidArgument.
 func (r *Reranker) Rank(query string, docs []string, topK int, raw bool) ([]Ranked, error) {
+	return r.rank(query, docs, topK, raw, nil)
+}
+
+// RankPrompted is Rank under an instruction (see ScorePrompted).
+func (r *Reranker) RankPrompted(query string, docs []string, topK int, raw bool, prompt string) ([]Ranked, error) {
+	return r.rank(query, docs, topK, raw, &prompt)
+}
+
+func (r *Reranker) rank(query string, docs []string, topK int, raw bool, prompt *string) ([]Ranked, error) {
+	cp, err := cPrompt(prompt)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cp))
 	h, err := r.acquire()
 	if err != nil {
 		return nil, err
@@ -243,7 +289,7 @@ func (r *Reranker) Rank(query string, docs []string, topK int, raw bool) ([]Rank
 		rawFlag = 1
 	}
 	var msg *C.char
-	st := C.embd_go_rerank_rank(h, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(docs)),
+	st := C.embd_go_rerank_rank(h, cp, (*C.char)(unsafe.Pointer(&buf[0])), &lens[0], C.size_t(len(docs)),
 		C.size_t(topK), C.int(rawFlag), &out[0], C.size_t(len(out)), &nOut, &msg)
 	if st != C.EMBD_STATUS_OK {
 		return nil, newError(st, msg)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	embedder "github.com/embedder/embedder-go"
@@ -92,6 +93,104 @@ func TestModernBertRerankerReferenceEveryLine(t *testing.T) {
 
 func TestModernBertRerankerRankFile(t *testing.T) {
 	checkRank(t, openModernBertReranker(t), "modernbert-reranker-tiny")
+}
+
+// openQwen3Reranker: $EMBD_QWEN3_RERANK_MODEL, else
+// models/qwen3-reranker-tiny.weights (scripts/fetch_reranker.sh converts it):
+// an LLM reranker scored on two tokens under an instruction.
+func openQwen3Reranker(t *testing.T) *embedder.Reranker {
+	t.Helper()
+	return openTinyReranker(t, "EMBD_QWEN3_RERANK_MODEL", "qwen3-reranker-tiny")
+}
+
+// TestQwen3RerankerPrompts: every line of the Qwen3-Reranker reference, the
+// last 30 under their instruction (ScorePrompted), scores within 1e-5 and
+// logits within 1e-4; the ids of the lines without one; RankPrompted orders
+// as the scores; the rank file; a prompt refused by a classic cross-encoder.
+func TestQwen3RerankerPrompts(t *testing.T) {
+	r := openQwen3Reranker(t)
+	f, err := os.Open(familiesFile(t, "qwen3-reranker-tiny_reference.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type line struct {
+		pairLine
+		Prompt *string `json:"prompt"`
+	}
+	groups := map[string][]line{}
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		key := ""
+		if l.Prompt != nil {
+			key = *l.Prompt
+		}
+		groups[key] = append(groups[key], l)
+		n++
+	}
+	if n != 243 || len(groups[""]) != 213 {
+		t.Fatalf("%d lines, %d without a prompt; want 243, 213", n, len(groups[""]))
+	}
+	for prompt, lines := range groups {
+		pairs := make([]embedder.Pair, len(lines))
+		for i, l := range lines {
+			pairs[i] = embedder.Pair{Query: l.Query, Passage: l.Passage}
+			if prompt == "" {
+				ids, _, err := r.Tokenize(l.Query, l.Passage)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equalU32(ids, l.InputIDs) {
+					t.Errorf("line %d: ids differ", i+1)
+				}
+			}
+		}
+		var scores, logits []float32
+		var err error
+		if prompt == "" {
+			scores, logits, _, err = r.Score(pairs)
+		} else {
+			scores, logits, _, err = r.ScorePrompted(pairs, prompt)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range lines {
+			if math.Abs(float64(scores[i])-l.Score) > 1e-5 || math.Abs(float64(logits[i])-l.Logit) > 1e-4 {
+				t.Errorf("prompt %q line %d: score %v logit %v, want %v %v", prompt, i+1, scores[i], logits[i], l.Score, l.Logit)
+			}
+		}
+		if prompt != "" {
+			docs := make([]string, len(lines))
+			for i, l := range lines {
+				docs[i] = l.Passage
+			}
+			ranked, err := r.RankPrompted(lines[0].Query, docs, len(docs), false, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 1; k < len(ranked); k++ {
+				if ranked[k].Score > ranked[k-1].Score {
+					t.Errorf("rank %d out of order", k)
+				}
+			}
+		}
+	}
+	checkRank(t, r, "qwen3-reranker-tiny")
+	mb := openModernBertReranker(t)
+	if _, _, _, err := mb.ScorePrompted([]embedder.Pair{{Query: "q", Passage: "p"}}, "x"); err == nil ||
+		!strings.Contains(err.Error(), "takes no prompt") {
+		t.Errorf("a classic cross-encoder took a prompt: %v", err)
+	}
+	if _, err := r.RankPrompted("q", []string{"p"}, 1, false, "a\x00b"); err == nil {
+		t.Error("a prompt with NUL was accepted")
+	}
 }
 
 type pairLine struct {

@@ -110,17 +110,23 @@ if [ -z "${EMBD_XLMR_MODEL:-}" ] && [ -d "$xlmr_src" ]; then
   "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$xlmr_src" -o "$xlmr_dir/xlmr-tiny.weights" >/dev/null
   export EMBD_XLMR_MODEL="$xlmr_dir/xlmr-tiny.weights"
 fi
-# TestModernBertTiny: the reference modernbert-tiny folder converted by embd
-# (unless EMBD_MODERNBERT_MODEL is set).
-mb_src="${EMBD_SHARED_DIR:-}/reference/architectures/modernbert-tiny"
-if [ -z "${EMBD_MODERNBERT_MODEL:-}" ] && [ -d "$mb_src" ]; then
-  say "embd convert modernbert-tiny"
-  (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
-  mb_dir="$(mktemp -d)"
-  trap 'cleanup; rm -rf "${xlmr_dir:-}" "$mb_dir"' EXIT
-  "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$mb_src" -o "$mb_dir/modernbert-tiny.weights" >/dev/null
-  export EMBD_MODERNBERT_MODEL="$mb_dir/modernbert-tiny.weights"
-fi
+# TestModernBertTiny, TestQwen3EmbeddingTiny, TestEmbeddingGemmaTiny: the
+# reference architecture folders converted by embd (unless their variables
+# are set).
+arch_dir="$(mktemp -d)"
+trap 'cleanup; rm -rf "${xlmr_dir:-}" "$arch_dir"' EXIT
+for pair in EMBD_MODERNBERT_MODEL:modernbert-tiny EMBD_QWEN3_MODEL:qwen3-embedding-tiny \
+            EMBD_GEMMA_MODEL:embeddinggemma-tiny; do
+  var="${pair%%:*}"
+  name="${pair#*:}"
+  src="${EMBD_SHARED_DIR:-}/reference/architectures/$name"
+  if [ -z "${!var:-}" ] && [ -d "$src" ]; then
+    say "embd convert $name"
+    (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
+    "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$src" -o "$arch_dir/$name.weights" >/dev/null
+    export "$var=$arch_dir/$name.weights"
+  fi
+done
 
 # --- checks ------------------------------------------------------------------
 cd "$HERE"

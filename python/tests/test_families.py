@@ -1,5 +1,7 @@
-"""XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE and
-ModernBERT + byte-level BPE through the Python package: ids and embeddings
+"""XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE,
+ModernBERT + byte-level BPE, Qwen3-Embedding (byte-level BPE, last-token
+pooling) and EmbeddingGemma (SentencePiece BPE, Dense modules) through the
+Python package: ids and embeddings
 against sentence-transformers on every line of
 ``shared/reference/{families,architectures}/<name>_reference.jsonl``.
 
@@ -23,9 +25,17 @@ import pytest
 import embedder
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = ["xlmr-tiny", "bert-unigram-tiny", "roberta-bpe-tiny", "modernbert-tiny"]
+MODELS = [
+    "xlmr-tiny",
+    "bert-unigram-tiny",
+    "roberta-bpe-tiny",
+    "modernbert-tiny",
+    "qwen3-embedding-tiny",
+    "embeddinggemma-tiny",
+]
 # Reference lines of each model's reference file.
-LINES = {"modernbert-tiny": 346}
+ARCHITECTURES = ["modernbert-tiny", "qwen3-embedding-tiny", "embeddinggemma-tiny"]
+LINES = {name: 346 for name in ARCHITECTURES}
 FAMILY_LINES = 353
 
 
@@ -131,6 +141,8 @@ CASES = {
     "bert-unigram-tiny": "unigram_v5_cases.jsonl",
     "roberta-bpe-tiny": "bpe_cases.jsonl",
     "modernbert-tiny": "modernbert_bpe_cases.jsonl",
+    "qwen3-embedding-tiny": "qwen3_bpe_cases.jsonl",
+    "embeddinggemma-tiny": "gemma_spm_bpe_cases.jsonl",
 }
 
 
@@ -141,7 +153,7 @@ def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
     longer than the model is its reference ids cut on the right (the first
     ``max_seq_length - 1`` ids, then the closing special token)."""
     cases = read_jsonl(source(name) / CASES[name])
-    assert len(cases) == (346 if name == "modernbert-tiny" else 2914)
+    assert len(cases) == (346 if name in ARCHITECTURES else 2914)
     with embedder.Embedder(converted[name], threads=1) as m:
         n = m.max_seq_length
         for c in cases:
@@ -149,3 +161,23 @@ def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
             if len(want) > n:
                 want = want[: n - 1] + want[-1:]
             assert m.tokenize(c["text"]) == want, c["text"]
+
+
+@pytest.mark.parametrize(
+    "name,default", [("qwen3-embedding-tiny", "query"), ("embeddinggemma-tiny", None)]
+)
+def test_architecture_prompts(converted: Dict[str, Path], name: str, default: Any) -> None:
+    """Qwen3-Embedding's and EmbeddingGemma's stored prompts, by name, against
+    ``<name>_prompt_reference.jsonl``: ids and vectors."""
+    ref = read_jsonl(source(name) / f"{name}_prompt_reference.jsonl")
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for r in ref:
+        groups.setdefault(r.get("prompt_name") or default, []).append(r)
+    for prompt, rows in groups.items():
+        with embedder.Embedder(converted[name], prompt_name=prompt) as m:
+            for r in rows:
+                assert m.tokenize(r["text"]) == r["input_ids"], (prompt, r["text"])
+            got = m.encode([r["text"] for r in rows])
+        want = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+        assert np.abs(got - want).max() <= 1e-5, prompt
+        assert cosines(got, want).min() >= 0.99999, prompt

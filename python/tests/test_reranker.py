@@ -137,6 +137,17 @@ def modernbert_reranker() -> Any:
     r.close()
 
 
+@pytest.fixture(scope="module")
+def qwen3_reranker() -> Any:
+    p = qwen3_reranker_path()
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_QWEN3_RERANK_MODEL")
+    r = embedder.Reranker(p)
+    assert r.max_length == 512
+    yield r
+    r.close()
+
+
 def _reference(name: str) -> List[Dict[str, Any]]:
     with families(f"{name}_reference.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -170,9 +181,53 @@ def test_reference_every_line_ids_scores_logits(
     assert ds <= 1e-5 and dl <= 1e-4
 
 
+def test_qwen3_reranker_every_line_and_prompt(qwen3_reranker: Any) -> None:
+    """The LLM reranker (chat template, yes/no logits at the last token):
+    every reference line's score and logit, the last 30 under their
+    instruction per call, and the same instruction given at open."""
+    lines = _reference("qwen3-reranker-tiny")
+    assert len(lines) == 243
+    groups: Dict[Any, List[Dict[str, Any]]] = {}
+    for x in lines:
+        groups.setdefault(x.get("prompt"), []).append(x)
+    assert len(groups) == 2
+    for prompt, xs in groups.items():
+        pairs = [(x["query"], x["passage"]) for x in xs]
+        scores = qwen3_reranker.predict(pairs, prompt=prompt)
+        logits = qwen3_reranker.predict(pairs, raw=True, prompt=prompt)
+        ds = np.max(np.abs(scores - np.array([x["score"] for x in xs], np.float64)))
+        dl = np.max(np.abs(logits - np.array([x["logit"] for x in xs], np.float64)))
+        print(f"qwen3-reranker-tiny prompt={prompt!r}: |score| {ds:.3g}, |logit| {dl:.3g}")
+        assert ds <= 1e-5 and dl <= 1e-4
+        if prompt is not None:
+            with embedder.Reranker(qwen3_reranker_path(), prompt=prompt) as at_open:
+                assert np.array_equal(at_open.predict(pairs), scores)
+            ranked = qwen3_reranker.rank(xs[0]["query"], [x["passage"] for x in xs], prompt=prompt)
+            want = sorted(range(len(xs)), key=lambda i: (-float(scores[i]), i))
+            assert [g["corpus_id"] for g in ranked] == want
+    with pytest.raises(embedder.InvalidArgumentError):
+        qwen3_reranker.predict([("q", "p")], prompt="a\0b")
+
+
+def test_a_prompt_is_refused_by_a_classic_cross_encoder(modernbert_reranker: Any) -> None:
+    with pytest.raises(embedder.InvalidArgumentError, match="takes no prompt"):
+        modernbert_reranker.predict([("q", "p")], prompt="x")
+    with pytest.raises(embedder.InvalidArgumentError, match="takes no prompt"):
+        modernbert_reranker.rank("q", ["p"], prompt="x")
+
+
+def qwen3_reranker_path() -> Path:
+    env = os.environ.get("EMBD_QWEN3_RERANK_MODEL")
+    return Path(env) if env else REPO / "models" / "qwen3-reranker-tiny.weights"
+
+
 @pytest.mark.parametrize(
     "which,name",
-    [("xlmr_reranker", "xlmr-reranker-tiny"), ("modernbert_reranker", "modernbert-reranker-tiny")],
+    [
+        ("xlmr_reranker", "xlmr-reranker-tiny"),
+        ("modernbert_reranker", "modernbert-reranker-tiny"),
+        ("qwen3_reranker", "qwen3-reranker-tiny"),
+    ],
 )
 def test_rank_order(request: Any, which: str, name: str) -> None:
     with families(f"{name}_rank.json").open(encoding="utf-8") as f:

@@ -214,7 +214,9 @@ fn path_item(method: &str, path: &str) -> Value {
                 "truncation_direction": {"type": "string", "enum": ["right", "left"]},
                 "raw_scores": {"type": "boolean", "default": false},
                 "return_text": {"type": "boolean", "default": false},
-                "model": {"type": "string", "nullable": true}
+                "model": {"type": "string", "nullable": true},
+                "prompt": {"type": "string", "nullable": true,
+                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
             }}),
             json!({"type": "array", "items": {"type": "object", "required": ["index", "score"],
                 "properties": {"index": {"type": "integer"}, "score": {"type": "number"},
@@ -231,7 +233,9 @@ fn path_item(method: &str, path: &str) -> Value {
                     {"type": "object", "required": ["text"],
                         "properties": {"text": {"type": "string"}}}]}},
                 "top_n": {"type": "integer", "minimum": 1},
-                "return_documents": {"type": "boolean", "default": false}
+                "return_documents": {"type": "boolean", "default": false},
+                "prompt": {"type": "string", "nullable": true,
+                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
             }}),
             json!({"type": "object", "required": ["model", "object", "results"],
                 "properties": {"model": {"type": "string"}, "object": {"type": "string"},
@@ -253,7 +257,9 @@ fn path_item(method: &str, path: &str) -> Value {
                     {"type": "object", "required": ["text"],
                         "properties": {"text": {"type": "string"}}}]}},
                 "top_n": {"type": "integer", "minimum": 1},
-                "return_documents": {"type": "boolean", "default": false}
+                "return_documents": {"type": "boolean", "default": false},
+                "prompt": {"type": "string", "nullable": true,
+                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
             }}),
             json!({"type": "object", "required": ["id", "results", "meta"],
                 "properties": {"id": {"type": "string"},

@@ -745,6 +745,9 @@ struct RerankRequest {
     raw_scores: Option<bool>,
     return_text: Option<bool>,
     model: Option<String>,
+    /// An LLM reranker's instruction (a CrossEncoder prompt).
+    #[serde(alias = "instruction")]
+    prompt: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -754,6 +757,9 @@ struct OpenAiRerankRequest {
     documents: Vec<Value>,
     top_n: Option<usize>,
     return_documents: Option<bool>,
+    /// An LLM reranker's instruction (a CrossEncoder prompt).
+    #[serde(alias = "instruction")]
+    prompt: Option<String>,
 }
 
 /// What one ranking came to.
@@ -766,18 +772,42 @@ struct Ranking {
     inference_time: Duration,
 }
 
-/// Ranks `docs` for `query` on a reranker: waits for its turn, then runs
-/// the ranking on a blocking thread. `truncate` false refuses a pair longer
-/// than the model (413) instead of cutting it as `CrossEncoder` does.
+/// What one ranking asks for.
+struct RankRequest {
+    query: String,
+    docs: Vec<String>,
+    /// The request's name for the documents (for messages).
+    field: &'static str,
+    /// `false` refuses a pair longer than the model (413) instead of
+    /// cutting it as `CrossEncoder` does.
+    truncate: bool,
+    /// Rank by logit.
+    raw: bool,
+    /// An LLM reranker's instruction, if the request gives one.
+    prompt: Option<String>,
+}
+
+/// Ranks documents for a query on a reranker: waits for its turn, then
+/// runs the ranking on a blocking thread.
 async fn rank_documents(
     st: &AppState,
     model: &RerankModel,
-    query: String,
-    docs: Vec<String>,
-    field: &str,
-    truncate: bool,
-    raw: bool,
+    req: RankRequest,
 ) -> Result<(Ranking, Vec<String>), ApiError> {
+    let RankRequest {
+        query,
+        docs,
+        field,
+        truncate,
+        raw,
+        prompt,
+    } = req;
+    if prompt.is_some() && !model.engine.takes_prompt() {
+        return Err(ApiError::validation(
+            "`prompt`: this reranker takes no prompt (only an LLM reranker with a prompt \
+             template, such as Qwen3-Reranker, scores pairs under an instruction)",
+        ));
+    }
     if docs.is_empty() {
         return Err(ApiError::empty(format!("`{field}` cannot be empty")));
     }
@@ -802,10 +832,13 @@ async fn rank_documents(
         // The turn is held until the ranking ends, even if the client left.
         let _turn = turn;
         if !truncate {
-            if let Some(i) = docs
-                .iter()
-                .position(|d| engine.tokenize_pair(&query, d).truncated)
-            {
+            let cut = |d: &String| {
+                engine
+                    .tokenize_pair_prompted(&query, d, prompt.as_deref())
+                    .map(|e| e.truncated)
+                    .unwrap_or(false)
+            };
+            if let Some(i) = docs.iter().position(cut) {
                 return Err(ApiError::too_large(format!(
                     "document {i}: the query and the document have more tokens than the \
                      model's max_seq_length {max}, and truncation is off (`truncate`: false)"
@@ -815,7 +848,7 @@ async fn rank_documents(
         let mut info = vec![embedder::TextInfo::default(); docs.len()];
         let t = Instant::now();
         let ranked = engine
-            .rank_ex(&query, &docs, None, raw, Some(&mut info))
+            .rank_prompted(&query, &docs, None, raw, prompt.as_deref(), Some(&mut info))
             .map_err(|e| ApiError::from_engine(&e))?;
         let tokens = info.iter().map(|i| i.tokens).sum();
         Ok((ranked, tokens, t.elapsed(), docs))
@@ -874,8 +907,15 @@ async fn rerank(State(st): State<St>, req: Request) -> Result<Response, ApiError
         t => t != Truncation::Refuse,
     };
     let raw = req.raw_scores.unwrap_or(false);
-    let (r, docs) =
-        rank_documents(&st, model, req.query, req.texts, "texts", truncate, raw).await?;
+    let ask = RankRequest {
+        query: req.query,
+        docs: req.texts,
+        field: "texts",
+        truncate,
+        raw,
+        prompt: req.prompt,
+    };
+    let (r, docs) = rank_documents(&st, model, ask).await?;
     let with_text = req.return_text.unwrap_or(false);
     let out: Vec<Value> = r
         .ranked
@@ -1012,8 +1052,15 @@ async fn document_rerank(
         return Err(ApiError::validation("`top_n` is 0; ask for at least 1"));
     }
     let truncate = st.cfg.auto_truncate;
-    let (r, docs) =
-        rank_documents(st, model, req.query, docs, "documents", truncate, false).await?;
+    let ask = RankRequest {
+        query: req.query,
+        docs,
+        field: "documents",
+        truncate,
+        raw: false,
+        prompt: req.prompt,
+    };
+    let (r, docs) = rank_documents(st, model, ask).await?;
     let opts = DocumentRerank {
         top_n: req.top_n,
         return_documents: req.return_documents.unwrap_or(false),

@@ -580,6 +580,47 @@ fn rerank_routes_match_the_cross_encoder_reference() {
     );
 }
 
+/// An LLM reranker (Qwen3-Reranker, tiny) on the three rerank routes: each
+/// reference pair's score, under its instruction (`prompt`, or
+/// `instruction`) where the line has one.
+#[test]
+fn rerank_routes_take_an_llm_rerankers_prompt() {
+    let Some(r) = model("qwen3-reranker-tiny.weights", "rerank_qwen3") else {
+        return;
+    };
+    let srv = start(&r, |c| c.max_client_batch_size = 64);
+    let p = shared().join("reference/architectures/qwen3-reranker-tiny_reference.jsonl");
+    let lines = std::fs::read_to_string(p).unwrap();
+    let lines: Vec<Value> = lines
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 243);
+    for (k, c) in lines
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| k % 7 == 0 || *k >= 235)
+    {
+        let want = c["score"].as_f64().unwrap();
+        let mut tei = json!({"query": c["query"], "texts": [c["passage"]]});
+        let mut v1 = json!({"query": c["query"], "documents": [c["passage"]]});
+        if let Some(p) = c.get("prompt") {
+            tei["prompt"] = p.clone();
+            v1["instruction"] = p.clone();
+        }
+        let s = post(srv.addr, "/rerank", &tei).json()[0]["score"]
+            .as_f64()
+            .unwrap();
+        assert!((s - want).abs() <= 1e-5, "line {k}: {s} vs {want}");
+        for route in ["/v1/rerank", "/v2/rerank"] {
+            let v = post(srv.addr, route, &v1).json();
+            let s = v["results"][0]["relevance_score"].as_f64().unwrap();
+            assert!((s - want).abs() <= 1e-5, "{route} line {k}: {s} vs {want}");
+        }
+    }
+}
+
 #[test]
 fn rerank_bad_input_gets_clear_errors() {
     let Some(srv) = rerank_server("rerank_bad_input") else {
@@ -629,6 +670,27 @@ fn rerank_bad_input_gets_clear_errors() {
         let msg = tei_error(&post(srv.addr, path, &body), status, kind);
         assert!(!msg.is_empty());
     }
+    // A prompt for a cross-encoder without a prompt template: named, 422.
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/rerank",
+            &json!({"query": q, "texts": ["a"], "prompt": "x"}),
+        ),
+        422,
+        "validation",
+    );
+    assert!(msg.contains("takes no prompt"), "{msg}");
+    let msg = openai_error(
+        &post(
+            srv.addr,
+            "/v1/rerank",
+            &json!({"query": q, "documents": ["a"], "instruction": "x"}),
+        ),
+        422,
+        "validation",
+    );
+    assert!(msg.contains("takes no prompt"), "{msg}");
     for (body, status, code) in [
         (
             json!({"query": q, "documents": ["a"], "top_n": 0}),

@@ -191,8 +191,52 @@ pub unsafe extern "C" fn embd_rerank_score(
     tokens_out: *mut usize,
     truncated_out: *mut u8,
 ) -> embd_status {
+    // SAFETY: forwarded contract; a NULL prompt is allowed.
+    unsafe {
+        embd_rerank_score_prompted(
+            reranker,
+            std::ptr::null(),
+            queries,
+            passages,
+            n_pairs,
+            scores_out,
+            logits_out,
+            out_len,
+            tokens_out,
+            truncated_out,
+        )
+    }
+}
+
+/// `embd_rerank_score` under an instruction: an LLM reranker's CrossEncoder
+/// prompt (Qwen3-Reranker's `<Instruct>`).
+///
+/// - `prompt`: NUL-terminated UTF-8, borrowed for the call; NULL scores
+///   under the instruction set at open (`embd_options_set_prompt`), else the
+///   model's default. A cross-encoder without a prompt template refuses a
+///   non-NULL prompt with `EMBD_STATUS_INVALID_ARGUMENT`.
+/// - the other parameters, the statuses and the thread safety as
+///   `embd_rerank_score`.
+///
+/// # Safety
+/// `prompt` NULL or NUL-terminated; the rest as `embd_rerank_score`.
+#[no_mangle]
+pub unsafe extern "C" fn embd_rerank_score_prompted(
+    reranker: *const embd_reranker,
+    prompt: *const c_char,
+    queries: *const embd_text,
+    passages: *const embd_text,
+    n_pairs: usize,
+    scores_out: *mut f32,
+    logits_out: *mut f32,
+    out_len: usize,
+    tokens_out: *mut usize,
+    truncated_out: *mut u8,
+) -> embd_status {
     ffi_boundary("embd_rerank_score", || {
         let r = handles::resolve(reranker, "reranker")?;
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let prompt = unsafe { opt_prompt(prompt) }?;
         check_batch(n_pairs)?;
         if queries.is_null() && n_pairs > 0 {
             return Err(Fail::null("queries"));
@@ -233,8 +277,9 @@ pub unsafe extern "C" fn embd_rerank_score(
         let logits = opt_out(logits_out, "logits_out")?;
         let want_info = !tokens_out.is_null() || !truncated_out.is_null();
         let mut info = vec![crate::TextInfo::default(); if want_info { n_pairs } else { 0 }];
-        r.reranker.predict_into(
+        r.reranker.predict_prompted(
             &pairs,
+            prompt,
             scores,
             logits,
             want_info.then_some(info.as_mut_slice()),
@@ -242,6 +287,18 @@ pub unsafe extern "C" fn embd_rerank_score(
         // SAFETY: NULL or writable for `n_pairs` elements per the contract.
         unsafe { write_info(&info, tokens_out, truncated_out) }
     })
+}
+
+/// A call's prompt: NULL for none.
+///
+/// # Safety
+/// `p` NULL or NUL-terminated.
+unsafe fn opt_prompt<'a>(p: *const c_char) -> FfiResult<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and NUL-terminated per the contract.
+    unsafe { c_str(p, "prompt") }.map(Some)
 }
 
 /// The texts of an `embd_text` array, with messages naming `param[i]`.
@@ -301,10 +358,51 @@ pub unsafe extern "C" fn embd_rerank_rank(
     out_len: usize,
     n_out: *mut usize,
 ) -> embd_status {
+    // SAFETY: forwarded contract; a NULL prompt is allowed.
+    unsafe {
+        embd_rerank_rank_prompted(
+            reranker,
+            std::ptr::null(),
+            query,
+            docs,
+            n_docs,
+            top_k,
+            raw,
+            out,
+            out_len,
+            n_out,
+        )
+    }
+}
+
+/// `embd_rerank_rank` under an instruction (see
+/// `embd_rerank_score_prompted`).
+///
+/// - `prompt`: NUL-terminated UTF-8 or NULL, as `embd_rerank_score_prompted`.
+/// - the other parameters, the statuses and the thread safety as
+///   `embd_rerank_rank`.
+///
+/// # Safety
+/// `prompt` NULL or NUL-terminated; the rest as `embd_rerank_rank`.
+#[no_mangle]
+pub unsafe extern "C" fn embd_rerank_rank_prompted(
+    reranker: *const embd_reranker,
+    prompt: *const c_char,
+    query: embd_text,
+    docs: *const embd_text,
+    n_docs: usize,
+    top_k: usize,
+    raw: c_int,
+    out: *mut embd_ranked,
+    out_len: usize,
+    n_out: *mut usize,
+) -> embd_status {
     // SAFETY: `n_out` is NULL or writable per the contract.
     unsafe { write_opt(n_out, 0) };
     ffi_boundary("embd_rerank_rank", || {
         let r = handles::resolve(reranker, "reranker")?;
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let prompt = unsafe { opt_prompt(prompt) }?;
         let raw = flag(raw, "raw")?;
         check_batch(n_docs)?;
         if docs.is_null() && n_docs > 0 {
@@ -319,7 +417,9 @@ pub unsafe extern "C" fn embd_rerank_rank(
         let q = unsafe { text_slice(query.ptr, query.len, "query") }?;
         // SAFETY: readable for `n_docs` elements per the contract.
         let ds = unsafe { named_texts(docs, n_docs, "docs") }?;
-        let ranked = r.reranker.rank_ex(q, &ds, Some(top_k), raw, None)?;
+        let ranked = r
+            .reranker
+            .rank_prompted(q, &ds, Some(top_k), raw, prompt, None)?;
         // SAFETY: writable for `out_len` >= `top_k` elements per the contract.
         let dst = unsafe { slice_mut(out, ranked.len(), "out") }?;
         for (d, x) in dst.iter_mut().zip(&ranked) {

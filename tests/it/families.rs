@@ -17,11 +17,13 @@ use embedder::{Embedder, ModelFile, Options, Precision, ReadOptions};
 use crate::common::{embd_bin, read_reference, shared_dir, RefCase};
 
 /// The reference folders, each with its tokenizer kind as stored in the file.
-const MODELS: [(&str, &str); 4] = [
+const MODELS: [(&str, &str); 6] = [
     ("xlmr-tiny", "unigram"),
     ("bert-unigram-tiny", "unigram"),
     ("roberta-bpe-tiny", "bpe"),
     ("modernbert-tiny", "bpe"),
+    ("qwen3-embedding-tiny", "bpe"),
+    ("embeddinggemma-tiny", "bpe"),
 ];
 
 /// Lines in `<name>_reference.jsonl`: 353 for the families, 346 for the
@@ -37,7 +39,9 @@ fn lines(name: &str) -> usize {
 /// Whether `name` is under `shared/reference/architectures` (the models
 /// after the BERT-shaped families) rather than `families`.
 fn is_architecture(name: &str) -> bool {
-    name.starts_with("modernbert")
+    ["modernbert", "qwen3", "embeddinggemma"]
+        .iter()
+        .any(|a| name.starts_with(a))
 }
 
 /// The folder of `name` and its reference files.
@@ -367,6 +371,73 @@ fn prompt_reference() -> Vec<(String, Vec<f32>)> {
         .collect();
     assert_eq!(rows.len(), 60, "prompt reference line count");
     rows
+}
+
+/// The decoder-shaped embedders' prompts (`config_sentence_transformers.json`)
+/// against their prompt references, through the API and `embd encode
+/// --prompt-name`: Qwen3-Embedding's `query` instruction (last-token pooling
+/// includes it) and EmbeddingGemma's `query`, `document` and `STS`.
+#[test]
+fn architecture_prompts_match_reference() {
+    for (name, default_prompt, count) in [
+        ("qwen3-embedding-tiny", Some("query"), 80),
+        ("embeddinggemma-tiny", None, 140),
+    ] {
+        let path = converted(name);
+        let file = source_dir(name).join(format!("{name}_prompt_reference.jsonl"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut by_prompt: Vec<(String, Vec<String>, Vec<Vec<f32>>, Vec<Vec<u32>>)> = Vec::new();
+        for l in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let p = v["prompt_name"]
+                .as_str()
+                .or(default_prompt)
+                .unwrap()
+                .to_string();
+            let k = match by_prompt.iter().position(|g| g.0 == p) {
+                Some(k) => k,
+                None => {
+                    by_prompt.push((p, Vec::new(), Vec::new(), Vec::new()));
+                    by_prompt.len() - 1
+                }
+            };
+            by_prompt[k].1.push(v["text"].as_str().unwrap().to_string());
+            by_prompt[k].2.push(floats_of(&v["embedding"]));
+            by_prompt[k].3.push(ids_of(&v["input_ids"]));
+        }
+        assert_eq!(
+            by_prompt.iter().map(|g| g.1.len()).sum::<usize>(),
+            count,
+            "{name}: prompt reference line count"
+        );
+        for (prompt, texts, refs, ids) in &by_prompt {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let e = Embedder::open(
+                &path,
+                &Options::new().threads(2).prompt_name(prompt.as_str()),
+            )
+            .unwrap();
+            for (t, want) in texts.iter().zip(ids) {
+                assert_eq!(&e.tokenize(t), want, "{name} {prompt}: ids of {t:?}");
+            }
+            let got = embed_batched(&e, &texts, 16);
+            assert_f32_close(&format!("{name} prompt {prompt} (API)"), &got, refs, &texts);
+            let input = work_dir().join(format!("{name}-{prompt}-prompt.jsonl"));
+            write_input(&input, &texts);
+            let o = run(&[
+                "encode",
+                "-m",
+                path.to_str().unwrap(),
+                "--jsonl",
+                "--input",
+                input.to_str().unwrap(),
+                "--prompt-name",
+                prompt,
+            ]);
+            let cli = jsonl_field(&o, "embedding", floats_of).concat();
+            assert_f32_close(&format!("{name} prompt {prompt} (CLI)"), &cli, refs, &texts);
+        }
+    }
 }
 
 #[test]
@@ -954,6 +1025,16 @@ fn cli_tokenize_matches_the_case_files() {
         (
             "modernbert-tiny",
             "architectures/modernbert_bpe_cases.jsonl",
+            346,
+        ),
+        (
+            "qwen3-embedding-tiny",
+            "architectures/qwen3_bpe_cases.jsonl",
+            346,
+        ),
+        (
+            "embeddinggemma-tiny",
+            "architectures/gemma_spm_bpe_cases.jsonl",
             346,
         ),
     ] {

@@ -19,6 +19,8 @@ pub struct PairLine {
     pub types: Option<Vec<u32>>,
     pub logit: f32,
     pub score: f32,
+    /// The CrossEncoder prompt (an LLM reranker's instruction), if any.
+    pub prompt: Option<String>,
 }
 
 /// `shared/reference/families/<name>`, or `architectures/<name>`.
@@ -54,6 +56,7 @@ pub fn pair_lines(name: &str) -> Vec<PairLine> {
                 types: v.get("token_type_ids").map(ints),
                 logit: v["logit"].as_f64().expect("logit") as f32,
                 score: v["score"].as_f64().expect("score") as f32,
+                prompt: v.get("prompt").and_then(|p| p.as_str()).map(str::to_string),
             }
         })
         .collect()
@@ -425,38 +428,51 @@ fn cli_matches_reference(path: &std::path::Path, name: &str, max_length: Option<
         assert_eq!(g["index"].as_u64(), Some(w.0 as u64), "{name}");
         assert!((g["score"].as_f64().unwrap() as f32 - w.1).abs() <= 1e-5);
     }
-    // --jsonl: every reference line, input order.
-    let lines = pair_lines(&format!("{name}_reference.jsonl"));
-    let pairs_file = dir.path().join("pairs.jsonl");
-    let body: String = lines
-        .iter()
-        .map(|l| serde_json::json!({"query": l.query, "passage": l.passage}).to_string() + "\n")
-        .collect();
-    std::fs::write(&pairs_file, body).unwrap();
-    let out = std::process::Command::new(common::embd_bin())
-        .args(["rerank", "--jsonl", "-m"])
-        .arg(path)
-        .args(&max)
-        .arg("--input")
-        .arg(&pairs_file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let got: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(got.len(), lines.len());
-    let (mut ws, mut wl) = (0.0f32, 0.0f32);
-    for (g, l) in got.iter().zip(&lines) {
-        ws = ws.max((g["score"].as_f64().unwrap() as f32 - l.score).abs());
-        wl = wl.max((g["logit"].as_f64().unwrap() as f32 - l.logit).abs());
+    // --jsonl: every reference line, input order (lines with a prompt
+    // through --prompt, one call per prompt).
+    let all = pair_lines(&format!("{name}_reference.jsonl"));
+    let mut prompts: Vec<Option<String>> = Vec::new();
+    for l in &all {
+        if !prompts.contains(&l.prompt) {
+            prompts.push(l.prompt.clone());
+        }
     }
+    let (mut ws, mut wl) = (0.0f32, 0.0f32);
+    for prompt in &prompts {
+        let lines: Vec<&PairLine> = all.iter().filter(|l| &l.prompt == prompt).collect();
+        let pairs_file = dir.path().join("pairs.jsonl");
+        let body: String = lines
+            .iter()
+            .map(|l| serde_json::json!({"query": l.query, "passage": l.passage}).to_string() + "\n")
+            .collect();
+        std::fs::write(&pairs_file, body).unwrap();
+        let p: Vec<&str> = prompt.as_deref().map_or(vec![], |p| vec!["--prompt", p]);
+        let out = std::process::Command::new(common::embd_bin())
+            .args(["rerank", "--jsonl", "-m"])
+            .arg(path)
+            .args(&max)
+            .args(&p)
+            .arg("--input")
+            .arg(&pairs_file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let got: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), lines.len());
+        for (g, l) in got.iter().zip(&lines) {
+            ws = ws.max((g["score"].as_f64().unwrap() as f32 - l.score).abs());
+            wl = wl.max((g["logit"].as_f64().unwrap() as f32 - l.logit).abs());
+        }
+    }
+    let lines = all;
     eprintln!(
         "{name} CLI: {} lines, max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}",
         lines.len()
@@ -540,6 +556,115 @@ fn modernbert_reranker_tiny() {
             .map(|(g, l)| (g - l.logit).abs())
             .fold(0.0f32, f32::max);
         eprintln!("modernbert-reranker-tiny {p}: max |logit diff| {worst:.3e}");
+    }
+}
+
+/// `models/qwen3-reranker-tiny.weights` (scripts/fetch_reranker.sh converts
+/// the shared folder).
+pub fn qwen3_reranker(test: &str) -> Option<std::path::PathBuf> {
+    common::model_path("models/qwen3-reranker-tiny.weights", test)
+}
+
+/// The converted Qwen3-Reranker (sentence-transformers 6.2 CrossEncoder with
+/// LogitScore: the chat template, the last token's yes/no logits) through
+/// the CLI (scores, logits, the rank file; the last 30 lines under a custom
+/// instruction with `--prompt`), its pairs' ids on every line through the
+/// API (the 400 `x ` pair cut inside with the template's tail restored), the
+/// instruction per call and at open, the refusal of a prompt by a classic
+/// cross-encoder, and the same bits in every precision for any batch and
+/// thread count.
+#[test]
+fn qwen3_reranker_tiny() {
+    let Some(path) = qwen3_reranker("reranker_qwen3") else {
+        return;
+    };
+    cli_matches_reference(&path, "qwen3-reranker-tiny", None);
+    let lines = pair_lines("qwen3-reranker-tiny_reference.jsonl");
+    assert_eq!(lines.len(), 243);
+    assert_eq!(lines.iter().filter(|l| l.prompt.is_some()).count(), 30);
+    let r = embedder::Reranker::open(&path, &embedder::Options::new().threads(1)).unwrap();
+    assert!(r.takes_prompt());
+    assert_eq!(r.max_seq_length(), 512);
+    let mut cut = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let enc = r
+            .tokenize_pair_prompted(&l.query, &l.passage, l.prompt.as_deref())
+            .unwrap();
+        assert_eq!(enc.ids, l.ids, "line {}", i + 1);
+        cut += usize::from(enc.truncated);
+    }
+    assert!(cut >= 1, "the long pairs are cut");
+    // The instruction per call, and the same at open.
+    let prompted: Vec<&PairLine> = lines.iter().filter(|l| l.prompt.is_some()).collect();
+    let instr = prompted[0].prompt.clone().unwrap();
+    let pairs: Vec<(&str, &str)> = prompted
+        .iter()
+        .map(|l| (l.query.as_str(), l.passage.as_str()))
+        .collect();
+    let mut per_call = vec![0.0f32; pairs.len()];
+    r.predict_prompted(&pairs, Some(&instr), None, Some(&mut per_call), None)
+        .unwrap();
+    let at_open = embedder::Reranker::open(
+        &path,
+        &embedder::Options::new().threads(1).prompt(instr.as_str()),
+    )
+    .unwrap();
+    assert_eq!(at_open.default_prompt(), Some(instr.as_str()));
+    let opened = at_open.logits(&pairs).unwrap();
+    for ((a, b), l) in per_call.iter().zip(&opened).zip(&prompted) {
+        assert_eq!(a.to_bits(), b.to_bits());
+        assert!((a - l.logit).abs() <= 1e-4, "{a} vs {}", l.logit);
+    }
+    // The default instruction scores differently (the prompt is applied).
+    let plain = r.logits(&pairs).unwrap();
+    assert!(plain
+        .iter()
+        .zip(&per_call)
+        .any(|(a, b)| (a - b).abs() > 1e-3));
+    // A classic cross-encoder takes no prompt.
+    if let Some(mb) = modernbert_reranker("reranker_qwen3_prompt_refused") {
+        let m = embedder::Reranker::open(&mb, &embedder::Options::new()).unwrap();
+        assert!(!m.takes_prompt());
+        let e = m.rank_prompted("q", &["d"], None, false, Some("x"), None);
+        assert!(e.unwrap_err().to_string().contains("takes no prompt"));
+        let e = embedder::Reranker::open(&mb, &embedder::Options::new().prompt("x"));
+        assert!(e.unwrap_err().to_string().contains("takes no prompt"));
+    }
+    let pairs: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|l| l.prompt.is_none())
+        .map(|l| (l.query.as_str(), l.passage.as_str()))
+        .collect();
+    for p in embedder::Precision::ALL {
+        let one =
+            embedder::Reranker::open(&path, &embedder::Options::new().threads(1).precision(p))
+                .unwrap();
+        let two =
+            embedder::Reranker::open(&path, &embedder::Options::new().threads(2).precision(p))
+                .unwrap();
+        let all = one.logits(&pairs).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let alone: Vec<f32> = pairs
+            .iter()
+            .take(40)
+            .flat_map(|q| one.logits(std::slice::from_ref(q)).unwrap())
+            .collect();
+        assert_eq!(
+            bits(&all[..40]),
+            bits(&alone),
+            "{p}: one call vs one pair at a time"
+        );
+        assert_eq!(
+            bits(&all),
+            bits(&two.logits(&pairs).unwrap()),
+            "{p}: threads"
+        );
+        let worst = all
+            .iter()
+            .zip(lines.iter().filter(|l| l.prompt.is_none()))
+            .map(|(g, l)| (g - l.logit).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!("qwen3-reranker-tiny {p}: max |logit diff| {worst:.3e}");
     }
 }
 

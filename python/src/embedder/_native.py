@@ -196,6 +196,36 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
     )
     _fn(
         dll,
+        "embd_rerank_score_prompted",
+        st,
+        vp,
+        ctypes.c_char_p,
+        ctypes.POINTER(EmbdText),
+        ctypes.POINTER(EmbdText),
+        sz,
+        c_float_p,
+        c_float_p,
+        sz,
+        c_size_p,
+        c_uint8_p,
+    )
+    _fn(
+        dll,
+        "embd_rerank_rank_prompted",
+        st,
+        vp,
+        ctypes.c_char_p,
+        EmbdText,
+        ctypes.POINTER(EmbdText),
+        sz,
+        sz,
+        ctypes.c_int,
+        ctypes.POINTER(EmbdRanked),
+        sz,
+        c_size_p,
+    )
+    _fn(
+        dll,
         "embd_rerank_score",
         st,
         vp,

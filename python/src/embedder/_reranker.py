@@ -12,6 +12,7 @@ import numpy as np
 
 from ._embedder import (
     _PROGRESS,
+    _cstr,
     PRECISIONS,
     PathLike,
     ProgressCallback,
@@ -44,7 +45,9 @@ class Reranker:
       ``CrossEncoder(max_length=...)`` (``None``: the model's own);
     * ``compute_precision``: ``"f32"``, ``"bf16"``, ``"int8"`` or ``None``
       (the file's own);
-    * ``verify_checksums``, ``prepack_weights``: as ``embd_options_set_*``.
+    * ``verify_checksums``, ``prepack_weights``: as ``embd_options_set_*``;
+    * ``prompt``: an LLM reranker's instruction for every call (Qwen3-Reranker;
+      ``None``: the model's default); refused by other cross-encoders.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class Reranker:
         compute_precision: Optional[str] = None,
         verify_checksums: bool = True,
         prepack_weights: bool = True,
+        prompt: Optional[str] = None,
     ) -> None:
         self._lock = threading.Lock()
         self._handle_value: Optional[int] = None
@@ -89,6 +93,8 @@ class Reranker:
             raise_status(L.embd_options_set_verify_checksums(opts, 1 if verify_checksums else 0))
             raise_status(L.embd_options_set_prepack_weights(opts, 1 if prepack_weights else 0))
             raise_status(L.embd_options_set_progress(opts, _PROGRESS, None))
+            if prompt is not None:
+                raise_status(L.embd_options_set_prompt(opts, _cstr(prompt, "prompt")))
             handle = ctypes.c_void_p()
             raise_status(L.embd_rerank_open(self._path, opts, ctypes.byref(handle)))
         finally:
@@ -188,6 +194,7 @@ class Reranker:
         raw: bool = False,
         return_token_info: bool = False,
         progress_callback: Optional[ProgressCallback] = None,
+        prompt: Optional[str] = None,
     ) -> Any:
         """Scores ``(query, passage)`` pairs as ``CrossEncoder.predict``: a
         float32 array of shape ``(n,)`` for a one-label model, ``(n,
@@ -197,7 +204,11 @@ class Reranker:
         models. ``return_token_info=True`` also returns each pair's token
         count (int64) and truncation flag (bool). ``batch_size`` pairs go to
         the library per call; a pair's score does not depend on its batch.
+        ``prompt``: the instruction of an LLM reranker (Qwen3-Reranker, a
+        CrossEncoder prompt; ``None``: the one set at open, else the model's);
+        a cross-encoder without a prompt template refuses one.
         """
+        pr = None if prompt is None else _cstr(prompt, "prompt")
         single = _is_single_pair(sentences)
         pairs: Sequence[Any] = [sentences] if single else sentences
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -230,8 +241,9 @@ class Reranker:
                 tr_p = truncated[start:].ctypes.data_as(c_uint8_p) if return_token_info else None
                 watch.start = start
                 scores_p, logits_p = (None, ptr) if raw else (ptr, None)
-                status = L.embd_rerank_score(
+                status = L.embd_rerank_score_prompted(
                     h,
+                    pr,
                     _texts(qs[start : start + k]),
                     _texts(ps[start : start + k]),
                     k,
@@ -268,6 +280,7 @@ class Reranker:
         raw: bool = False,
         show_progress_bar: bool = False,
         progress_callback: Optional[ProgressCallback] = None,
+        prompt: Optional[str] = None,
     ) -> List[Dict[str, Any]]:
         """Ranks documents for a query as ``CrossEncoder.rank``: a list of
         ``{"corpus_id": i, "score": s}`` (and ``"text"`` with
@@ -275,8 +288,10 @@ class Reranker:
         (``None``: all). ``raw=True`` ranks by
         logit and reports it as the score. An empty query, no documents, or a
         ``top_k`` of 0 or above the number of documents raise
-        :class:`~embedder.InvalidArgumentError`.
+        :class:`~embedder.InvalidArgumentError`. ``prompt``: as in
+        :meth:`predict`.
         """
+        pr = None if prompt is None else _cstr(prompt, "prompt")
         if isinstance(documents, str):
             raise TypeError("documents must be a sequence of str, not str")
         q = _utf8(query, "query")
@@ -293,8 +308,9 @@ class Reranker:
         n_out = ctypes.c_size_t(0)
         bar = _Progress(n) if show_progress_bar else None
         with _Watch(n, bar, progress_callback) as watch:
-            status = lib().embd_rerank_rank(
+            status = lib().embd_rerank_rank_prompted(
                 h,
+                pr,
                 EmbdText(q, len(q)),
                 _texts(docs),
                 n,
