@@ -1247,6 +1247,22 @@ size_t embd_rerank_max_seq_length(const embd_reranker *reranker);
 embd_status embd_rerank_score(const embd_reranker *reranker, const embd_text *queries, const embd_text *passages, size_t n_pairs, float *scores_out, float *logits_out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
 
 /**
+ * `embd_rerank_score` under an instruction: an LLM reranker's CrossEncoder
+ * prompt (Qwen3-Reranker's `<Instruct>`).
+ *
+ * - `prompt`: NUL-terminated UTF-8, borrowed for the call; NULL scores
+ *   under the instruction set at open (`embd_options_set_prompt`), else the
+ *   model's default. A cross-encoder without a prompt template refuses a
+ *   non-NULL prompt with `EMBD_STATUS_INVALID_ARGUMENT`.
+ * - the other parameters, the statuses and the thread safety as
+ *   `embd_rerank_score`.
+ *
+ * # Safety
+ * `prompt` NULL or NUL-terminated; the rest as `embd_rerank_score`.
+ */
+embd_status embd_rerank_score_prompted(const embd_reranker *reranker, const char *prompt, const embd_text *queries, const embd_text *passages, size_t n_pairs, float *scores_out, float *logits_out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
+
+/**
  * Ranks `n_docs` documents for one query, as sentence-transformers'
  * `CrossEncoder.rank`: the best `top_k` documents, best first (ties by
  * index), each with its index, score and logit.
@@ -1278,6 +1294,19 @@ embd_status embd_rerank_score(const embd_reranker *reranker, const embd_text *qu
  * NULL or writable for `out_len` elements; `n_out` NULL or writable.
  */
 embd_status embd_rerank_rank(const embd_reranker *reranker, embd_text query, const embd_text *docs, size_t n_docs, size_t top_k, int raw, embd_ranked *out, size_t out_len, size_t *n_out);
+
+/**
+ * `embd_rerank_rank` under an instruction (see
+ * `embd_rerank_score_prompted`).
+ *
+ * - `prompt`: NUL-terminated UTF-8 or NULL, as `embd_rerank_score_prompted`.
+ * - the other parameters, the statuses and the thread safety as
+ *   `embd_rerank_rank`.
+ *
+ * # Safety
+ * `prompt` NULL or NUL-terminated; the rest as `embd_rerank_rank`.
+ */
+embd_status embd_rerank_rank_prompted(const embd_reranker *reranker, const char *prompt, embd_text query, const embd_text *docs, size_t n_docs, size_t top_k, int raw, embd_ranked *out, size_t out_len, size_t *n_out);
 
 /**
  * Tokenizes one (query, passage) pair as the reranker reads it: ids with the
