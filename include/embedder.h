@@ -1254,8 +1254,9 @@ embd_status embd_rerank_score(const embd_reranker *reranker, const embd_text *qu
  *   under the instruction set at open (`embd_options_set_prompt`), else the
  *   model's default. A cross-encoder without a prompt template refuses a
  *   non-NULL prompt with `EMBD_STATUS_INVALID_ARGUMENT`.
- * - the other parameters, the statuses and the thread safety as
- *   `embd_rerank_score`.
+ * - the other parameters and the statuses as `embd_rerank_score`.
+ *
+ * Thread safety: safe to call concurrently on the same reranker.
  *
  * # Safety
  * `prompt` NULL or NUL-terminated; the rest as `embd_rerank_score`.
@@ -1300,8 +1301,9 @@ embd_status embd_rerank_rank(const embd_reranker *reranker, embd_text query, con
  * `embd_rerank_score_prompted`).
  *
  * - `prompt`: NUL-terminated UTF-8 or NULL, as `embd_rerank_score_prompted`.
- * - the other parameters, the statuses and the thread safety as
- *   `embd_rerank_rank`.
+ * - the other parameters and the statuses as `embd_rerank_rank`.
+ *
+ * Thread safety: safe to call concurrently on the same reranker.
  *
  * # Safety
  * `prompt` NULL or NUL-terminated; the rest as `embd_rerank_rank`.

@@ -215,8 +215,9 @@ pub unsafe extern "C" fn embd_rerank_score(
 ///   under the instruction set at open (`embd_options_set_prompt`), else the
 ///   model's default. A cross-encoder without a prompt template refuses a
 ///   non-NULL prompt with `EMBD_STATUS_INVALID_ARGUMENT`.
-/// - the other parameters, the statuses and the thread safety as
-///   `embd_rerank_score`.
+/// - the other parameters and the statuses as `embd_rerank_score`.
+///
+/// Thread safety: safe to call concurrently on the same reranker.
 ///
 /// # Safety
 /// `prompt` NULL or NUL-terminated; the rest as `embd_rerank_score`.
@@ -379,8 +380,9 @@ pub unsafe extern "C" fn embd_rerank_rank(
 /// `embd_rerank_score_prompted`).
 ///
 /// - `prompt`: NUL-terminated UTF-8 or NULL, as `embd_rerank_score_prompted`.
-/// - the other parameters, the statuses and the thread safety as
-///   `embd_rerank_rank`.
+/// - the other parameters and the statuses as `embd_rerank_rank`.
+///
+/// Thread safety: safe to call concurrently on the same reranker.
 ///
 /// # Safety
 /// `prompt` NULL or NUL-terminated; the rest as `embd_rerank_rank`.
