@@ -26,7 +26,11 @@ each, so that the shared model's numbers can be read against that spread:
   --jsonl`` with ``--precision f32|bf16|int8 --batch-size 1 --threads 1``.
 * Measured: worst and mean cosine of ours to the sentence-transformers vector; for the
   reranker max and mean |logit(ours) - logit(CrossEncoder)|, and the spread (standard
-  deviation) of the reference logits, which sets the scale of those differences.
+  deviation) of the reference logits, which sets the scale of those differences (the max
+  is also given divided by it).
+* A "seeds, min-max" row per norm spread: the range over the seeds, marked "(shared <)" /
+  "(shared >)" where the shared model's value lies below / above every seed's. f32 is the
+  check that the family code itself adds nothing: the same for every model.
 * The shared model itself ("shared"): ours against its reference jsonl (what the tests use);
   sentence-transformers is run on it too and checked to give that file (printed).
 
@@ -285,16 +289,21 @@ def sd_of(r: Result) -> str:
 
 
 def range_cells(rs: list[Result], s: float, fmt: str) -> list[str]:
-    """min-max over the seeds of norm spread s per column, '!' where the shared model is outside."""
+    """min-max over the seeds of norm spread s per column; "(shared <)" / "(shared >)" where
+    the shared model's value is below / above every seed's."""
     seeds = [r for r in rs if r.norm_std == s]
     ref = next(r for r in rs if r.norm_std is None)
     cells = []
     for p, worst in EMBED_COLS:
         v = [value(r, p, worst) for r in seeds]
-        lo, hi = min(v), max(v)
-        mark = "" if lo <= value(ref, p, worst) <= hi else " !"
-        cells.append(f"{lo:{fmt}}-{hi:{fmt}}{mark}")
+        cells.append(span(v, value(ref, p, worst), fmt))
     return cells
+
+
+def span(v: list[float], shared_value: float, fmt: str) -> str:
+    lo, hi = min(v), max(v)
+    mark = " (shared <)" if shared_value < lo else " (shared >)" if shared_value > hi else ""
+    return f"{lo:{fmt}}-{hi:{fmt}}{mark}"
 
 
 def embed_table(all_rs: dict[str, list[Result]], norm_stds: list[float]) -> list[str]:
@@ -319,19 +328,24 @@ def embed_table(all_rs: dict[str, list[Result]], norm_stds: list[float]) -> list
 def rerank_table(all_rs: dict[str, list[Result]], norm_stds: list[float]) -> list[str]:
     out = [
         "| model | weights | norm sd | sd of the logits | f32 max abs dlogit | bf16 max abs dlogit"
-        " | bf16 mean | int8 max abs dlogit | int8 mean |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        " | bf16 mean | int8 max abs dlogit | int8 mean | bf16 max / sd | int8 max / sd |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, rs in all_rs.items():
         for r in rs:
             cells = [f"{r.spread:.3g}", f"{r.worst['f32']:.1e}"]
             cells += [f"{value(r, p, w):.3g}" for p, w in EMBED_COLS]
+            cells += [f"{r.worst[p] / r.spread:.3f}" for p in ("bf16", "int8")]
             out.append(f"| {name} | {r.label} | {sd_of(r)} | " + " | ".join(cells) + " |")
+        ref = next(r for r in rs if r.norm_std is None)
         for s in norm_stds:
             seeds = [r for r in rs if r.norm_std == s]
-            sp = [r.spread for r in seeds]
-            f32 = max(r.worst["f32"] for r in seeds)
-            cells = [f"{min(sp):.3g}-{max(sp):.3g}", f"<= {f32:.1e}", *range_cells(rs, s, ".3g")]
+            cells = [span([r.spread for r in seeds], ref.spread, ".3g")]
+            cells.append(f"<= {max(r.worst['f32'] for r in seeds):.1e}")
+            cells += range_cells(rs, s, ".3g")
+            for p in ("bf16", "int8"):
+                rel = [r.worst[p] / r.spread for r in seeds]
+                cells.append(span(rel, ref.worst[p] / ref.spread, ".3f"))
             out.append(f"| {name} | **seeds, min-max** | {s:g} | " + " | ".join(cells) + " |")
     return out
 

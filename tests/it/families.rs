@@ -386,7 +386,9 @@ fn architecture_prompts_match_reference() {
         let path = converted(name);
         let file = source_dir(name).join(format!("{name}_prompt_reference.jsonl"));
         let text = std::fs::read_to_string(&file).unwrap();
-        let mut by_prompt: Vec<(String, Vec<String>, Vec<Vec<f32>>, Vec<Vec<u32>>)> = Vec::new();
+        // (prompt name, texts, reference vectors, reference ids)
+        type Group = (String, Vec<String>, Vec<Vec<f32>>, Vec<Vec<u32>>);
+        let mut by_prompt: Vec<Group> = Vec::new();
         for l in text.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let p = v["prompt_name"]
