@@ -1197,3 +1197,89 @@ fn cli_options_on_the_families() {
         }
     }
 }
+
+/// A word-embedding table padded past the tokenizer's ids (Qwen2's 151,936
+/// rows for 151,665 ids): the converter drops the rows no id reaches, and
+/// the vectors are bit for bit those of the unpadded table. A table with
+/// fewer rows than ids is refused, naming both.
+#[test]
+fn a_padded_word_table_converts_to_the_same_vectors() {
+    let name = "qwen3-embedding-tiny";
+    let src = source_dir(name).join(name);
+    let st = std::fs::read(src.join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(st[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&st[8..8 + n]).unwrap();
+    let data = &st[8 + n..];
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(k, v)| {
+            let shape: Vec<usize> = v["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as usize)
+                .collect();
+            let o = &v["data_offsets"];
+            let (a, b) = (
+                o[0].as_u64().unwrap() as usize,
+                o[1].as_u64().unwrap() as usize,
+            );
+            (k.clone(), shape, data[a..b].to_vec())
+        })
+        .collect();
+    let run = |tensors: &[(String, Vec<usize>, Vec<u8>)], tag: &str| -> Output {
+        let dir = work_dir().join(format!("padded-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        copy_tree(&src, &dir);
+        write_safetensors(&dir.join("model.safetensors"), tensors);
+        let out = work_dir().join(format!("padded-{tag}.weights"));
+        run(&[
+            "convert",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    let table = tensors
+        .iter_mut()
+        .find(|t| t.0 == "embed_tokens.weight")
+        .unwrap();
+    let (rows, width) = (table.1[0], table.1[1]);
+    let original = table.clone();
+    // 90 rows more, of values no text may ever read.
+    table.1[0] = rows + 90;
+    table.2.extend(std::iter::repeat_n(0x7f, 90 * width * 4));
+    let o = run(&tensors, "more");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let padded = work_dir().join("padded-more.weights");
+    let texts: Vec<String> = reference(name)
+        .into_iter()
+        .take(40)
+        .map(|c| c.text)
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let a = Embedder::open(&padded, &Options::new().threads(1)).unwrap();
+    let b = Embedder::open(converted(name), &Options::new().threads(1)).unwrap();
+    assert!(same_bits(
+        &a.embed(&texts).unwrap(),
+        &b.embed(&texts).unwrap()
+    ));
+    // Fewer rows than ids.
+    let t = tensors
+        .iter_mut()
+        .find(|t| t.0 == "embed_tokens.weight")
+        .unwrap();
+    *t = original;
+    t.1[0] = rows - 1;
+    t.2.truncate((rows - 1) * width * 4);
+    let o = run(&tensors, "fewer");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("fewer than the tokenizer's"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -527,35 +527,54 @@ fn modernbert_reranker_tiny() {
         .iter()
         .map(|l| (l.query.as_str(), l.passage.as_str()))
         .collect();
+    let want: Vec<f32> = lines.iter().map(|l| l.logit).collect();
+    precisions_are_bit_invariant(
+        &path,
+        &pairs,
+        &want,
+        "modernbert-reranker-tiny",
+        pairs.len(),
+    );
+}
+
+/// In every precision: the logits of `pairs` in one call, pair by pair (the
+/// first `alone` of them) and on two threads have the same bits; the largest
+/// difference to `want` is printed.
+fn precisions_are_bit_invariant(
+    path: &std::path::Path,
+    pairs: &[(&str, &str)],
+    want: &[f32],
+    name: &str,
+    alone: usize,
+) {
     for p in embedder::Precision::ALL {
-        let one =
-            embedder::Reranker::open(&path, &embedder::Options::new().threads(1).precision(p))
-                .unwrap();
-        let two =
-            embedder::Reranker::open(&path, &embedder::Options::new().threads(2).precision(p))
-                .unwrap();
-        let all = one.logits(&pairs).unwrap();
+        let one = embedder::Reranker::open(path, &embedder::Options::new().threads(1).precision(p))
+            .unwrap();
+        let two = embedder::Reranker::open(path, &embedder::Options::new().threads(2).precision(p))
+            .unwrap();
+        let all = one.logits(pairs).unwrap();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        let alone: Vec<f32> = pairs
+        let each: Vec<f32> = pairs
             .iter()
+            .take(alone)
             .flat_map(|q| one.logits(std::slice::from_ref(q)).unwrap())
             .collect();
         assert_eq!(
-            bits(&all),
-            bits(&alone),
-            "{p}: one call vs one pair at a time"
+            bits(&all[..alone]),
+            bits(&each),
+            "{name} {p}: one call vs one pair at a time"
         );
         assert_eq!(
             bits(&all),
-            bits(&two.logits(&pairs).unwrap()),
-            "{p}: threads"
+            bits(&two.logits(pairs).unwrap()),
+            "{name} {p}: threads"
         );
         let worst = all
             .iter()
-            .zip(&lines)
-            .map(|(g, l)| (g - l.logit).abs())
+            .zip(want)
+            .map(|(g, l)| (g - l).abs())
             .fold(0.0f32, f32::max);
-        eprintln!("modernbert-reranker-tiny {p}: max |logit diff| {worst:.3e}");
+        eprintln!("{name} {p}: max |logit diff| {worst:.3e}");
     }
 }
 
@@ -635,37 +654,12 @@ fn qwen3_reranker_tiny() {
         .filter(|l| l.prompt.is_none())
         .map(|l| (l.query.as_str(), l.passage.as_str()))
         .collect();
-    for p in embedder::Precision::ALL {
-        let one =
-            embedder::Reranker::open(&path, &embedder::Options::new().threads(1).precision(p))
-                .unwrap();
-        let two =
-            embedder::Reranker::open(&path, &embedder::Options::new().threads(2).precision(p))
-                .unwrap();
-        let all = one.logits(&pairs).unwrap();
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        let alone: Vec<f32> = pairs
-            .iter()
-            .take(40)
-            .flat_map(|q| one.logits(std::slice::from_ref(q)).unwrap())
-            .collect();
-        assert_eq!(
-            bits(&all[..40]),
-            bits(&alone),
-            "{p}: one call vs one pair at a time"
-        );
-        assert_eq!(
-            bits(&all),
-            bits(&two.logits(&pairs).unwrap()),
-            "{p}: threads"
-        );
-        let worst = all
-            .iter()
-            .zip(lines.iter().filter(|l| l.prompt.is_none()))
-            .map(|(g, l)| (g - l.logit).abs())
-            .fold(0.0f32, f32::max);
-        eprintln!("qwen3-reranker-tiny {p}: max |logit diff| {worst:.3e}");
-    }
+    let want: Vec<f32> = lines
+        .iter()
+        .filter(|l| l.prompt.is_none())
+        .map(|l| l.logit)
+        .collect();
+    precisions_are_bit_invariant(&path, &pairs, &want, "qwen3-reranker-tiny", 40);
 }
 
 /// The converted XLM-R cross-encoder (Unigram, RoBERTa head) through the CLI,

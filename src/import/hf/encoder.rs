@@ -391,6 +391,38 @@ fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<(String, bool)> {
     pooling_mode_of(&cfg).map(|m| (m, include_prompt))
 }
 
+/// A word-embedding table with more rows than the tokenizer has ids (padded
+/// to a multiple of 64 or 128, as Qwen2's 151,936 rows for 151,665 ids): the
+/// rows no id reaches are dropped (the entry keeps pointing into the
+/// checkpoint, shorter). Fewer rows than ids is an error naming both.
+fn fit_word_table(
+    tensors: &mut [TensorEntry],
+    family: &crate::model::arch::Family,
+    vocab: usize,
+) -> Result<()> {
+    let name = format!("{}.weight", family.names.word);
+    let Some(t) = tensors.iter_mut().find(|t| t.name == name) else {
+        return Ok(());
+    };
+    let (rows, width) = match t.shape[..] {
+        [r, w] => (r, w),
+        _ => return Ok(()),
+    };
+    if rows < vocab {
+        return Err(Error::model(format!(
+            "tensor '{name}' has {rows} rows, fewer than the tokenizer's {vocab} ids"
+        )));
+    }
+    if rows > vocab {
+        let row_bytes = width * t.dtype.size();
+        if let crate::formats::TensorData::Mapped { len, .. } = &mut t.data {
+            *len = vocab * row_bytes;
+            t.shape[0] = vocab;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a `modules.json` type is sentence-transformers' `Dense` module
 /// (`sentence_transformers.models.Dense`, `...base.modules.dense.Dense`).
 fn is_dense_module(ty: &str) -> bool {
@@ -806,6 +838,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     }
     let backing = Arc::new(Backing::map(&st_path)?);
     let mut tensors = safetensors_entries(&backing, &st_path.display().to_string())?;
+    fit_word_table(&mut tensors, family, vocab.len())?;
     let embedding_dim = dense.last().map_or(hidden, |d| d.out_features);
     let dense_acts: Vec<&str> = dense.iter().map(|d| d.activation.name()).collect();
     for (i, d) in dense.into_iter().enumerate() {

@@ -36,22 +36,10 @@ pub static FAMILY: Family = Family {
     hf_prefix: "model.",
     layer_prefix: "layers.",
     names: TensorNames {
-        word: "embed_tokens",
-        position: None,
-        token_type: None,
-        emb_ln: None,
-        qkv: &["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-        attn_out: "self_attn.o_proj",
-        attn_ln: "input_layernorm",
-        ffn_up: &["mlp.gate_proj", "mlp.up_proj"],
-        ffn_down: "mlp.down_proj",
         ffn_ln: "pre_feedforward_layernorm",
-        final_norm: Some("norm"),
-        relative_bias: None,
-        q_norm: Some("self_attn.q_norm"),
-        k_norm: Some("self_attn.k_norm"),
         post_attn_ln: Some("post_attention_layernorm"),
         post_ffn_ln: Some("post_feedforward_layernorm"),
+        ..super::qwen3::NAMES
     },
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,
@@ -142,27 +130,10 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
         )));
     }
     super::qwen3::decoder_keys(cfg, md)?;
-    let layers = cfg
-        .get("num_hidden_layers")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| Error::model("config.json: num_hidden_layers is missing"))?
-        as usize;
     // Layer kinds: `layer_types`, else every `sliding_window_pattern`-th
     // layer full (transformers 4).
-    let kinds = match super::layer_kinds(cfg, layers)? {
-        Some(k) => k,
-        None => {
-            let every = cfg
-                .get("sliding_window_pattern")
-                .or_else(|| cfg.get("_sliding_window_pattern"))
-                .and_then(Value::as_u64)
-                .unwrap_or(6)
-                .max(1) as usize;
-            (0..layers)
-                .map(|l| if (l + 1) % every == 0 { 'g' } else { 'l' })
-                .collect()
-        }
-    };
+    let every = ["sliding_window_pattern", "_sliding_window_pattern"];
+    let kinds = super::layer_kinds(cfg, &every, 6, 1)?;
     if kinds.contains('l') {
         let w = cfg
             .get("sliding_window")

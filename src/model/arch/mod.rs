@@ -297,12 +297,31 @@ pub(crate) fn rope_theta_of(p: &Value, what: &str) -> Result<Option<f64>> {
     Ok(p.get("rope_theta").and_then(Value::as_f64))
 }
 
-/// `layer_types` of `config.json` as one letter a layer (`g` full
-/// attention, `l` sliding window), if the config has the key.
-pub(crate) fn layer_kinds(cfg: &Value, layers: usize) -> Result<Option<String>> {
+/// The layer kinds of `config.json`, one letter a layer (`g` full attention,
+/// `l` sliding window): transformers 5's `layer_types`, else (transformers
+/// 4) layer `l` is full when `(l + offset) % every == 0`, `every` read from
+/// the first of `every_keys` present (else `default_every`).
+pub(crate) fn layer_kinds(
+    cfg: &Value,
+    every_keys: &[&str],
+    default_every: u64,
+    offset: usize,
+) -> Result<String> {
     use crate::error::Error;
+    let layers = cfg
+        .get("num_hidden_layers")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Error::model("config.json: num_hidden_layers is missing"))?
+        as usize;
     let Some(list) = cfg.get("layer_types").and_then(Value::as_array) else {
-        return Ok(None);
+        let every = every_keys
+            .iter()
+            .find_map(|k| cfg.get(*k).and_then(Value::as_u64))
+            .unwrap_or(default_every)
+            .max(1) as usize;
+        return Ok((0..layers)
+            .map(|l| if (l + offset) % every == 0 { 'g' } else { 'l' })
+            .collect());
     };
     if list.len() != layers {
         return Err(Error::model(format!(
@@ -318,8 +337,7 @@ pub(crate) fn layer_kinds(cfg: &Value, layers: usize) -> Result<Option<String>> 
                 "config.json: layer type {other:?} is not supported (full_attention, sliding_attention)"
             ))),
         })
-        .collect::<Result<String>>()
-        .map(Some)
+        .collect()
 }
 
 /// The rotary bases of `config.json` (global, local): transformers 5's

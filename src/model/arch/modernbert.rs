@@ -119,25 +119,9 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
             )));
         }
     }
-    let layers = cfg
-        .get("num_hidden_layers")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| Error::model("config.json: num_hidden_layers is missing"))?
-        as usize;
-    // Layer kinds: transformers 5's `layer_types`, else every n-th global.
-    let kinds = match super::layer_kinds(cfg, layers)? {
-        Some(k) => k,
-        None => {
-            let every = cfg
-                .get("global_attn_every_n_layers")
-                .and_then(Value::as_u64)
-                .unwrap_or(3)
-                .max(1) as usize;
-            (0..layers)
-                .map(|l| if l % every == 0 { 'g' } else { 'l' })
-                .collect()
-        }
-    };
+    // Layer kinds: transformers 5's `layer_types`, else every n-th global
+    // from layer 0.
+    let kinds = super::layer_kinds(cfg, &["global_attn_every_n_layers"], 3, 0)?;
     // `local_attention` is the whole window; transformers 5's
     // `sliding_window` property is its half.
     let each_side = match cfg.get("local_attention").and_then(Value::as_u64) {

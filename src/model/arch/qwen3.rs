@@ -20,30 +20,33 @@ use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 
+/// The tensor names of Qwen3 (and, with its extra norms, Gemma3's).
+pub(crate) const NAMES: TensorNames = TensorNames {
+    word: "embed_tokens",
+    position: None,
+    token_type: None,
+    emb_ln: None,
+    qkv: &["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+    attn_out: "self_attn.o_proj",
+    attn_ln: "input_layernorm",
+    ffn_up: &["mlp.gate_proj", "mlp.up_proj"],
+    ffn_down: "mlp.down_proj",
+    ffn_ln: "post_attention_layernorm",
+    final_norm: Some("norm"),
+    relative_bias: None,
+    q_norm: Some("self_attn.q_norm"),
+    k_norm: Some("self_attn.k_norm"),
+    post_attn_ln: None,
+    post_ffn_ln: None,
+};
+
 /// The Qwen3 family.
 pub static FAMILY: Family = Family {
     name: "qwen3",
     hf_model_types: &["qwen3"],
     hf_prefix: "model.",
     layer_prefix: "layers.",
-    names: TensorNames {
-        word: "embed_tokens",
-        position: None,
-        token_type: None,
-        emb_ln: None,
-        qkv: &["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-        attn_out: "self_attn.o_proj",
-        attn_ln: "input_layernorm",
-        ffn_up: &["mlp.gate_proj", "mlp.up_proj"],
-        ffn_down: "mlp.down_proj",
-        ffn_ln: "post_attention_layernorm",
-        final_norm: Some("norm"),
-        relative_bias: None,
-        q_norm: Some("self_attn.q_norm"),
-        k_norm: Some("self_attn.k_norm"),
-        post_attn_ln: None,
-        post_ffn_ln: None,
-    },
+    names: NAMES,
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,
     special_tokens: SpecialTokens::DECLARED,
