@@ -105,7 +105,7 @@ def new_weights(folder: Path, seed: int, norm_std: float, causal_lm: bool) -> No
     cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
     torch.manual_seed(seed)
     cls = AutoModelForCausalLM if causal_lm else AutoModel
-    model = cls.from_config(cfg)
+    model = cls.from_config(cfg)  # type: ignore[no-untyped-call]
     gemma = is_gemma(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -384,7 +384,8 @@ def main() -> None:
         print()
     if rer:
         print(
-            "|logit(ours) - logit(CrossEncoder f32)| (shared: to its reference file), 213 pairs:\n"
+            "Reranker, |logit(ours) - logit(CrossEncoder f32)| (shared: to its reference file),"
+            " 213 pairs:\n"
         )
         print("\n".join(rerank_table(rer, args.norm_std)))
 
