@@ -53,7 +53,9 @@ fi
 # The shared tiny random cross-encoders of the architectures (ModernBERT with
 # classifier_pooling mean; Qwen3-Reranker, an LLM scored on two tokens), for
 # the same tests. Converted again when the converter is newer than the file.
-for name in modernbert-reranker-tiny qwen3-reranker-tiny; do
+# The decoder embedders' tiny references too (Qwen3-Embedding, EmbeddingGemma),
+# for the server's tests.
+for name in modernbert-reranker-tiny qwen3-reranker-tiny qwen3-embedding-tiny embeddinggemma-tiny; do
   src="$fam/../architectures/$name"
   dst="$models/$name.weights"
   if [ -d "$src" ] && { [ ! -f "$dst" ] || ! "$embd" verify "$dst" >/dev/null 2>&1 \

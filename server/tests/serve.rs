@@ -55,6 +55,47 @@ fn embed_matches_the_reference_and_the_engine_bit_for_bit() {
     assert!(same(&floats(&r.json()[0]), &want[5 * 384..6 * 384]));
 }
 
+/// The decoder embedders through the server's `/embed`: Qwen3-Embedding's
+/// `query` prompt and EmbeddingGemma's `document` prompt by name (Gemma
+/// with Matryoshka `dimensions` 32), against their prompt references.
+#[test]
+fn decoder_embedders_take_their_prompts() {
+    let dir = shared().join("reference/architectures");
+    for (file, prompt, dims) in [
+        ("qwen3-embedding-tiny", "query", None),
+        ("embeddinggemma-tiny", "document", Some(32usize)),
+    ] {
+        let Some(m) = model(&format!("{file}.weights"), "decoder_prompts") else {
+            return;
+        };
+        let srv = start(&m, |_| {});
+        let text =
+            std::fs::read_to_string(dir.join(format!("{file}_prompt_reference.jsonl"))).unwrap();
+        let rows: Vec<Value> = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &Value| v["prompt_name"].as_str().unwrap_or("query") == prompt)
+            .take(12)
+            .collect();
+        assert_eq!(rows.len(), 12, "{file}");
+        let inputs: Vec<&str> = rows.iter().map(|r| r["text"].as_str().unwrap()).collect();
+        let mut body = json!({"inputs": inputs, "prompt_name": prompt});
+        if let Some(d) = dims {
+            body["dimensions"] = json!(d);
+        }
+        let r = post(srv.addr, "/embed", &body);
+        assert_eq!(r.status, 200, "{file}");
+        let got: Vec<Vec<f32>> = r.json().as_array().unwrap().iter().map(floats).collect();
+        assert_eq!(got.len(), rows.len());
+        for (g, r) in got.iter().zip(&rows) {
+            let mut want = floats(&r["embedding"]);
+            want.truncate(dims.unwrap_or(want.len()));
+            assert!(cosine(g, &want) > 0.99999, "{file} {:?}", r["text"]);
+        }
+    }
+}
+
 #[test]
 fn embed_options_normalize_dimensions_truncation() {
     let Some(m) = minilm("embed_options") else {
