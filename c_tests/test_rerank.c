@@ -256,8 +256,13 @@ static void check_rank(const embd_reranker *r, const char *families, const char 
     CHECK_ST(embd_rerank_rank(r, text_of(query, ql), tdocs, n_docs, n_docs, 0, out, 64, &n_out), EMBD_STATUS_OK,
              NULL);
     CHECK(n_out == n_docs);
+    /* A document whose text another one repeats may take that one's place:
+     * identical pairs get identical scores here (ties by index), while the
+     * reference's batched, padded run breaks them by rounding noise. */
     for (i = 0; i < n_out; i++) {
-        if (out[i].index != want[i]) {
+        size_t a = out[i].index, w = want[i];
+        int same_text = a < n_docs && lens[a] == lens[w] && memcmp(docs[a], docs[w], lens[w]) == 0;
+        if (a != w && !same_text) {
             fprintf(stderr, "rank %u: document %u, want %u\n", (unsigned)i, (unsigned)out[i].index,
                     (unsigned)want[i]);
             check_failures++;
@@ -266,7 +271,9 @@ static void check_rank(const embd_reranker *r, const char *families, const char 
     }
     CHECK_ST(embd_rerank_rank(r, text_of(query, ql), tdocs, n_docs, 10, 0, out, 10, &n_out), EMBD_STATUS_OK, NULL);
     CHECK(n_out == 10);
-    for (i = 0; i < 10; i++) CHECK(out[i].index == want[i]);
+    for (i = 0; i < 10; i++)
+        CHECK(out[i].index == want[i] ||
+              (lens[out[i].index] == lens[want[i]] && memcmp(docs[out[i].index], docs[want[i]], lens[want[i]]) == 0));
     if (!misuse) goto done;
 
     /* Misuse: each with its status and a message naming it. */

@@ -304,8 +304,12 @@ func checkRank(t *testing.T, r *embedder.Reranker, name string) rankFile {
 	if len(got) != len(rf.Ranking) {
 		t.Fatalf("%d ranked, want %d", len(got), len(rf.Ranking))
 	}
+	// A document whose text another one repeats may take that one's place:
+	// identical pairs score identically here (ties by index), while the
+	// reference's batched, padded run breaks them by rounding noise.
 	for i, w := range rf.Ranking {
-		if got[i].Index != w.CorpusID || math.Abs(float64(got[i].Score)-w.Score) > 1e-5 {
+		same := got[i].Index == w.CorpusID || rf.Documents[got[i].Index] == rf.Documents[w.CorpusID]
+		if !same || math.Abs(float64(got[i].Score)-w.Score) > 1e-5 {
 			t.Errorf("%s rank %d: %d (%g), want %d (%g)", name, i, got[i].Index, got[i].Score, w.CorpusID, w.Score)
 		}
 	}

@@ -233,7 +233,11 @@ def test_rank_order(request: Any, which: str, name: str) -> None:
     with families(f"{name}_rank.json").open(encoding="utf-8") as f:
         ref = json.load(f)
     got = request.getfixturevalue(which).rank(ref["query"], ref["documents"])
-    assert [g["corpus_id"] for g in got] == [r["corpus_id"] for r in ref["ranking"]]
+    # A document whose text another one repeats may take that one's place:
+    # identical pairs score identically here (ties by index), while the
+    # reference's batched, padded run breaks them by rounding noise.
+    docs = ref["documents"]
+    assert [docs[g["corpus_id"]] for g in got] == [docs[r["corpus_id"]] for r in ref["ranking"]]
     for g, r in zip(got, ref["ranking"]):
         assert abs(g["score"] - r["score"]) <= 1e-5
 

@@ -425,7 +425,10 @@ fn cli_matches_reference(path: &std::path::Path, name: &str, max_length: Option<
         .collect();
     assert_eq!(got.len(), 10);
     for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g["index"].as_u64(), Some(w.0 as u64), "{name}");
+        // A repeated document may take its twin's place (identical scores
+        // here, ties by index; rounding noise in the reference's batches).
+        let i = g["index"].as_u64().unwrap() as usize;
+        assert_eq!(docs[i], docs[w.0], "{name}: document {i} for {}", w.0);
         assert!((g["score"].as_f64().unwrap() as f32 - w.1).abs() <= 1e-5);
     }
     // --jsonl: every reference line, input order (lines with a prompt
