@@ -12,10 +12,10 @@ import numpy as np
 
 from ._embedder import (
     _PROGRESS,
-    _cstr,
     PRECISIONS,
     PathLike,
     ProgressCallback,
+    _cstr,
     _non_negative,
     _Progress,
     _utf8,
