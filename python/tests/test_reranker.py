@@ -202,8 +202,10 @@ def test_qwen3_reranker_every_line_and_prompt(qwen3_reranker: Any) -> None:
         if prompt is not None:
             with embedder.Reranker(qwen3_reranker_path(), prompt=prompt) as at_open:
                 assert np.array_equal(at_open.predict(pairs), scores)
-            ranked = qwen3_reranker.rank(xs[0]["query"], [x["passage"] for x in xs], prompt=prompt)
-            want = sorted(range(len(xs)), key=lambda i: (-float(scores[i]), i))
+            docs = [x["passage"] for x in xs]
+            ranked = qwen3_reranker.rank(xs[0]["query"], docs, prompt=prompt)
+            one = qwen3_reranker.predict([(xs[0]["query"], d) for d in docs], prompt=prompt)
+            want = sorted(range(len(xs)), key=lambda i: (-float(one[i]), i))
             assert [g["corpus_id"] for g in ranked] == want
     with pytest.raises(embedder.InvalidArgumentError):
         qwen3_reranker.predict([("q", "p")], prompt="a\0b")
