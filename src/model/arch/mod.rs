@@ -320,7 +320,13 @@ pub(crate) fn layer_kinds(
             .unwrap_or(default_every)
             .max(1) as usize;
         return Ok((0..layers)
-            .map(|l| if (l + offset) % every == 0 { 'g' } else { 'l' })
+            .map(|l| {
+                if (l + offset).is_multiple_of(every) {
+                    'g'
+                } else {
+                    'l'
+                }
+            })
             .collect());
     };
     if list.len() != layers {
