@@ -264,7 +264,7 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         max_length: Option<usize>,
         /// The instruction pairs are scored under (an LLM reranker's
-        /// CrossEncoder prompt, Qwen3-Reranker's <Instruct>; default: the
+        /// CrossEncoder prompt, Qwen3-Reranker's `<Instruct>`; default: the
         /// model's). Refused by a cross-encoder without a prompt template.
         #[arg(long, value_name = "TEXT")]
         prompt: Option<String>,
