@@ -539,7 +539,10 @@ mod tests {
         // pre-tanh [0.5, 1.0] -> tanh [0.46211716, 0.76159416]
         // out = [[1, 1], [2, -1]], b = [0.25, 0]
         // logits [1.22371132 + 0.25, 0.92423432 - 0.76159416]
-        for layout in HeadLayout::ALL {
+        let classic = HeadLayout::ALL
+            .into_iter()
+            .filter(|&l| l != HeadLayout::LogitScore);
+        for layout in classic {
             let head = ClassificationHead::new(
                 cfg(layout, 2),
                 2,
@@ -554,6 +557,33 @@ mod tests {
             assert!((out[0] - 1.473_711_3).abs() < 1e-6, "{out:?}");
             assert!((out[1] - 0.162_640_16).abs() < 1e-6, "{out:?}");
         }
+    }
+
+    #[test]
+    fn logit_score_is_the_difference_of_two_rows() {
+        // rows yes = [1, 2], no = [-1, 0.5]; h = [0.5, 1]: 2.5 - 0 = 2.5.
+        let head = ClassificationHead::new(
+            cfg(HeadLayout::LogitScore, 1),
+            2,
+            Vec::new(),
+            Vec::new(),
+            vec![1.0, 2.0, -1.0, 0.5],
+            Vec::new(),
+        )
+        .unwrap();
+        let mut out = [0.0f32; 1];
+        head.logits(&[0.5, 1.0], &mut out);
+        assert_eq!(out[0], 2.5);
+        // The two rows are required.
+        let short = ClassificationHead::new(
+            cfg(HeadLayout::LogitScore, 1),
+            2,
+            vec![],
+            vec![],
+            vec![1.0; 2],
+            vec![],
+        );
+        assert!(short.is_err());
     }
 
     #[test]

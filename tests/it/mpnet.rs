@@ -413,7 +413,7 @@ fn unknown_architectures_are_refused_by_name() {
         assert_eq!(e.kind(), embedder::ErrorKind::Unsupported, "{e}");
         assert!(
             e.to_string()
-                .contains("architecture 'xlnet' is not supported (encoder families: bert, mpnet, roberta, xlm-roberta, modernbert)"),
+                .contains("architecture 'xlnet' is not supported (encoder families: bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3)"),
             "{e}"
         );
     }
