@@ -439,6 +439,29 @@ struct DenseModule {
     bias: Option<Vec<f32>>,
 }
 
+/// Elements `range` of an F32 or BF16 safetensors tensor as f32 (`what`
+/// names it in the error for another dtype).
+fn view_f32(
+    view: &safetensors::tensor::TensorView<'_>,
+    range: std::ops::Range<usize>,
+    what: &str,
+) -> Result<Vec<f32>> {
+    let d = view.data();
+    match view.dtype() {
+        safetensors::Dtype::F32 => Ok(d[range.start * 4..range.end * 4]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()),
+        safetensors::Dtype::BF16 => Ok(d[range.start * 2..range.end * 2]
+            .chunks_exact(2)
+            .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
+            .collect()),
+        other => Err(Error::unsupported(format!(
+            "{what} has dtype {other:?} (F32 or BF16 only)"
+        ))),
+    }
+}
+
 /// A module folder named by `modules.json` (only a folder inside the model
 /// folder: an absolute path or `..` would make an untrusted modules.json
 /// read elsewhere).
@@ -519,23 +542,9 @@ fn dense_modules(dir: &Path, modules: Option<&Value>, hidden: usize) -> Result<V
                     view.shape()
                 )));
             }
-            let d = view.data();
-            let vals: Vec<f32> = match view.dtype() {
-                safetensors::Dtype::F32 => d
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-                safetensors::Dtype::BF16 => d
-                    .chunks_exact(2)
-                    .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
-                    .collect(),
-                other => {
-                    return Err(Error::unsupported(format!(
-                        "{st_what}: tensor '{name}' has dtype {other:?} (F32 or BF16 only)"
-                    )))
-                }
-            };
-            Ok(Some(vals))
+            let n = shape.iter().product();
+            let what = format!("{st_what}: tensor '{name}'");
+            view_f32(&view, 0..n, &what).map(Some)
         };
         let weight = read("linear.weight", &[out_features, in_features])?
             .ok_or_else(|| Error::model(format!("{st_what}: tensor 'linear.weight' is missing")))?;
@@ -1063,22 +1072,7 @@ fn logit_score_metadata(
             view.shape()
         )));
     }
-    let row = |i: usize| -> Result<Vec<f32>> {
-        let d = view.data();
-        match view.dtype() {
-            safetensors::Dtype::F32 => Ok(d[i * hidden * 4..(i + 1) * hidden * 4]
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect()),
-            safetensors::Dtype::BF16 => Ok(d[i * hidden * 2..(i + 1) * hidden * 2]
-                .chunks_exact(2)
-                .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
-                .collect()),
-            other => Err(Error::unsupported(format!(
-                "{head_name} has dtype {other:?} (F32 or BF16 only)"
-            ))),
-        }
-    };
+    let row = |i: usize| view_f32(&view, i * hidden..(i + 1) * hidden, &head_name);
     let mut w = row(t)?;
     w.extend(row(f)?);
     let (_, out) = HeadLayout::LogitScore.tensors();
