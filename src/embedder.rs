@@ -22,6 +22,7 @@ use crate::model::calibrate;
 use crate::model::config::ModelConfig;
 use crate::model::encoder::{Encoder, Workspace};
 use crate::model::head::{Task, CLASSIFIER_POOLING};
+use crate::model::outputs::{OutputHeads, OutputKind};
 use crate::model::pooling::{Pooling, SentencePooling};
 use crate::model::precision::LayerPrecision;
 use crate::options::{Options, Precision, ProgressFn};
@@ -32,7 +33,9 @@ use crate::tokenizer::Tokenizer;
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 
 mod call;
+mod outputs;
 pub use call::CallPlan;
+pub use outputs::{EncodeRequest, Encoded};
 
 /// Facts about an open model.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +150,8 @@ pub struct Embedder {
     pool: Option<rayon::ThreadPool>,
     workspaces: Mutex<Vec<Workspace>>,
     tokenizer: Tokenizer,
+    /// The outputs beyond the dense vector and their heads.
+    heads: OutputHeads,
     /// The background packing of the weights is still to be started.
     prepack_pending: AtomicBool,
     /// The thread mapping the encoder's pages in after open, if any; held only
@@ -330,6 +335,9 @@ impl Embedder {
             model.output_dim(),
             dim,
         )?;
+        let sp = tokenizer.vocab().specials();
+        let heads =
+            OutputHeads::load(&file, &cfg, precision, vec![sp.cls, sp.sep, sp.pad, sp.unk])?;
         let prefault = JoinOnDrop::default();
         prefault_encoder(&file, &prefault);
         Ok(Embedder {
@@ -351,6 +359,7 @@ impl Embedder {
             pool,
             workspaces: Mutex::new(Vec::new()),
             tokenizer,
+            heads,
             prepack_pending: AtomicBool::new(opts.prepack_weights),
             _prefault: prefault,
         })
@@ -837,17 +846,24 @@ impl Embedder {
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
+        if !pass.tokens {
+            self.heads.check(&[OutputKind::Dense])?;
+        }
         let total: usize = seqs.ids.iter().map(|s| s.len()).sum();
-        // Background packing of the weights starts with the first call, so
-        // that it never slows down opening: before a large call (which then
-        // profits from it), after a small one (which would only compete with
-        // it for memory bandwidth).
+        self.with_packing(total, || self.run_chunks(seqs, total, pass, out, track))
+    }
+
+    /// Runs `f`, a call over `total` tokens, starting the background packing
+    /// of the weights with the first call, so that it never slows down
+    /// opening: before a large call (which then profits from it), after a
+    /// small one (which would only compete with it for memory bandwidth).
+    fn with_packing<R>(&self, total: usize, f: impl FnOnce() -> R) -> R {
         let start_packing = self.prepack_pending.load(Ordering::Relaxed)
             && self.prepack_pending.swap(false, Ordering::Relaxed);
         if start_packing && total >= PREPACK_FIRST_TOKENS {
             self.model.prepack(true);
         }
-        let r = self.run_chunks(seqs, total, pass, out, track);
+        let r = f();
         if start_packing && total < PREPACK_FIRST_TOKENS {
             self.model.prepack(true);
         }

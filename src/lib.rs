@@ -31,13 +31,16 @@ pub mod threads;
 pub mod tokenizer;
 pub mod vector;
 
-pub use embedder::{CallPlan, Embedder, ModelInfo, TextInfo};
+pub use embedder::{CallPlan, Embedder, EncodeRequest, Encoded, ModelInfo, TextInfo};
 pub use engine::{Engine, StaticEmbedder};
 pub use error::{Error, ErrorKind, Result};
 pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use limits::{MAX_BATCH, MAX_TEXT_BYTES};
 pub use model::config::{Activation, ModelConfig};
+pub use model::multi_vector::MultiVector;
+pub use model::outputs::{EncodeTask, OutputKind};
 pub use model::pooling::Pooling;
+pub use model::sparse::SparseVector;
 pub use options::{CallOptions, Options, Precision, Truncation};
 pub use quantize::{OutputPrecision, OutputRanges};
 pub use reranker::{Ranked, Reranker};

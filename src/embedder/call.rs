@@ -15,7 +15,7 @@ use crate::options::{CallOptions, Truncation};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPlan {
     prompt: String,
-    pass: Pass,
+    pub(super) pass: Pass,
     truncation: Truncation,
 }
 
@@ -233,7 +233,7 @@ impl Embedder {
         self.wrap(raw, truncation, self.max_seq_length)
     }
 
-    fn wrap(
+    pub(super) fn wrap(
         &self,
         raw: &[u32],
         truncation: Truncation,

@@ -51,9 +51,11 @@ pub struct HeadInput<'a> {
 }
 
 /// The keys a query sees: key `j` is visible from query `i` when `i - left
-/// <= j <= i + right` (HF's masks: full, causal, and the symmetric sliding
-/// window of ModernBERT and bidirectional Gemma). Invisible keys get
-/// probability exactly 0.
+/// <= j <= i + right` and `j < keys` (HF's masks: full, causal, and the
+/// symmetric sliding window of ModernBERT and bidirectional Gemma; `keys`:
+/// the keys an attention mask leaves, when the tokens after them are queries
+/// only, as ColBERT's query expansion). Invisible keys get probability
+/// exactly 0.
 ///
 /// # The arithmetic of a masked row
 ///
@@ -73,6 +75,8 @@ pub struct Band {
     pub left: usize,
     /// Keys visible after the query.
     pub right: usize,
+    /// Only the first `keys` tokens are keys (`usize::MAX`: every token).
+    pub keys: usize,
 }
 
 impl Band {
@@ -80,24 +84,39 @@ impl Band {
     pub const FULL: Band = Band {
         left: usize::MAX,
         right: usize::MAX,
+        keys: usize::MAX,
     };
     /// The query and the keys before it (a decoder's causal attention).
     pub const CAUSAL: Band = Band {
         left: usize::MAX,
         right: 0,
+        keys: usize::MAX,
     };
 
     /// The keys within `w` positions on either side (`|i - j| <= w`).
     pub const fn window(w: usize) -> Band {
-        Band { left: w, right: w }
+        Band {
+            left: w,
+            right: w,
+            keys: usize::MAX,
+        }
+    }
+
+    /// This band with only the first `keys` tokens as keys.
+    pub const fn with_keys(self, keys: usize) -> Band {
+        Band { keys, ..self }
     }
 
     /// The visible keys `lo..hi` of query `i` in a sequence of `len`.
     #[inline]
     pub fn visible(self, i: usize, len: usize) -> (usize, usize) {
         let lo = i.saturating_sub(self.left);
-        let hi = i.saturating_add(self.right).saturating_add(1).min(len);
-        (lo, hi)
+        let hi = i
+            .saturating_add(self.right)
+            .saturating_add(1)
+            .min(len)
+            .min(self.keys);
+        (lo.min(hi), hi)
     }
 }
 
@@ -316,6 +335,12 @@ mod tests {
                 (heads - 1, None, Band::window(8)),
                 (0, None, Band::window(20)),
                 (0, Some((&table[..], 199)), Band::window(3)),
+                (0, None, Band::FULL.with_keys(len.div_ceil(2))),
+                (
+                    heads - 1,
+                    Some((&table[..], 199)),
+                    Band::FULL.with_keys(len.div_ceil(3)),
+                ),
             ];
             for (head, bias, band) in bands {
                 let x = HeadInput {
@@ -390,6 +415,8 @@ mod tests {
                 Band::window(0),
                 Band::window(8),
                 Band::window(40),
+                Band::FULL.with_keys(len.div_ceil(2)),
+                Band::FULL.with_keys(len.div_ceil(5)),
             ] {
                 let x = HeadInput {
                     qkv: &qkv,

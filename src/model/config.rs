@@ -149,7 +149,7 @@ impl DenseActivation {
     }
 }
 
-fn parse_bool(key: &str, v: &str) -> Result<bool> {
+pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool> {
     match v {
         "true" | "1" | "True" => Ok(true),
         "false" | "0" | "False" => Ok(false),

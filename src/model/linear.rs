@@ -111,6 +111,40 @@ impl Linear {
         })
     }
 
+    /// A layer over weights computed at load (`w` = `[n x k]`, the HF
+    /// layout), in the representation of `precision`; f32 weights are packed
+    /// for the f32 kernels at once.
+    pub fn from_f32(w: Vec<f32>, n: usize, k: usize, precision: Precision) -> Linear {
+        let repr = match precision {
+            Precision::Int8 => {
+                let (q, scales) = qgemm::quantize_weights(&w, n, k);
+                Repr::Int8(
+                    PackedI8::from_quantized(qgemm::isa(), &q, &scales, n, k),
+                    None,
+                )
+            }
+            Precision::Bf16 => Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k)),
+            Precision::F32 => Repr::F32 {
+                segs: vec![Param::Owned(w)],
+                packed: OnceLock::new(),
+            },
+        };
+        let mut l = Linear {
+            n,
+            k,
+            widths: vec![n],
+            repr,
+        };
+        pack_f32_layer(&[&l]);
+        if let Repr::F32 { segs, packed } = &mut l.repr {
+            if packed.get().is_some() {
+                // Products read the packed copy only: drop the original.
+                segs.clear();
+            }
+        }
+        l
+    }
+
     /// Output features.
     pub fn n(&self) -> usize {
         self.n

@@ -63,6 +63,20 @@ impl Param {
     }
 }
 
+/// Whether the file's metadata allows `int8_per_row` tensors (`quantization`).
+///
+/// # Errors
+/// A `quantization` value other than none or `int8_per_row`.
+pub(crate) fn stores_int8(file: &ModelFile) -> Result<bool> {
+    match file.metadata.get("quantization").map(|s| s.trim()) {
+        None | Some("") | Some("none") => Ok(false),
+        Some("int8_per_row") => Ok(true),
+        Some(q) => Err(Error::unsupported(format!(
+            "metadata 'quantization' = '{q}' is not supported (only int8_per_row)"
+        ))),
+    }
+}
+
 pub(crate) fn shape_str(s: &[usize]) -> String {
     let v: Vec<String> = s.iter().map(|d| d.to_string()).collect();
     format!("[{}]", v.join(", "))

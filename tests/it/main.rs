@@ -21,6 +21,7 @@ mod fuzz_regressions;
 mod header;
 mod mpnet;
 mod options;
+mod outputs;
 mod precision;
 mod reranker;
 mod tokenizer;

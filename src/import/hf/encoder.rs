@@ -52,7 +52,7 @@ fn is_wordpiece(tok_json: &Value) -> bool {
     )
 }
 
-fn read_json(path: &Path) -> Result<Value> {
+pub(super) fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
     serde_json::from_str(&text).map_err(|e| {
         Error::new(
@@ -62,7 +62,7 @@ fn read_json(path: &Path) -> Result<Value> {
     })
 }
 
-fn read_json_opt(path: &Path) -> Result<Option<Value>> {
+pub(super) fn read_json_opt(path: &Path) -> Result<Option<Value>> {
     if path.is_file() {
         read_json(path).map(Some)
     } else {
@@ -374,7 +374,7 @@ fn pooling_mode(dir: &Path, modules: Option<&Value>) -> Result<(String, bool)> {
     if let Some(list) = modules.and_then(Value::as_array) {
         for m in list {
             let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
-            if ty.ends_with("Pooling") {
+            if ty.ends_with("Pooling") && !ty.ends_with("SpladePooling") {
                 if let Some(p) = m.get("path").and_then(Value::as_str) {
                     pool_dir = module_dir(dir, p)?;
                 }
@@ -441,7 +441,7 @@ struct DenseModule {
 
 /// Elements `range` of an F32 or BF16 safetensors tensor as f32 (`what`
 /// names it in the error for another dtype).
-fn view_f32(
+pub(super) fn view_f32(
     view: &safetensors::tensor::TensorView<'_>,
     range: std::ops::Range<usize>,
     what: &str,
@@ -465,7 +465,7 @@ fn view_f32(
 /// A module folder named by `modules.json` (only a folder inside the model
 /// folder: an absolute path or `..` would make an untrusted modules.json
 /// read elsewhere).
-fn module_dir(dir: &Path, p: &str) -> Result<PathBuf> {
+pub(super) fn module_dir(dir: &Path, p: &str) -> Result<PathBuf> {
     let inside = Path::new(p)
         .components()
         .all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -637,13 +637,16 @@ fn pooling_mode_of(cfg: &Value) -> Result<String> {
 /// # Errors
 /// I/O and JSON errors naming the file; [`ErrorKind::Unsupported`] for
 /// architectures or options the engine cannot run.
-pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
-    if !dir.is_dir() {
+pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
+    if !root.is_dir() {
         return Err(Error::new(
             ErrorKind::NotFound,
-            format!("{}: not a directory", dir.display()),
+            format!("{}: not a directory", root.display()),
         ));
     }
+    // A Router keeps its transformer in a module folder.
+    let layout = super::outputs::layout(root)?;
+    let dir = layout.dir.as_path();
     let config_path = dir.join("config.json");
     let cfg = read_json(&config_path)?;
     let cfile = "config.json";
@@ -771,8 +774,8 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         .map(|v| (v as usize).min(max_pos))
         .unwrap_or(max_pos);
 
-    let modules = read_json_opt(&dir.join("modules.json"))?;
-    let dense = dense_modules(dir, modules.as_ref(), hidden)?;
+    let modules = layout.modules.clone();
+    let dense = dense_modules(root, modules.as_ref(), hidden)?;
     let normalize = modules.as_ref().and_then(Value::as_array).is_some_and(|l| {
         l.iter().any(|m| {
             m.get("type")
@@ -787,15 +790,17 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
                 || ty.ends_with("Pooling")
                 || ty.ends_with(".LogitScore")
                 || ty.ends_with("Normalize")
-                || is_dense_module(ty);
+                || is_dense_module(ty)
+                || super::outputs::is_output_module(ty);
             if !known {
                 return Err(Error::unsupported(format!(
-                    "modules.json: module '{ty}' is not supported (Transformer, Pooling, Dense, Normalize only)"
+                    "modules.json: module '{ty}' is not supported (Transformer, Pooling, Dense, \
+                     Normalize, SpladePooling, Router, PyLate's Dense only)"
                 )));
             }
         }
     }
-    let score_dir = logit_score_module(dir, modules.as_ref())?;
+    let score_dir = logit_score_module(root, modules.as_ref())?;
     let classifier = score_dir.is_some()
         || archs
             .iter()
@@ -804,9 +809,9 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
         // A cross-encoder's head reads the first token's final state.
         (Pooling::Cls.name().to_string(), true)
     } else {
-        pooling_mode(dir, modules.as_ref())?
+        pooling_mode(root, modules.as_ref())?
     };
-    let (prompts, default_prompt) = prompts(dir)?;
+    let (prompts, default_prompt) = prompts(root)?;
 
     let tokens = match &spec {
         Some(spec) => spec.pieces.to_vec(),
@@ -820,7 +825,7 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
             .special_ids(&spec.template()?),
         _ => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
     };
-    let extra_specials = if spec.is_none() {
+    let mut extra_specials = if spec.is_none() {
         check_post_processor(tok_json.as_ref(), family, &specials)?;
         extra_special_ids(tok_json.as_ref(), &specials)?
     } else {
@@ -883,12 +888,43 @@ pub fn read_dir(dir: &Path, opts: &HfOptions) -> Result<ModelFile> {
     };
 
     let mut md = BTreeMap::new();
+    let outputs = super::outputs::read_heads(
+        &super::outputs::Inputs {
+            layout: &layout,
+            cfg: &cfg,
+            weights: backing.bytes(),
+            vocab: &vocab,
+            hidden,
+        },
+        &mut tensors,
+        &mut md,
+    )?;
+    // ColBERT's markers are special tokens of its tokenizer (matched in the
+    // text as sentence-transformers adds them).
+    for key in [
+        crate::model::multi_vector::COLBERT_QUERY_PREFIX,
+        crate::model::multi_vector::COLBERT_DOCUMENT_PREFIX,
+    ] {
+        if let Some(id) = md.get(key).and_then(|v| v.parse::<u32>().ok()) {
+            if spec.is_none()
+                && !extra_specials.contains(&id)
+                && !vocab.specials().as_array().contains(&id)
+            {
+                extra_specials.push(id);
+            }
+        }
+    }
+    if outputs.is_some() && classifier {
+        return Err(Error::unsupported(
+            "a cross-encoder with sparse or multi-vector outputs is not supported",
+        ));
+    }
     let mut put = |k: &str, v: String| {
         md.insert(k.to_string(), v);
     };
     put(
         "model_name",
-        opts.name.clone().unwrap_or_else(|| default_name(dir)),
+        opts.name.clone().unwrap_or_else(|| default_name(root)),
     );
     put(
         "model_version",

@@ -4,6 +4,7 @@
 
 pub mod encoder;
 pub mod gpt2;
+mod outputs;
 
 use std::path::Path;
 
@@ -27,7 +28,8 @@ pub enum HfArchitecture {
 
 /// Whether `path` is a folder with a `config.json`, the mark of a HF folder.
 pub fn is_hf_dir(path: &Path) -> bool {
-    path.is_dir() && path.join("config.json").is_file()
+    path.is_dir()
+        && (path.join("config.json").is_file() || path.join("router_config.json").is_file())
 }
 
 /// The importer `path` needs: `None` when it is not a HF folder. A folder whose

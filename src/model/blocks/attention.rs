@@ -126,6 +126,10 @@ pub struct AttentionScratch<'a> {
     pub heads: &'a mut [f32],
     /// The products' scratch (quantized activations).
     pub lin: &'a mut LinearScratch,
+    /// Per sequence, how many of its first tokens are keys (the others are
+    /// queries only: an attention mask of 0 on tokens that still get an
+    /// output, ColBERT's query expansion); `None`: every token.
+    pub keys: Option<&'a [usize]>,
 }
 
 impl Attention {
@@ -186,23 +190,28 @@ impl Attention {
         let (ld, cw) = (self.heads.qkv_width(), self.heads.ctx_width());
         let group = nh / nkv.max(1);
         let par_heads = par.tasks() > 1;
-        let band = self.band;
-        let head_input = move |qkv: &'a [f32], len: usize, hd: usize| -> attention::HeadInput<'a> {
-            let g = hd / group;
-            attention::HeadInput {
-                qkv,
-                ld,
-                len,
-                d,
-                q: hd * d,
-                k: nh * d + g * d,
-                v: (nh + nkv) * d + g * d,
-                bias: bias.map(|b| b.head(hd)),
-                band,
-            }
-        };
+        let keys = s.keys;
+        let head_input =
+            move |qkv: &'a [f32], len: usize, band: Band, hd: usize| -> attention::HeadInput<'a> {
+                let g = hd / group;
+                attention::HeadInput {
+                    qkv,
+                    ld,
+                    len,
+                    d,
+                    q: hd * d,
+                    k: nh * d + g * d,
+                    v: (nh + nkv) * d + g * d,
+                    bias: bias.map(|b| b.head(hd)),
+                    band,
+                }
+            };
         let mut o = 0;
-        for &len in lens {
+        for (si, &len) in lens.iter().enumerate() {
+            let band = match keys {
+                Some(k) => self.band.with_keys(k[si]),
+                None => self.band,
+            };
             let q_s = &s.qkv[o * ld..(o + len) * ld];
             let ctx_s = &mut s.ctx[o * cw..(o + len) * cw];
             if par_heads {
@@ -214,7 +223,7 @@ impl Attention {
                     .zip(scores.par_chunks_mut(per))
                     .enumerate()
                     .for_each(|(hd, (dst, sc))| {
-                        attention::attend(head_input(q_s, len, hd), self.scale, sc, dst, d);
+                        attention::attend(head_input(q_s, len, band, hd), self.scale, sc, dst, d);
                     });
                 for (i, row) in ctx_s.chunks_exact_mut(cw).enumerate() {
                     for hd in 0..nh {
@@ -225,7 +234,7 @@ impl Attention {
             } else {
                 let sc = &mut s.scores[..attention::scratch_len(len, d)];
                 for hd in 0..nh {
-                    let x = head_input(q_s, len, hd);
+                    let x = head_input(q_s, len, band, hd);
                     attention::attend(x, self.scale, sc, &mut ctx_s[hd * d..], cw);
                 }
             }

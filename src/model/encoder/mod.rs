@@ -119,6 +119,31 @@ impl Workspace {
     }
 }
 
+/// Buffers an output head may use after the encoder ran (parts of the
+/// workspace the encoder no longer needs), kept between calls.
+pub struct HeadScratch<'a> {
+    /// Any size: grow it with [`HeadScratch::floats`].
+    pub buf: &'a mut Vec<f32>,
+    /// The products' scratch.
+    pub lin: &'a mut LinearScratch,
+}
+
+impl HeadScratch<'_> {
+    /// The same buffers, for another head.
+    pub fn reborrow(&mut self) -> HeadScratch<'_> {
+        HeadScratch {
+            buf: &mut *self.buf,
+            lin: &mut *self.lin,
+        }
+    }
+
+    /// `buf` with at least `n` floats, and the products' scratch.
+    pub fn floats(&mut self, n: usize) -> (&mut [f32], &mut LinearScratch) {
+        grow(self.buf, n);
+        (&mut self.buf[..n], &mut *self.lin)
+    }
+}
+
 fn grow(v: &mut Vec<f32>, n: usize) {
     if v.len() < n {
         v.resize(n, 0.0);
@@ -313,8 +338,8 @@ fn load_layer(
             band: match (local, cfg.causal) {
                 (true, false) => Band::window(cfg.sliding_window),
                 (true, true) => Band {
-                    left: cfg.sliding_window,
                     right: 0,
+                    ..Band::window(cfg.sliding_window)
                 },
                 (false, false) => Band::FULL,
                 (false, true) => Band::CAUSAL,
@@ -360,15 +385,7 @@ impl Encoder {
         calib: Option<&Calibration>,
     ) -> Result<Encoder> {
         cfg.validate()?;
-        let int8 = match file.metadata.get("quantization").map(|s| s.trim()) {
-            None | Some("") | Some("none") => false,
-            Some("int8_per_row") => true,
-            Some(q) => {
-                return Err(Error::unsupported(format!(
-                    "metadata 'quantization' = '{q}' is not supported (only int8_per_row)"
-                )))
-            }
-        };
+        let int8 = crate::model::param::stores_int8(file)?;
         let family = cfg.family()?;
         let names = &family.names;
         let h = cfg.hidden_size;
@@ -615,27 +632,42 @@ impl Encoder {
         }
         self.hidden_states(seqs, types, ws, par, &mut trace)?;
         let mut o = 0;
-        let mut pooled = vec![0.0f32; if self.dense.is_some() { h } else { 0 }];
+        let mut pooled = Vec::new();
         for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(od)) {
             let rows = &ws.hidden[o * h..(o + s.len()) * h];
-            match &self.dense {
-                None => pooling.apply(rows, h, dst),
-                Some(dense) => {
-                    // Pool, the Dense modules, then normalize.
-                    let raw = SentencePooling {
-                        normalize: false,
-                        ..pooling
-                    };
-                    raw.apply(rows, h, &mut pooled);
-                    dense.apply(&pooled, dst);
-                    if pooling.normalize {
-                        crate::vector::l2_normalize(dst);
-                    }
-                }
-            }
+            self.pool_sequence(rows, pooling, &mut pooled, dst);
             o += s.len();
         }
         Ok(())
+    }
+
+    /// One sequence's sentence vector (`output_dim` floats into `dst`) from
+    /// its tokens' last hidden states: pooling, the `Dense` modules if any,
+    /// the normalization `pooling` says. `pooled`: scratch.
+    pub fn pool_sequence(
+        &self,
+        rows: &[f32],
+        pooling: SentencePooling,
+        pooled: &mut Vec<f32>,
+        dst: &mut [f32],
+    ) {
+        let h = self.hidden;
+        match &self.dense {
+            None => pooling.apply(rows, h, dst),
+            Some(dense) => {
+                // Pool, the Dense modules, then normalize.
+                let raw = SentencePooling {
+                    normalize: false,
+                    ..pooling
+                };
+                pooled.resize(h, 0.0);
+                raw.apply(rows, h, pooled);
+                dense.apply(pooled, dst);
+                if pooling.normalize {
+                    crate::vector::l2_normalize(dst);
+                }
+            }
+        }
     }
 
     /// Runs the encoder like [`Encoder::forward_typed`] (token types when
@@ -658,6 +690,41 @@ impl Encoder {
         self.hidden_states(seqs, types, ws, par, &mut None)?;
         out[..n].copy_from_slice(&ws.hidden[..n]);
         Ok(())
+    }
+
+    /// Runs the encoder over a chunk of sequences (token type 0; sequence `s`
+    /// with only its first `keys[s]` tokens as attention keys when `keys` is
+    /// given) and hands `f` the last hidden states of every token
+    /// (`[total_tokens x hidden]`, the sequences one after another) with the
+    /// workspace's spare buffers for the output heads.
+    ///
+    /// # Errors
+    /// As [`Encoder::forward`], and keys for a different number of sequences.
+    pub fn forward_hidden<R>(
+        &self,
+        seqs: &[&[u32]],
+        keys: Option<&[usize]>,
+        ws: &mut Workspace,
+        par: Par,
+        f: impl FnOnce(&[f32], HeadScratch<'_>) -> R,
+    ) -> Result<R> {
+        if keys.is_some_and(|k| k.len() != seqs.len()) {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "forward: attention keys for a different number of sequences",
+            ));
+        }
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        if self.check_inputs(seqs, None, usize::MAX, 0)? {
+            self.hidden_states_keyed(seqs, None, keys, ws, par, &mut None)?;
+        }
+        let Workspace {
+            hidden, inter, lin, ..
+        } = ws;
+        Ok(f(
+            &hidden[..total * self.hidden],
+            HeadScratch { buf: inter, lin },
+        ))
     }
 
     /// The checks of every forward pass: an output of at least `need`
@@ -696,6 +763,20 @@ impl Encoder {
         &self,
         seqs: &[&[u32]],
         types: Option<&[&[u32]]>,
+        ws: &mut Workspace,
+        par: Par,
+        trace: &mut Option<Trace<'_>>,
+    ) -> Result<()> {
+        self.hidden_states_keyed(seqs, types, None, ws, par, trace)
+    }
+
+    /// [`Encoder::hidden_states`] where sequence `s` has only its first
+    /// `keys[s]` tokens as attention keys (when `keys` is given).
+    fn hidden_states_keyed(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        keys: Option<&[usize]>,
         ws: &mut Workspace,
         par: Par,
         trace: &mut Option<Trace<'_>>,
@@ -753,6 +834,7 @@ impl Encoder {
                     scores: &mut *scores,
                     heads: &mut *heads,
                     lin: &mut *lin,
+                    keys,
                 },
                 wide: &mut *wide,
                 inter: &mut *inter,

@@ -1,0 +1,532 @@
+//! The output stage's runtime: [`Embedder::encode`] runs texts once through
+//! the encoder (the same chunks, workers, workspaces, progress and
+//! cancellation as every call) and hands each chunk's hidden states to the
+//! heads the request asks for: the pooled dense vector, the sparse vector,
+//! the multi-vector. One forward pass gives all of them (BGE-M3's three
+//! outputs).
+//!
+//! A request's [`EncodeTask`] is sentence-transformers' `encode_query` /
+//! `encode_document`: the prompt of that name when the model stores one, a
+//! Router's query route (an inference-free SPLADE's static weights), and
+//! ColBERT's markers, query expansion and skip-list.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::{chunk_ends, cut_rows, Embedder, Pass, TextInfo, Track, TEXT_GROUP};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernels::Par;
+use crate::model::encoder::HeadScratch;
+use crate::model::multi_vector::{ColbertFrame, MultiVector};
+use crate::model::outputs::{EncodeTask, OutputKind};
+use crate::model::pooling::SentencePooling;
+use crate::model::sparse::SparseVector;
+use crate::options::{CallOptions, Truncation};
+
+/// What [`Embedder::encode`] computes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EncodeRequest {
+    /// The outputs wanted (empty: every output the model has).
+    pub outputs: Vec<OutputKind>,
+    /// Query or document (`None`: neither; ColBERT then encodes documents,
+    /// a Router takes its default route).
+    pub task: Option<EncodeTask>,
+    /// Prompt, dimensions, normalization and truncation, as for dense calls.
+    pub call: CallOptions,
+    /// Keep only the largest this many sparse weights (sentence-transformers'
+    /// `max_active_dims`; `None`: the model's setting, if any).
+    pub top_k: Option<usize>,
+}
+
+impl EncodeRequest {
+    /// A request for `outputs` with default options.
+    pub fn new(outputs: &[OutputKind]) -> EncodeRequest {
+        EncodeRequest {
+            outputs: outputs.to_vec(),
+            ..EncodeRequest::default()
+        }
+    }
+
+    /// The same request for `task`.
+    pub fn task(mut self, task: EncodeTask) -> EncodeRequest {
+        self.task = Some(task);
+        self
+    }
+}
+
+/// The outputs of [`Embedder::encode`], one entry per text for each output
+/// asked for (`None` for the others).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Encoded {
+    /// Floats per dense vector.
+    pub dim: usize,
+    /// `texts x dim` floats.
+    pub dense: Option<Vec<f32>>,
+    /// One sparse vector per text.
+    pub sparse: Option<Vec<SparseVector>>,
+    /// The vectors of each text.
+    pub multi_vector: Option<Vec<MultiVector>>,
+    /// Tokens and truncation of each text.
+    pub info: Vec<TextInfo>,
+}
+
+/// How a call's texts become outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Through the encoder as for dense vectors.
+    Encoder,
+    /// An inference-free model's static query weights (no encoder).
+    StaticQuery,
+    /// ColBERT's framing of a query (`true`) or a document.
+    Colbert(bool),
+}
+
+/// One sequence's outputs.
+#[derive(Default)]
+struct SeqOut {
+    dense: Vec<f32>,
+    sparse: Option<SparseVector>,
+    multi: Option<MultiVector>,
+}
+
+/// What the heads compute for a call.
+struct Want<'a> {
+    kinds: &'a [OutputKind],
+    pass: Pass,
+    top_k: Option<usize>,
+    route: Route,
+}
+
+impl Embedder {
+    /// The outputs this model has (dense for every embedding model; sparse
+    /// for SPLADE and BGE-M3; multi-vector for ColBERT and BGE-M3).
+    pub fn outputs(&self) -> &[OutputKind] {
+        &self.heads.kinds
+    }
+
+    /// Floats per multi-vector vector, if the model has that output.
+    pub fn multi_vector_dim(&self) -> Option<usize> {
+        self.heads.multi_vector.as_ref().map(|m| m.dim())
+    }
+
+    /// Whether queries take a route of their own (an inference-free sparse
+    /// model, ColBERT's query markers and expansion).
+    pub fn has_query_route(&self) -> bool {
+        self.heads.static_query.is_some()
+            || self
+                .heads
+                .multi_vector
+                .as_ref()
+                .is_some_and(|m| m.colbert.is_some())
+    }
+
+    /// Encodes `texts` into the outputs `req` asks for, from one forward
+    /// pass per text. Every output is bit-identical whatever the batch and
+    /// thread count.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] naming the model's outputs when it lacks
+    /// one asked for (or for outputs other than dense on a model opened with
+    /// long-text windows); the errors of [`Embedder::plan`] and
+    /// [`Embedder::tokenize_planned`] (the text's index in the message);
+    /// [`ErrorKind::Cancelled`] when the progress callback stops the call.
+    pub fn encode<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        req: &EncodeRequest,
+    ) -> Result<Encoded> {
+        let mut track = Track::new(self.progress(), texts.len());
+        self.encode_tracked(texts, req, &mut track)
+    }
+
+    fn encode_tracked<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        req: &EncodeRequest,
+        track: &mut Track<'_>,
+    ) -> Result<Encoded> {
+        if texts.len() > crate::MAX_BATCH {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "{} texts exceed the batch limit of {}",
+                    texts.len(),
+                    crate::MAX_BATCH
+                ),
+            ));
+        }
+        let kinds: Vec<OutputKind> = if req.outputs.is_empty() {
+            self.heads.kinds.clone()
+        } else {
+            let mut k = req.outputs.clone();
+            k.sort();
+            k.dedup();
+            k
+        };
+        self.heads.check(&kinds)?;
+        if req.top_k == Some(0) {
+            return Err(Error::invalid_argument("top_k must be at least 1"));
+        }
+        let colbert = self
+            .heads
+            .multi_vector
+            .as_ref()
+            .and_then(|m| m.colbert.as_ref());
+        let route = match (req.task, colbert) {
+            (Some(EncodeTask::Query), _) if self.heads.static_query.is_some() => {
+                if kinds != [OutputKind::Sparse] {
+                    return Err(Error::unsupported(
+                        "this model's query route gives only the sparse output",
+                    ));
+                }
+                Route::StaticQuery
+            }
+            (task, Some(_)) => Route::Colbert(task == Some(EncodeTask::Query)),
+            _ => Route::Encoder,
+        };
+        // The task's prompt, when the model stores one of that name and the
+        // call names none.
+        let mut call = req.call.clone();
+        if let Some(t) = req.task {
+            if call.prompt.is_none()
+                && call.prompt_name.is_none()
+                && self.prompts.contains_key(t.name())
+            {
+                call.prompt_name = Some(t.name().to_string());
+            }
+        }
+        if self.window_overlap.is_some() {
+            if kinds != [OutputKind::Dense] || route != Route::Encoder {
+                return Err(Error::unsupported(
+                    "sparse and multi-vector outputs are not available on a model opened with \
+                     long-text windows (window_overlap)",
+                ));
+            }
+            let mut out = vec![0f32; texts.len() * self.dim()];
+            let mut info = vec![TextInfo::default(); texts.len()];
+            self.embed_with(texts, &call, &mut out, Some(&mut info))?;
+            return Ok(Encoded {
+                dim: self.dim(),
+                dense: Some(out),
+                info,
+                ..Encoded::default()
+            });
+        }
+        let plan = self.plan(&call)?;
+        let want = Want {
+            kinds: &kinds,
+            pass: plan.pass,
+            top_k: req.top_k.or(self.heads.top_k),
+            route,
+        };
+        let mut outs: Vec<SeqOut> = Vec::with_capacity(texts.len());
+        let mut info: Vec<TextInfo> = Vec::with_capacity(texts.len());
+        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
+            let base = g * TEXT_GROUP;
+            let framed = self.map_parallel(0..group.len(), |i| {
+                self.frame(group[i].as_ref(), &plan, route).map_err(|e| {
+                    Error::new(e.kind(), format!("text {}: {}", base + i, e.message()))
+                })
+            });
+            let framed: Vec<(Vec<u32>, TextInfo, usize)> =
+                framed.into_iter().collect::<Result<_>>()?;
+            let seqs: Vec<&[u32]> = framed.iter().map(|(s, _, _)| s.as_slice()).collect();
+            info.extend(framed.iter().map(|(_, i, _)| *i));
+            if route == Route::StaticQuery {
+                let q = self.heads.static_query.as_ref();
+                outs.extend(seqs.iter().map(|ids| SeqOut {
+                    sparse: q.map(|q| {
+                        let mut v = q.apply(ids);
+                        if let Some(k) = want.top_k {
+                            v.keep_top(k);
+                        }
+                        v
+                    }),
+                    ..SeqOut::default()
+                }));
+            } else {
+                let keys: Vec<usize> = framed.iter().map(|(_, _, k)| *k).collect();
+                let keyed = framed.iter().any(|(s, _, k)| *k < s.len());
+                outs.extend(self.run_heads(&seqs, keyed.then_some(&keys[..]), &want)?);
+            }
+            track.base = base;
+            track.report(base + group.len())?;
+        }
+        let dim = plan.dim();
+        let has = |k: OutputKind| kinds.contains(&k);
+        Ok(Encoded {
+            dim,
+            dense: has(OutputKind::Dense)
+                .then(|| outs.iter().flat_map(|o| o.dense.iter().copied()).collect()),
+            sparse: has(OutputKind::Sparse).then(|| {
+                outs.iter_mut()
+                    .map(|o| o.sparse.take().unwrap_or_default())
+                    .collect()
+            }),
+            multi_vector: has(OutputKind::MultiVector).then(|| {
+                outs.iter_mut()
+                    .map(|o| o.multi.take().unwrap_or_default())
+                    .collect()
+            }),
+            info,
+        })
+    }
+
+    /// The ids of `text` on `route` under `plan`, its [`TextInfo`], and how
+    /// many of its first tokens are attention keys.
+    fn frame(
+        &self,
+        text: &str,
+        plan: &super::CallPlan,
+        route: Route,
+    ) -> Result<(Vec<u32>, TextInfo, usize)> {
+        let colbert = || -> Option<&ColbertFrame> {
+            self.heads
+                .multi_vector
+                .as_ref()
+                .and_then(|m| m.colbert.as_ref())
+        };
+        match route {
+            Route::Encoder => {
+                let (ids, info) = self.tokenize_planned(text, plan)?;
+                let n = ids.len();
+                Ok((ids, info, n))
+            }
+            Route::StaticQuery => {
+                // The query's ids without special tokens, cut at
+                // max_seq_length ids (SparseStaticEmbedding's tokenizer call).
+                let text = self.prompted_with(text, plan)?;
+                let max = self.max_seq_length;
+                let mut raw = Vec::new();
+                if plan.truncation() == Truncation::Left {
+                    self.tokenizer.encode_raw(&text, &mut raw);
+                } else {
+                    self.tokenizer.encode_raw_bounded(&text, max + 1, &mut raw);
+                }
+                let truncated = raw.len() > max;
+                if truncated {
+                    match plan.truncation() {
+                        Truncation::Right => raw.truncate(max),
+                        Truncation::Left => {
+                            raw.drain(..raw.len() - max);
+                        }
+                        Truncation::Refuse => {
+                            return Err(Error::new(
+                                ErrorKind::LimitExceeded,
+                                format!(
+                                    "query has more than the model's max_seq_length {max} tokens, \
+                                     and truncation is off"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                let n = raw.len();
+                Ok((
+                    raw,
+                    TextInfo {
+                        tokens: n,
+                        truncated,
+                    },
+                    n,
+                ))
+            }
+            Route::Colbert(query) => {
+                let Some(f) = colbert() else {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        "ColBERT route without a frame",
+                    ));
+                };
+                let len = if query {
+                    f.query_length
+                } else {
+                    f.document_length
+                };
+                let len = len.min(self.max_seq_length);
+                // [CLS] marker text [SEP]: the text's frame one token
+                // shorter, the marker after the frame's prefix.
+                let (mut ids, mut info) = self.colbert_ids(text, plan, len - 1)?;
+                let (pre, _) = self.tokenizer.single_frame();
+                let at = pre.len().min(ids.len());
+                ids.insert(
+                    at,
+                    if query {
+                        f.query_prefix
+                    } else {
+                        f.document_prefix
+                    },
+                );
+                info.tokens = ids.len();
+                let keys = ids.len();
+                if query {
+                    ids.resize(len, f.mask);
+                }
+                let keys = if query && f.attend_to_expansion {
+                    ids.len()
+                } else {
+                    keys
+                };
+                Ok((ids, info, keys))
+            }
+        }
+    }
+
+    /// The framed ids of `text` cut at `max` tokens (the plan's prompt and
+    /// truncation).
+    fn colbert_ids(
+        &self,
+        text: &str,
+        plan: &super::CallPlan,
+        max: usize,
+    ) -> Result<(Vec<u32>, TextInfo)> {
+        let text = self.prompted_with(text, plan)?;
+        let mut raw = Vec::new();
+        if plan.truncation() == Truncation::Left {
+            self.tokenizer.encode_raw(&text, &mut raw);
+        } else {
+            self.tokenizer.encode_raw_bounded(&text, max + 1, &mut raw);
+        }
+        self.wrap(&raw, plan.truncation(), max)
+    }
+
+    /// `text` with the plan's prompt before it, checked against
+    /// [`crate::MAX_TEXT_BYTES`].
+    fn prompted_with<'a>(
+        &self,
+        text: &'a str,
+        plan: &super::CallPlan,
+    ) -> Result<std::borrow::Cow<'a, str>> {
+        if text.len() > crate::MAX_TEXT_BYTES {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "text has {} bytes, more than the limit of {}",
+                    text.len(),
+                    crate::MAX_TEXT_BYTES
+                ),
+            ));
+        }
+        Ok(if plan.prompt().is_empty() {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(format!("{}{text}", plan.prompt()))
+        })
+    }
+
+    /// Runs validated sequences through the encoder in chunks over the
+    /// workers (as [`Embedder::run`]) and the heads `want` names.
+    fn run_heads(
+        &self,
+        seqs: &[&[u32]],
+        keys: Option<&[usize]>,
+        want: &Want<'_>,
+    ) -> Result<Vec<SeqOut>> {
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        self.with_packing(total, || {
+            let mut ranges: Vec<Range<usize>> = Vec::new();
+            let mut start = 0;
+            for end in chunk_ends(seqs, total, self.threads) {
+                ranges.push(start..end);
+                start = end;
+            }
+            let run = |r: Range<usize>, par: Par| -> Result<Vec<SeqOut>> {
+                let mut ws = self.take_workspace();
+                let chunk = &seqs[r.clone()];
+                let k = keys.map(|k| &k[r]);
+                let res = self
+                    .model
+                    .forward_hidden(chunk, k, &mut ws, par, |hidden, scratch| {
+                        self.apply_heads(chunk, hidden, scratch, par, want)
+                    });
+                self.put_workspace(ws);
+                res
+            };
+            let per_chunk: Vec<Vec<SeqOut>> = match &self.pool {
+                None => ranges
+                    .into_iter()
+                    .map(|r| run(r, Par::Serial))
+                    .collect::<Result<_>>()?,
+                Some(pool) if ranges.len() >= self.threads => pool.install(|| {
+                    ranges
+                        .into_par_iter()
+                        .map(|r| run(r, Par::Serial))
+                        .collect::<Result<_>>()
+                })?,
+                Some(pool) => pool.install(|| {
+                    ranges
+                        .into_iter()
+                        .map(|r| run(r, Par::Threads(self.threads)))
+                        .collect::<Result<_>>()
+                })?,
+            };
+            Ok(per_chunk.into_iter().flatten().collect())
+        })
+    }
+
+    /// The heads of one chunk.
+    fn apply_heads(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        mut scratch: HeadScratch<'_>,
+        par: Par,
+        want: &Want<'_>,
+    ) -> Vec<SeqOut> {
+        let h = self.model.hidden_size();
+        let mut outs: Vec<SeqOut> = seqs.iter().map(|_| SeqOut::default()).collect();
+        if want.kinds.contains(&OutputKind::Dense) {
+            let od = self.model.output_dim();
+            let pooling = SentencePooling {
+                skip: want.pass.pool_from,
+                ..SentencePooling::new(self.cfg.pooling, want.pass.normalize)
+            };
+            let (mut full, mut tmp) = (vec![0f32; od], Vec::new());
+            let mut o = 0;
+            for (s, out) in seqs.iter().zip(outs.iter_mut()) {
+                let rows = &hidden[o * h..(o + s.len()) * h];
+                o += s.len();
+                self.model.pool_sequence(rows, pooling, &mut tmp, &mut full);
+                out.dense = vec![0f32; want.pass.dim];
+                if want.pass.dim == od {
+                    out.dense.copy_from_slice(&full);
+                } else {
+                    cut_rows(
+                        &full,
+                        od,
+                        &mut out.dense,
+                        want.pass.dim,
+                        want.pass.normalize,
+                    );
+                }
+            }
+        }
+        if want.kinds.contains(&OutputKind::Sparse) {
+            if let Some(head) = &self.heads.sparse {
+                let vs = head.apply(hidden, seqs, h, scratch.reborrow(), par);
+                for (v, out) in vs.into_iter().zip(outs.iter_mut()) {
+                    let mut v = v;
+                    if let Some(k) = want.top_k {
+                        v.keep_top(k);
+                    }
+                    out.sparse = Some(v);
+                }
+            }
+        }
+        if want.kinds.contains(&OutputKind::MultiVector) {
+            if let Some(head) = &self.heads.multi_vector {
+                let skip = match (want.route, &head.colbert) {
+                    (Route::Colbert(false), Some(f)) => Some(&f.skiplist),
+                    _ => None,
+                };
+                let keep = |s: usize, i: usize| skip.is_none_or(|l| !l.contains(&seqs[s][i]));
+                let vs = head.apply(hidden, seqs, keep, scratch.reborrow(), par);
+                for (v, out) in vs.into_iter().zip(outs.iter_mut()) {
+                    out.multi = Some(v);
+                }
+            }
+        }
+        outs
+    }
+}

@@ -1,0 +1,319 @@
+//! Sparse and multi-vector outputs against the reference files of
+//! `shared/reference/architectures/` (SPLADE, inference-free SPLADE, BGE-M3,
+//! ColBERT): through the Rust API, in f32 (exact), and bf16/int8 (accuracy
+//! reported, bit-identical across batches and threads).
+
+use std::path::PathBuf;
+
+use embedder::model::multi_vector::MultiVector;
+use embedder::model::outputs::{EncodeTask, OutputKind};
+use embedder::model::sparse::SparseVector;
+use embedder::{Embedder, EncodeRequest, Options, Precision};
+use serde_json::Value;
+
+use crate::common::shared_dir;
+
+pub fn arch_dir(name: &str) -> PathBuf {
+    shared_dir().join("reference/architectures").join(name)
+}
+
+pub fn reference(name: &str) -> Vec<Value> {
+    let p = shared_dir()
+        .join("reference/architectures")
+        .join(format!("{name}_reference.jsonl"));
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn open(name: &str, precision: Precision, threads: usize) -> Embedder {
+    let opts = Options {
+        precision: Some(precision),
+        threads: Some(threads),
+        ..Options::default()
+    };
+    Embedder::open(arch_dir(name), &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+pub fn sparse_of(v: &Value) -> SparseVector {
+    SparseVector {
+        indices: v["indices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect(),
+        values: v["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect(),
+    }
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+fn vectors(v: &Value) -> Vec<Vec<f32>> {
+    v.as_array().unwrap().iter().map(floats).collect()
+}
+
+/// Sparse: the same ids, and every value within 1e-5 of the vector's
+/// largest weight (relative to it): a weight near zero is the log of a
+/// logit near zero, where f32 rounding of the logit is a large share of it.
+pub fn assert_sparse(what: &str, got: &SparseVector, want: &SparseVector) {
+    assert_eq!(got.indices, want.indices, "{what}: ids differ");
+    let top = want.values.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (k, (a, b)) in got.values.iter().zip(&want.values).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * top,
+            "{what}: id {} value {a} vs {b} (largest weight {top})",
+            got.indices[k]
+        );
+    }
+}
+
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let d: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    d / (na * nb)
+}
+
+/// Multi-vectors: the same count, each vector with cosine >= 0.99999.
+pub fn assert_multi(what: &str, got: &MultiVector, want: &[Vec<f32>]) {
+    assert_eq!(got.rows(), want.len(), "{what}: vector count");
+    for (i, w) in want.iter().enumerate() {
+        let c = cosine(got.row(i), w);
+        assert!(c >= 0.99999, "{what}: vector {i} cosine {c}");
+    }
+}
+
+fn texts(refs: &[Value]) -> Vec<String> {
+    refs.iter()
+        .map(|r| r["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn splade_matches_sentence_transformers() {
+    let refs = reference("splade-tiny");
+    let e = open("splade-tiny", Precision::F32, 2);
+    assert_eq!(e.outputs(), &[OutputKind::Sparse]);
+    let t = texts(&refs);
+    let got = e
+        .encode(&t, &EncodeRequest::new(&[OutputKind::Sparse]))
+        .unwrap();
+    for (i, (r, g)) in refs.iter().zip(got.sparse.as_ref().unwrap()).enumerate() {
+        let ids: Vec<u32> = r["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(got.info[i].tokens, ids.len(), "text {i}: token count");
+        assert_sparse(&format!("text {i}"), g, &sparse_of(&r["sparse"]));
+    }
+    // A model declares its outputs: a dense vector is refused by name.
+    let err = e.embed(&["x"]).unwrap_err().to_string();
+    assert!(
+        err.contains("no dense output") && err.contains("sparse"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inference_free_splade_routes_queries_and_documents() {
+    let refs = reference("splade-inference-free-tiny");
+    let e = open("splade-inference-free-tiny", Precision::F32, 2);
+    let t = texts(&refs);
+    let sparse = [OutputKind::Sparse];
+    let q = e
+        .encode(&t, &EncodeRequest::new(&sparse).task(EncodeTask::Query))
+        .unwrap();
+    let d = e
+        .encode(&t, &EncodeRequest::new(&sparse).task(EncodeTask::Document))
+        .unwrap();
+    let plain = e.encode(&t, &EncodeRequest::new(&sparse)).unwrap();
+    for (i, r) in refs.iter().enumerate() {
+        assert_sparse(
+            &format!("query {i}"),
+            &q.sparse.as_ref().unwrap()[i],
+            &sparse_of(&r["query_sparse"]),
+        );
+        assert_sparse(
+            &format!("document {i}"),
+            &d.sparse.as_ref().unwrap()[i],
+            &sparse_of(&r["document_sparse"]),
+        );
+    }
+    // No task: the Router's default route (document).
+    assert_eq!(plain.sparse, d.sparse);
+}
+
+#[test]
+fn bgem3_gives_its_three_outputs_from_one_pass() {
+    let refs = reference("bgem3-tiny");
+    let e = open("bgem3-tiny", Precision::F32, 2);
+    assert_eq!(
+        e.outputs(),
+        &[
+            OutputKind::Dense,
+            OutputKind::Sparse,
+            OutputKind::MultiVector
+        ]
+    );
+    let t = texts(&refs);
+    let all = e.encode(&t, &EncodeRequest::default()).unwrap();
+    let dense_alone = e.embed(&t).unwrap();
+    assert_eq!(
+        all.dense.as_deref(),
+        Some(&dense_alone[..]),
+        "dense alone = dense of three"
+    );
+    let dim = all.dim;
+    for (i, r) in refs.iter().enumerate() {
+        let want = floats(&r["dense"]);
+        let c = cosine(&all.dense.as_ref().unwrap()[i * dim..(i + 1) * dim], &want);
+        assert!(c >= 0.99999, "text {i}: dense cosine {c}");
+        let lw = r["lexical_weights"].as_object().unwrap();
+        let mut pairs: Vec<(u32, f32)> = lw
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap() as f32))
+            .collect();
+        pairs.sort_by_key(|p| p.0);
+        let want = SparseVector {
+            indices: pairs.iter().map(|p| p.0).collect(),
+            values: pairs.iter().map(|p| p.1).collect(),
+        };
+        assert_sparse(
+            &format!("text {i} lexical"),
+            &all.sparse.as_ref().unwrap()[i],
+            &want,
+        );
+        if let Some(cv) = r.get("colbert_vecs") {
+            assert_multi(
+                &format!("text {i} colbert"),
+                &all.multi_vector.as_ref().unwrap()[i],
+                &vectors(cv),
+            );
+        }
+    }
+}
+
+#[test]
+fn colbert_matches_queries_and_documents() {
+    let refs = reference("colbert-tiny");
+    let e = open("colbert-tiny", Precision::F32, 2);
+    assert_eq!(e.outputs(), &[OutputKind::MultiVector]);
+    let t = texts(&refs);
+    let mv = [OutputKind::MultiVector];
+    let q = e
+        .encode(&t, &EncodeRequest::new(&mv).task(EncodeTask::Query))
+        .unwrap();
+    let d = e
+        .encode(&t, &EncodeRequest::new(&mv).task(EncodeTask::Document))
+        .unwrap();
+    for (i, r) in refs.iter().enumerate() {
+        assert_multi(
+            &format!("query {i}"),
+            &q.multi_vector.as_ref().unwrap()[i],
+            &vectors(&r["query_vectors"]),
+        );
+        assert_multi(
+            &format!("document {i}"),
+            &d.multi_vector.as_ref().unwrap()[i],
+            &vectors(&r["document_vectors"]),
+        );
+    }
+}
+
+/// int8 and bf16 on every new output: bit-identical across batch
+/// composition and thread count, and close to f32 (reported).
+#[test]
+fn reduced_precisions_are_invariant_and_close() {
+    for name in ["splade-tiny", "bgem3-tiny", "colbert-tiny"] {
+        let refs = reference(name);
+        let t: Vec<String> = texts(&refs).into_iter().take(60).collect();
+        let f32_out = open(name, Precision::F32, 1)
+            .encode(&t, &EncodeRequest::default())
+            .unwrap();
+        for p in [Precision::Bf16, Precision::Int8] {
+            let one = open(name, p, 1);
+            let two = open(name, p, 2);
+            let a = one.encode(&t, &EncodeRequest::default()).unwrap();
+            let b = two.encode(&t, &EncodeRequest::default()).unwrap();
+            assert_eq!(a, b, "{name} {p:?}: 1 vs 2 threads");
+            let singles: Vec<_> = t
+                .iter()
+                .map(|x| one.encode(&[x], &EncodeRequest::default()).unwrap())
+                .collect();
+            for (i, s) in singles.iter().enumerate() {
+                if let Some(sp) = &a.sparse {
+                    assert_eq!(
+                        sp[i],
+                        s.sparse.as_ref().unwrap()[0],
+                        "{name} {p:?} text {i} alone"
+                    );
+                }
+                if let Some(m) = &a.multi_vector {
+                    assert_eq!(
+                        m[i],
+                        s.multi_vector.as_ref().unwrap()[0],
+                        "{name} {p:?} text {i} alone"
+                    );
+                }
+            }
+            if let (Some(g), Some(w)) = (&a.sparse, &f32_out.sparse) {
+                let (mut overlap, mut rel) = (0f64, 0f64);
+                for (g, w) in g.iter().zip(w) {
+                    let top = |v: &SparseVector| {
+                        let mut v = v.clone();
+                        v.keep_top(64);
+                        v.indices
+                    };
+                    let (tg, tw) = (top(g), top(w));
+                    let common = tg.iter().filter(|i| tw.contains(i)).count();
+                    overlap += common as f64 / tw.len().max(1) as f64;
+                    let (dg, dw) = (f64::from(g.dot(w)), f64::from(w.dot(w)));
+                    rel += ((dg - dw) / dw.max(1e-9)).abs();
+                }
+                let n = g.len() as f64;
+                println!(
+                    "{name} {p:?}: top-64 overlap {:.4}, dot relative error {:.2e}",
+                    overlap / n,
+                    rel / n
+                );
+                assert!(
+                    overlap / n > 0.8,
+                    "{name} {p:?}: top-64 overlap {}",
+                    overlap / n
+                );
+            }
+            if let (Some(g), Some(w)) = (&a.multi_vector, &f32_out.multi_vector) {
+                let mut worst = 1f64;
+                for (g, w) in g.iter().zip(w) {
+                    assert_eq!(g.rows(), w.rows());
+                    for r in 0..g.rows() {
+                        worst = worst.min(cosine(g.row(r), w.row(r)));
+                    }
+                }
+                println!("{name} {p:?}: worst multi-vector cosine {worst:.6}");
+                assert!(worst > 0.95, "{name} {p:?}: worst cosine {worst}");
+            }
+        }
+    }
+}
