@@ -317,3 +317,74 @@ fn reduced_precisions_are_invariant_and_close() {
         }
     }
 }
+
+/// `embd encode --emit` / `--task` print what the API gives, in the JSONL
+/// fields the CLI documents.
+#[test]
+fn cli_emits_sparse_and_multi_vectors() {
+    let tmp = crate::common::TempDir::new("outputs-cli");
+    let input = tmp.path().join("in.txt");
+    let refs = reference("colbert-tiny");
+    let t: Vec<String> = texts(&refs)
+        .into_iter()
+        .take(40)
+        .filter(|s| !s.contains('\n') && !s.trim().is_empty())
+        .collect();
+    std::fs::write(&input, t.join("\n") + "\n").unwrap();
+    let run = |model: &str, extra: &[&str]| -> Vec<Value> {
+        let out = std::process::Command::new(crate::common::embd_bin())
+            .args(["encode", "-m"])
+            .arg(arch_dir(model))
+            .arg("--input")
+            .arg(&input)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let q = run("colbert-tiny", &["--task", "query"]);
+    let e = open("colbert-tiny", Precision::F32, 2);
+    let want = e
+        .encode(
+            &t,
+            &EncodeRequest::new(&[OutputKind::MultiVector]).task(EncodeTask::Query),
+        )
+        .unwrap();
+    assert_eq!(q.len(), t.len());
+    for (i, rec) in q.iter().enumerate() {
+        let got = vectors(&rec["multi_vector"]);
+        assert_multi(
+            &format!("cli query {i}"),
+            &want.multi_vector.as_ref().unwrap()[i],
+            &got,
+        );
+    }
+    let s = run("bgem3-tiny", &["--emit", "sparse,dense", "--top-k", "5"]);
+    for rec in &s {
+        let v = sparse_of(&rec["sparse"]);
+        assert!(v.len() <= 5 && v.indices.windows(2).all(|w| w[0] < w[1]));
+        assert!(rec["embedding"].as_array().is_some() && rec.get("multi_vector").is_none());
+    }
+    let out = std::process::Command::new(crate::common::embd_bin())
+        .args(["encode", "-m"])
+        .arg(arch_dir("splade-tiny"))
+        .arg("--input")
+        .arg(&input)
+        .args(["--emit", "multi-vector"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no multi-vector output"),
+        "{err}"
+    );
+}

@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use embedder::{Embedder, Error, Options, Precision};
+use embedder::{Embedder, EncodeRequest, Error, Options, OutputKind, Precision};
 use serde_json::json;
 
 /// What to run; filled from the command line.
@@ -41,6 +41,27 @@ pub struct BenchArgs {
     pub latency_tokens: usize,
     /// Single-text calls timed for the latency (0 = skip).
     pub latency_runs: usize,
+    /// The outputs each call computes (`None`: the dense vector, or every
+    /// output of a model without one).
+    pub emit: Option<Vec<OutputKind>>,
+}
+
+/// One call over `texts`: the dense vectors into `buf`, or the outputs
+/// `emit` names.
+fn call(
+    emb: &Embedder,
+    texts: &[impl AsRef<str> + Sync],
+    buf: &mut [f32],
+    emit: Option<&[OutputKind]>,
+) -> Result<(), Error> {
+    match emit {
+        None if emb.outputs().contains(&OutputKind::Dense) => {
+            emb.embed_into(texts, &mut buf[..texts.len() * emb.dim()])
+        }
+        _ => emb
+            .encode(texts, &EncodeRequest::new(emit.unwrap_or_default()))
+            .map(drop),
+    }
 }
 
 impl BenchArgs {
@@ -72,16 +93,21 @@ fn open_and_first(args: &BenchArgs, text: &str, verify: bool) -> Result<(f64, f6
     let emb = Embedder::open(&args.model, &opts)?;
     let t1 = Instant::now();
     let mut out = vec![0f32; emb.dim()];
-    emb.embed_into(&[text], &mut out)?;
+    call(&emb, &[text], &mut out, args.emit.as_deref())?;
     let t2 = Instant::now();
     Ok((ms(t1 - t0), ms(t2 - t1)))
 }
 
 /// One pass over `texts` in calls of `batch` texts.
-fn pass(emb: &Embedder, texts: &[String], batch: usize, buf: &mut [f32]) -> Result<(), Error> {
-    let dim = emb.dim();
+fn pass(
+    emb: &Embedder,
+    texts: &[String],
+    batch: usize,
+    buf: &mut [f32],
+    emit: Option<&[OutputKind]>,
+) -> Result<(), Error> {
     for chunk in texts.chunks(batch) {
-        emb.embed_into(chunk, &mut buf[..chunk.len() * dim])?;
+        call(emb, chunk, buf, emit)?;
     }
     Ok(())
 }
@@ -125,7 +151,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let tokens: usize = texts.iter().map(|t| emb.count_tokens(t)).sum();
     let mut buf = vec![0f32; batch.min(texts.len()) * dim];
     let warm = args.warmup.min(texts.len());
-    pass(&emb, &texts[..warm], batch, &mut buf)?;
+    pass(&emb, &texts[..warm], batch, &mut buf, args.emit.as_deref())?;
     // The timed passes measure the steady state: every layer's weights packed.
     // After a short warm-up the background packer may still be at work on a
     // large model (all-mpnet-base-v2: 340 MB of weights, vs 42 MB for
@@ -136,7 +162,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let mut secs = Vec::with_capacity(args.rounds);
     for _ in 0..args.rounds.max(1) {
         let t0 = Instant::now();
-        pass(&emb, &texts, batch, &mut buf)?;
+        pass(&emb, &texts, batch, &mut buf, args.emit.as_deref())?;
         secs.push(t0.elapsed().as_secs_f64());
     }
     let best = secs.iter().copied().fold(f64::INFINITY, f64::min);
@@ -146,11 +172,21 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let mut one = vec![0f32; dim];
     if args.latency_runs > 0 {
         for _ in 0..10 {
-            emb.embed_into(&[latency_text.as_str()], &mut one)?;
+            call(
+                &emb,
+                &[latency_text.as_str()],
+                &mut one,
+                args.emit.as_deref(),
+            )?;
         }
         for _ in 0..args.latency_runs {
             let t0 = Instant::now();
-            emb.embed_into(&[latency_text.as_str()], &mut one)?;
+            call(
+                &emb,
+                &[latency_text.as_str()],
+                &mut one,
+                args.emit.as_deref(),
+            )?;
             lat.push(ms(t0.elapsed()));
         }
     }

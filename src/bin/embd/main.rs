@@ -23,6 +23,7 @@ use embedder::{
     CallOptions, Engine, Error, ErrorKind, ModelFile, Options, OutputPrecision, OutputRanges,
     Precision, ReadOptions, Reranker, TextInfo,
 };
+use embedder::{EncodeRequest, EncodeTask, Encoded, OutputKind};
 
 use io_util::{read_pairs, read_texts, write_npy, write_npy_bytes};
 use progress::Progress;
@@ -149,6 +150,21 @@ enum Cmd {
         /// "tokens": N, "truncated": false}.
         #[arg(long)]
         token_vectors: bool,
+        /// Outputs to print, comma-separated: dense, sparse, multi-vector
+        /// (default: dense, or the model's outputs when it has no dense
+        /// one). JSONL fields `embedding`, `sparse` = {"indices": [...],
+        /// "values": [...]} (ids ascending) and `multi_vector` = [[...], ...];
+        /// one forward pass gives all of them.
+        #[arg(long, value_name = "LIST")]
+        emit: Option<String>,
+        /// Encode as sentence-transformers' encode_query / encode_document:
+        /// query or document (a Router's route, ColBERT's markers and query
+        /// expansion, the model's prompt of that name).
+        #[arg(long, value_name = "TASK")]
+        task: Option<String>,
+        /// Keep only the largest K weights of each sparse vector.
+        #[arg(long, value_name = "K")]
+        top_k: Option<usize>,
     },
     /// Print token ids ({"input_ids": [...]}) per input.
     Tokenize {
@@ -205,6 +221,11 @@ enum Cmd {
         /// `bench/tokenizer_speed.py`).
         #[arg(long)]
         tokenize_only: bool,
+        /// Outputs each call computes, comma-separated: dense, sparse,
+        /// multi-vector (default: dense, or the model's outputs when it has
+        /// no dense one).
+        #[arg(long, value_name = "LIST")]
+        emit: Option<String>,
     },
     /// Error of a reduced precision against f32, layer by layer and product by
     /// product (how the engine's int8 plan was chosen).
@@ -622,7 +643,54 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             output_precision,
             output_ranges,
             token_vectors,
+            emit,
+            task,
+            top_k,
         } => {
+            let task = task
+                .as_deref()
+                .map(|t| {
+                    EncodeTask::from_name(t).ok_or_else(|| {
+                        Error::invalid_argument(format!("--task '{t}' is not query or document"))
+                    })
+                })
+                .transpose()?;
+            if emit.is_some() || task.is_some() || top_k.is_some() {
+                return encode_outputs(
+                    &model,
+                    &precision,
+                    &embed,
+                    &input,
+                    output.as_deref(),
+                    format,
+                    batch_size,
+                    emit.as_deref(),
+                    task,
+                    top_k,
+                    token_vectors || output_precision != OutputPrecision::Float32,
+                );
+            }
+            if !token_vectors && output_precision == OutputPrecision::Float32 {
+                let emb = open_model(&model, precision.precision, &embed)?;
+                if let Some(e) = emb.as_bert() {
+                    if !e.outputs().contains(&OutputKind::Dense) {
+                        drop(emb);
+                        return encode_outputs(
+                            &model,
+                            &precision,
+                            &embed,
+                            &input,
+                            output.as_deref(),
+                            format,
+                            batch_size,
+                            None,
+                            None,
+                            None,
+                            false,
+                        );
+                    }
+                }
+            }
             if token_vectors {
                 if output_precision != OutputPrecision::Float32 || output_ranges.is_some() {
                     return Err(Error::invalid_argument(
@@ -778,6 +846,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             latency_tokens,
             latency_runs,
             tokenize_only,
+            emit,
         } => {
             if tokenize_only {
                 bench::run_tokenizer(&resolve_model(&model.model)?, &input, rounds, limit)?;
@@ -795,6 +864,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 latency_text,
                 latency_tokens,
                 latency_runs,
+                emit: emit.as_deref().map(OutputKind::parse_list).transpose()?,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -958,6 +1028,99 @@ fn write_floats(w: &mut dyn Write, row: &[f32]) -> std::io::Result<()> {
 }
 
 /// One text's token vectors (`tokens` rows) as a JSONL record.
+/// `embd encode` with `--emit`, `--task` or `--top-k` (or a model without a
+/// dense output): [`embedder::Embedder::encode`], JSONL.
+#[allow(clippy::too_many_arguments)]
+fn encode_outputs(
+    model: &ModelArgs,
+    precision: &PrecisionArg,
+    embed: &EmbedArgs,
+    input: &InputArgs,
+    output: Option<&Path>,
+    format: OutFormat,
+    batch_size: usize,
+    emit: Option<&str>,
+    task: Option<EncodeTask>,
+    top_k: Option<usize>,
+    other_flags: bool,
+) -> Result<ExitCode, Error> {
+    if other_flags {
+        return Err(Error::invalid_argument(
+            "--emit, --task and --top-k do not combine with --token-vectors or \
+             --output-precision",
+        ));
+    }
+    if let OutFormat::Npy = format {
+        return Err(Error::invalid_argument(
+            "--emit, --task and --top-k write JSONL; --format npy does not apply",
+        ));
+    }
+    let outputs = emit
+        .map(OutputKind::parse_list)
+        .transpose()?
+        .unwrap_or_default();
+    let texts = input.read()?;
+    let emb = open_model(model, precision.precision, embed)?;
+    let e = emb.as_bert().ok_or_else(|| {
+        Error::unsupported("sparse and multi-vector outputs need an encoder model")
+    })?;
+    let req = EncodeRequest {
+        outputs,
+        task,
+        top_k,
+        ..EncodeRequest::default()
+    };
+    let mut sink = open_sink(output)?;
+    for chunk in texts.chunks(batch_size.max(1)) {
+        let enc = e.encode(chunk, &req)?;
+        for i in 0..chunk.len() {
+            write_encoded_json(&mut sink, &enc, i).map_err(stdout_err)?;
+        }
+    }
+    sink.flush().map_err(stdout_err)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Text `i` of `enc` as one JSONL record.
+fn write_encoded_json(w: &mut dyn Write, enc: &Encoded, i: usize) -> std::io::Result<()> {
+    w.write_all(b"{")?;
+    if let Some(d) = &enc.dense {
+        w.write_all(b"\"embedding\": ")?;
+        write_floats(w, &d[i * enc.dim..(i + 1) * enc.dim])?;
+        w.write_all(b", ")?;
+    }
+    if let Some(s) = &enc.sparse {
+        let v = &s[i];
+        w.write_all(b"\"sparse\": {\"indices\": [")?;
+        for (k, id) in v.indices.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b", ")?;
+            }
+            write!(w, "{id}")?;
+        }
+        w.write_all(b"], \"values\": ")?;
+        write_floats(w, &v.values)?;
+        w.write_all(b"}, ")?;
+    }
+    if let Some(m) = &enc.multi_vector {
+        let v = &m[i];
+        w.write_all(b"\"multi_vector\": [")?;
+        for r in 0..v.rows() {
+            if r > 0 {
+                w.write_all(b", ")?;
+            }
+            write_floats(w, v.row(r))?;
+        }
+        w.write_all(b"], ")?;
+    }
+    let info = enc.info[i];
+    writeln!(
+        w,
+        "\"tokens\": {}, \"truncated\": {}}}",
+        info.tokens, info.truncated
+    )
+}
+
 fn write_token_vectors_json(
     w: &mut dyn Write,
     vectors: &[f32],
