@@ -387,4 +387,47 @@ fn cli_emits_sparse_and_multi_vectors() {
         !out.status.success() && err.contains("no multi-vector output"),
         "{err}"
     );
+    // embd similarity: the sparse dot product and MaxSim of the API.
+    let sim = |model: &str, extra: &[&str], a: &str, b: &str| -> f32 {
+        let out = std::process::Command::new(crate::common::embd_bin())
+            .args(["similarity", "-m"])
+            .arg(arch_dir(model))
+            .args(extra)
+            .args([a, b])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (a, b) = ("the cat sat on the mat", "a cat sits on a mat");
+    let sp = open("splade-tiny", Precision::F32, 1)
+        .encode(&[a, b], &EncodeRequest::default())
+        .unwrap()
+        .sparse
+        .unwrap();
+    let got = sim("splade-tiny", &[], a, b);
+    assert!(
+        (got - sp[0].dot(&sp[1])).abs() <= 1e-5 * got.abs().max(1.0),
+        "{got}"
+    );
+    let q = e
+        .encode(&[a], &EncodeRequest::default().task(EncodeTask::Query))
+        .unwrap();
+    let d = e
+        .encode(&[b], &EncodeRequest::default().task(EncodeTask::Document))
+        .unwrap();
+    let want = q.multi_vector.unwrap()[0].max_sim(&d.multi_vector.unwrap()[0]);
+    let got = sim("colbert-tiny", &["--emit", "multi-vector"], a, b);
+    assert!(
+        (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
 }
