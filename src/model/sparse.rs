@@ -265,8 +265,9 @@ impl SpladeHead {
         if total == 0 {
             return out;
         }
-        let (buf, lin) = scratch.floats(total * h + total * VOCAB_BLOCK);
-        let (t, logits) = buf.split_at_mut(total * h);
+        let (buf, lin) = scratch.floats(total * h + total * VOCAB_BLOCK + VOCAB_BLOCK);
+        let (t, rest) = buf.split_at_mut(total * h);
+        let (logits, pooled) = rest.split_at_mut(total * VOCAB_BLOCK);
         let b = self.transform_b.as_slice();
         let epi = match self.act {
             Activation::GeluTanh => Epilogue::BiasGeluTanh(b),
@@ -282,25 +283,35 @@ impl SpladeHead {
             let logits = &mut logits[..total * n];
             let epi = Epilogue::Bias(&bias[start..start + n]);
             dec.forward(t, total, logits, n, false, epi, par, lin);
+            let acc = &mut pooled[..n];
             let mut o = 0;
             for (&len, sv) in lens.iter().zip(out.iter_mut()) {
                 let rows = &logits[o * n..(o + len) * n];
-                for c in 0..n {
-                    let v = match self.pooling {
-                        SpladePooling::Max => {
-                            let m = rows
-                                .chunks_exact(n)
-                                .map(|r| r[c])
-                                .fold(f32::NEG_INFINITY, f32::max);
-                            // log1p(act(.)) is monotone: the max of the
-                            // activated values is the activated max.
-                            self.activation.apply(m)
+                // Row by row (contiguous): the max of the logits (log1p(act(.))
+                // is monotone, so the max of the activated values is the
+                // activated max), or the sum of the activated values.
+                match self.pooling {
+                    SpladePooling::Max => {
+                        acc.fill(f32::NEG_INFINITY);
+                        for r in rows.chunks_exact(n) {
+                            for (a, &x) in acc.iter_mut().zip(r) {
+                                *a = a.max(x);
+                            }
                         }
-                        SpladePooling::Sum => rows
-                            .chunks_exact(n)
-                            .map(|r| self.activation.apply(r[c]))
-                            .sum(),
-                    };
+                        for a in acc.iter_mut() {
+                            *a = self.activation.apply(*a);
+                        }
+                    }
+                    SpladePooling::Sum => {
+                        acc.fill(0.0);
+                        for r in rows.chunks_exact(n) {
+                            for (a, &x) in acc.iter_mut().zip(r) {
+                                *a += self.activation.apply(x);
+                            }
+                        }
+                    }
+                }
+                for (c, &v) in acc.iter().enumerate() {
                     if v > 0.0 {
                         sv.indices.push((start + c) as u32);
                         sv.values.push(v);
