@@ -673,7 +673,7 @@ fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<u8>)]) {
 }
 
 /// Copies a folder tree.
-fn copy_tree(src: &Path, dst: &Path) {
+pub fn copy_tree(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
         let e = e.unwrap();

@@ -431,3 +431,77 @@ fn cli_emits_sparse_and_multi_vectors() {
         "{got} vs {want}"
     );
 }
+
+/// A copy of reference folder `name` (writable) with `edit` applied.
+fn edited_copy(name: &str, tag: &str, edit: impl Fn(&std::path::Path)) -> crate::common::TempDir {
+    let tmp = crate::common::TempDir::new(tag);
+    crate::families::copy_tree(&arch_dir(name), tmp.path());
+    edit(tmp.path());
+    tmp
+}
+
+fn set_writable(p: &std::path::Path) {
+    let mut perm = std::fs::metadata(p).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(p, perm).unwrap();
+}
+
+/// The Stanford-NLP layout alone (`config.json` with `HF_ColBERT`,
+/// `artifact.metadata`, `linear.weight` in the model) gives the vectors of
+/// the PyLate layout, bit for bit; and an older SPLADE folder naming its
+/// module `MLMTransformer` reads as the current one.
+#[test]
+fn colbert_stanford_layout_and_mlm_transformer_name() {
+    let stanford = edited_copy("colbert-tiny", "colbert-stanford", |d| {
+        for f in [
+            "modules.json",
+            "config_sentence_transformers.json",
+            "sentence_bert_config.json",
+        ] {
+            std::fs::remove_file(d.join(f)).unwrap();
+        }
+        std::fs::remove_dir_all(d.join("1_Dense")).unwrap();
+    });
+    let refs = reference("colbert-tiny");
+    let t = texts(&refs);
+    let opts = Options {
+        threads: Some(2),
+        ..Options::default()
+    };
+    let a = Embedder::open(stanford.path(), &opts).unwrap();
+    let b = open("colbert-tiny", Precision::F32, 2);
+    for task in [EncodeTask::Query, EncodeTask::Document] {
+        let req = EncodeRequest::default().task(task);
+        assert_eq!(
+            a.encode(&t, &req).unwrap().multi_vector,
+            b.encode(&t, &req).unwrap().multi_vector,
+            "{task:?}"
+        );
+    }
+    let old = edited_copy("splade-tiny", "splade-mlm", |d| {
+        let p = d.join("modules.json");
+        set_writable(&p);
+        let s = std::fs::read_to_string(&p).unwrap().replace(
+            "sentence_transformers.base.modules.transformer.Transformer",
+            "sentence_transformers.sparse_encoder.models.MLMTransformer",
+        );
+        assert!(s.contains("MLMTransformer"));
+        std::fs::write(&p, s).unwrap();
+    });
+    let refs = reference("splade-tiny");
+    let t: Vec<String> = texts(&refs).into_iter().take(50).collect();
+    let e = Embedder::open(old.path(), &opts).unwrap();
+    let got = e
+        .encode(&t, &EncodeRequest::default())
+        .unwrap()
+        .sparse
+        .unwrap();
+    for (i, (g, r)) in got.iter().zip(&refs).enumerate() {
+        assert_sparse(
+            &format!("MLMTransformer text {i}"),
+            g,
+            &sparse_of(&r["sparse"]),
+        );
+    }
+}
