@@ -283,6 +283,15 @@ typedef struct {
 } embd_text;
 
 /**
+ * Whether a call encodes queries or documents: one of the `EMBD_TASK_*`
+ * constants (a plain `int32_t`; an unknown value is refused with
+ * `EMBD_STATUS_INVALID_ARGUMENT`). The task chooses the model's stored
+ * prompt of that name (unless the call options set one), an inference-free
+ * SPLADE's query weights, and ColBERT's query or document markers.
+ */
+typedef int32_t embd_task;
+
+/**
  * One document of a ranking (`embd_rerank_rank`).
  */
 typedef struct {
@@ -324,6 +333,22 @@ typedef int32_t embd_output_precision;
  * naming the text and its token count.
  */
 #define EMBD_TRUNCATION_REFUSE 2
+
+/**
+ * Neither (ColBERT then encodes documents; a router takes its default
+ * route).
+ */
+#define EMBD_TASK_NONE 0
+
+/**
+ * Queries (sentence-transformers' `encode_query`).
+ */
+#define EMBD_TASK_QUERY 1
+
+/**
+ * Documents (sentence-transformers' `encode_document`).
+ */
+#define EMBD_TASK_DOCUMENT 2
 
 /**
  * `float` components (what `embd_encode` gives). Buffer type: `float`.
@@ -1070,6 +1095,128 @@ embd_status embd_encode_texts(const embd_model *model, const embd_text *texts, s
  * elements, `truncated_out` NULL or writable for `n_texts` bytes.
  */
 embd_status embd_encode_ex(const embd_model *model, const embd_text *texts, size_t n_texts, float *out, size_t out_len, size_t *tokens_out, uint8_t *truncated_out);
+
+/**
+ * Whether `model` has the output `name`.
+ *
+ * - `model`: borrowed for the duration of the call.
+ * - `name`: NUL-terminated, borrowed: `"dense"` (every model), `"sparse"`
+ *   (SPLADE, BGE-M3) or `"multi-vector"` (ColBERT, BGE-M3).
+ *
+ * Returns 1 or 0; -1 if `model` is NULL or not a live model, `name` is NULL
+ * or not one of the three names (then `embd_last_error()` says which).
+ *
+ * Thread safety: safe to call concurrently on the same model.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+int embd_has_output(const embd_model *model, const char *name);
+
+/**
+ * Floats per vector of the multi-vector output (`embd_encode_multi_vector`).
+ *
+ * - `model`: borrowed for the duration of the call.
+ *
+ * Returns 0 when the model has no multi-vector output, or if `model` is NULL
+ * or not a live model (then `embd_last_error()` says which).
+ *
+ * Thread safety: safe to call concurrently on the same model.
+ */
+size_t embd_multi_vector_dim(const embd_model *model);
+
+/**
+ * Sparse vectors of a batch of length-delimited texts, in CSR form: the
+ * entries of text i are `indices[offsets[i] .. offsets[i+1]]` (vocabulary
+ * ids, ascending) with their weights in `values` at the same positions.
+ * Each text gets the vector it gets alone.
+ *
+ * - `model`: borrowed for the duration of the call; must have the sparse
+ *   output (`embd_has_output(model, "sparse")`).
+ * - `options`: borrowed; NULL means every option unset (prompt and
+ *   truncation apply; dimensions and normalization do not concern sparse
+ *   vectors).
+ * - `task`: an `EMBD_TASK_*` constant (an inference-free SPLADE encodes
+ *   queries with its static weights, without the encoder).
+ * - `texts`, `n_texts`: as for `embd_encode_texts`.
+ * - `top_k`: keep only the largest `top_k` weights of each text; 0 means the
+ *   model's own setting (sentence-transformers' `max_active_dims`, if any;
+ *   else every non-zero weight).
+ * - `offsets`: required, caller-owned array of `n_texts + 1` elements;
+ *   receives the CSR offsets (`offsets[0]` is 0, `offsets[n_texts]` the
+ *   total entry count). Filled on success and on
+ *   `EMBD_STATUS_BUFFER_TOO_SMALL`.
+ * - `indices`, `values`: caller-owned buffers of `capacity` elements each;
+ *   may be NULL when `capacity` is 0 (to ask for the size).
+ * - `capacity`: the room in `indices` and in `values`, in elements.
+ * - `nnz_out`: required; receives the total entry count written; on
+ *   `EMBD_STATUS_BUFFER_TOO_SMALL`, the count needed (nothing is written to
+ *   `indices` or `values`).
+ *
+ * The texts are encoded once per call, so a size query costs a whole
+ * encode, repeated by the second call. Prefer a capacity that surely
+ * suffices: `top_k` (or the model's) times `n_texts`, or at most the
+ * vocabulary size times `n_texts`.
+ *
+ * Returns `EMBD_STATUS_OK`; `EMBD_STATUS_NULL_ARGUMENT` (`model`, `texts`,
+ * `offsets`, `nnz_out`, or `indices`/`values` with a sufficient
+ * `capacity`); `EMBD_STATUS_INVALID_HANDLE`; `EMBD_STATUS_INVALID_UTF8`;
+ * `EMBD_STATUS_INVALID_ARGUMENT` (an unknown `task`, options the model
+ * refuses); `EMBD_STATUS_BUFFER_TOO_SMALL` as above;
+ * `EMBD_STATUS_LIMIT_EXCEEDED`; `EMBD_STATUS_UNSUPPORTED` (a model without
+ * the sparse output, the message naming its outputs; a model opened with
+ * windows); `EMBD_STATUS_CANCELLED`; `EMBD_STATUS_INTERNAL`,
+ * `EMBD_STATUS_INTERNAL_PANIC`. On failure other than
+ * `EMBD_STATUS_BUFFER_TOO_SMALL`, `*nnz_out` is 0 and the buffers'
+ * contents are unspecified.
+ *
+ * Thread safety: safe to call concurrently on the same model and options.
+ *
+ * # Safety
+ * `texts` as for `embd_encode_texts`; `offsets` NULL or writable for
+ * `n_texts + 1` elements; `indices` and `values` NULL or writable for
+ * `capacity` elements; `nnz_out` NULL or writable.
+ */
+embd_status embd_encode_sparse(const embd_model *model, const embd_call_options *options, embd_task task, const embd_text *texts, size_t n_texts, size_t top_k, size_t *offsets, uint32_t *indices, float *values, size_t capacity, size_t *nnz_out);
+
+/**
+ * Multi-vector output (ColBERT) of a batch of length-delimited texts: text
+ * 0's vectors, then text 1's, and so on, each vector
+ * `embd_multi_vector_dim(model)` floats. Each text gets the vectors it gets
+ * alone. With `EMBD_TASK_QUERY`, ColBERT's query marker and expansion
+ * (a query padded with mask tokens to its fixed length); otherwise the
+ * document marker and skip-list.
+ *
+ * - `model`: borrowed for the duration of the call; must have the
+ *   multi-vector output (`embd_has_output(model, "multi-vector")`).
+ * - `options`: borrowed; NULL means every option unset.
+ * - `task`: an `EMBD_TASK_*` constant.
+ * - `texts`, `n_texts`: as for `embd_encode_texts`.
+ * - `out`: caller-owned buffer of `out_len` floats; may be NULL when
+ *   `out_len` is 0 (to ask for the size).
+ * - `n_floats_out`: required; receives the number of floats written; on
+ *   `EMBD_STATUS_BUFFER_TOO_SMALL`, the number needed (nothing is written
+ *   to `out`).
+ * - `vectors_out`: NULL when not wanted, else a caller-owned array of at
+ *   least `n_texts` elements; element i receives the number of vectors of
+ *   text i. Filled on success and on `EMBD_STATUS_BUFFER_TOO_SMALL`.
+ *
+ * The texts are encoded once per call, so a size query costs a whole
+ * encode, repeated by the second call.
+ *
+ * Returns the statuses of `embd_encode_sparse` (`out`, `n_floats_out` for
+ * NULL arguments), `EMBD_STATUS_UNSUPPORTED` for a model without the
+ * multi-vector output. On failure other than `EMBD_STATUS_BUFFER_TOO_SMALL`,
+ * `*n_floats_out` is 0 and the contents of `out` are unspecified.
+ *
+ * Thread safety: safe to call concurrently on the same model and options.
+ *
+ * # Safety
+ * `texts` as for `embd_encode_texts`; `out` NULL or writable for `out_len`
+ * floats; `n_floats_out` NULL or writable; `vectors_out` NULL or writable
+ * for `n_texts` elements.
+ */
+embd_status embd_encode_multi_vector(const embd_model *model, const embd_call_options *options, embd_task task, const embd_text *texts, size_t n_texts, float *out, size_t out_len, size_t *n_floats_out, size_t *vectors_out);
 
 /**
  * Tokenizes a text as the model sees it: `[CLS]`, the WordPiece ids truncated

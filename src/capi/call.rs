@@ -275,7 +275,7 @@ pub unsafe extern "C" fn embd_call_dim(
 }
 
 /// A copy of the options behind `options` (NULL: the defaults).
-fn read_options(options: *const embd_call_options) -> FfiResult<CallOptions> {
+pub(crate) fn read_options(options: *const embd_call_options) -> FfiResult<CallOptions> {
     if options.is_null() {
         return Ok(CallOptions::default());
     }

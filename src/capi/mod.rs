@@ -25,6 +25,7 @@ pub mod model;
 
 pub mod call;
 pub mod encode;
+pub mod outputs;
 pub mod tokens;
 pub mod vectors;
 
@@ -48,6 +49,7 @@ pub use last_error::*;
 pub use model::*;
 pub use options::*;
 pub use output::*;
+pub use outputs::*;
 pub use precision::*;
 pub use rerank::*;
 pub use status::*;
