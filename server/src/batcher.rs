@@ -7,12 +7,20 @@
 //! idle: a lone request pays nothing); while a call runs, new arrivals queue up
 //! and form the next call. `max_wait` optionally holds a call back that long
 //! for more requests while it is below the budget.
+//!
+//! The same thread runs the output-stage requests ([`EncodeJob`]: sparse
+//! vectors, multi-vectors, BGE-M3's outputs at once through
+//! [`Embedder::encode`]), in arrival order with the pooled ones: one engine
+//! call at a time per model, each on the engine's own workers, so that no
+//! route runs a second pool beside the batcher's and oversubscribes the
+//! cores. Encode jobs with the same [`EncodeRequest`] share a call
+//! (`encode` is batch-invariant too); they never share one with pooled jobs.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use embedder::{CallPlan, Embedder};
+use embedder::{CallPlan, Embedder, EncodeRequest, Encoded};
 use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
@@ -55,9 +63,96 @@ impl Job {
     }
 }
 
+/// What one [`Embedder::encode`] call returns to one request.
+pub struct EncodeDone {
+    /// The request's outputs, or the engine's error.
+    pub encoded: Result<Encoded, embedder::Error>,
+    /// Time spent queued.
+    pub queue_time: Duration,
+    /// Time of the engine call the request was part of (tokenization
+    /// included: `encode` tokenizes).
+    pub inference_time: Duration,
+}
+
+/// One request for the output stage: texts (`encode` tokenizes them itself,
+/// on the engine's workers) and what to compute.
+pub struct EncodeJob {
+    /// The texts.
+    pub texts: Vec<String>,
+    /// Outputs, task and options; jobs run together only with equal ones.
+    pub req: EncodeRequest,
+    /// Where the outputs go; a closed channel (the client left) skips the job.
+    pub reply: oneshot::Sender<EncodeDone>,
+    /// Tokens the texts come to at most, estimated before tokenization (for
+    /// the token budget only).
+    estimate: usize,
+    enqueued: Instant,
+}
+
+impl EncodeJob {
+    /// A job made now. `max_tokens`: the most tokens one text can take
+    /// (the model's `max_seq_length`).
+    pub fn new(
+        texts: Vec<String>,
+        req: EncodeRequest,
+        max_tokens: usize,
+        reply: oneshot::Sender<EncodeDone>,
+    ) -> Self {
+        // A token covers at least one byte of the text, plus the special
+        // tokens; ColBERT's query expansion stays within max_seq_length.
+        let estimate = texts
+            .iter()
+            .map(|t| (t.len() + 4).min(max_tokens.max(1)))
+            .sum();
+        EncodeJob {
+            texts,
+            req,
+            reply,
+            estimate,
+            enqueued: Instant::now(),
+        }
+    }
+}
+
+/// A queued request: pooled vectors / token states of tokenized sequences,
+/// or the output stage.
+enum Work {
+    Embed(Job),
+    Encode(EncodeJob),
+}
+
+impl Work {
+    fn tokens(&self) -> usize {
+        match self {
+            Work::Embed(j) => j.tokens(),
+            Work::Encode(j) => j.estimate,
+        }
+    }
+
+    fn enqueued(&self) -> Instant {
+        match self {
+            Work::Embed(j) => j.enqueued,
+            Work::Encode(j) => j.enqueued,
+        }
+    }
+
+    fn left(&self) -> bool {
+        match self {
+            Work::Embed(j) => j.reply.is_closed(),
+            Work::Encode(j) => j.reply.is_closed(),
+        }
+    }
+}
+
+/// The jobs of one engine call.
+enum Batch {
+    Embed(Vec<Job>),
+    Encode(Vec<EncodeJob>),
+}
+
 #[derive(Default)]
 struct Queue {
-    jobs: VecDeque<Job>,
+    jobs: VecDeque<Work>,
     closed: bool,
 }
 
@@ -88,14 +183,33 @@ impl Batcher {
 
     /// Queues a job. Returns it back when the batcher is closed.
     pub fn submit(&self, job: Job) -> Result<(), Job> {
+        match self.push(Work::Embed(job)) {
+            None => Ok(()),
+            Some(Work::Embed(j)) => Err(j),
+            Some(Work::Encode(_)) => unreachable!("an embed job came back as another"),
+        }
+    }
+
+    /// Queues an output-stage job. Returns it back when the batcher is
+    /// closed.
+    pub fn submit_encode(&self, job: EncodeJob) -> Result<(), Box<EncodeJob>> {
+        match self.push(Work::Encode(job)) {
+            None => Ok(()),
+            Some(Work::Encode(j)) => Err(Box::new(j)),
+            Some(Work::Embed(_)) => unreachable!("an encode job came back as another"),
+        }
+    }
+
+    /// Queues `work`; gives it back when the batcher is closed.
+    fn push(&self, work: Work) -> Option<Work> {
         let (lock, cv) = &*self.shared;
         let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
         if q.closed {
-            return Err(job);
+            return Some(work);
         }
-        q.jobs.push_back(job);
+        q.jobs.push_back(work);
         cv.notify_one();
-        Ok(())
+        None
     }
 
     /// Jobs waiting.
@@ -118,34 +232,54 @@ impl Drop for Batcher {
 }
 
 /// Takes the next call's jobs: the first queued job, then every later job
-/// with the same pass while the tokens stay within `budget` (a job larger
-/// than the budget runs alone). Jobs whose client has left are dropped.
-fn take_batch(q: &mut Queue, budget: usize) -> Vec<Job> {
-    q.jobs.retain(|j| !j.reply.is_closed());
-    let Some(first) = q.jobs.pop_front() else {
-        return Vec::new();
-    };
+/// of the same kind with the same pass (or the same encode request) while
+/// the tokens stay within `budget` (a job larger than the budget runs
+/// alone). Jobs whose client has left are dropped.
+fn take_batch(q: &mut Queue, budget: usize) -> Option<Batch> {
+    q.jobs.retain(|j| !j.left());
+    let first = q.jobs.pop_front()?;
     let mut tokens = first.tokens();
-    let mut seqs = first.seqs.len();
-    let mut batch = vec![first];
+    let mut batch = match first {
+        Work::Embed(j) => Batch::Embed(vec![j]),
+        Work::Encode(j) => Batch::Encode(vec![j]),
+    };
+    let mut seqs = match &batch {
+        Batch::Embed(b) => b[0].seqs.len(),
+        Batch::Encode(b) => b[0].texts.len(),
+    };
     let mut i = 0;
     while i < q.jobs.len() {
         let t = q.jobs[i].tokens();
         if tokens + t > budget {
             break;
         }
-        let n = q.jobs[i].seqs.len();
-        if q.jobs[i].plan.same_pass(&batch[0].plan) && seqs + n <= embedder::MAX_BATCH {
-            tokens += t;
-            seqs += n;
-            if let Some(j) = q.jobs.remove(i) {
-                batch.push(j);
+        let fits = match (&batch, &q.jobs[i]) {
+            (Batch::Embed(b), Work::Embed(j)) => {
+                j.plan.same_pass(&b[0].plan) && seqs + j.seqs.len() <= embedder::MAX_BATCH
             }
-        } else {
+            (Batch::Encode(b), Work::Encode(j)) => {
+                j.req == b[0].req && seqs + j.texts.len() <= embedder::MAX_BATCH
+            }
+            _ => false,
+        };
+        if !fits {
             i += 1;
+            continue;
+        }
+        tokens += t;
+        match (&mut batch, q.jobs.remove(i)) {
+            (Batch::Embed(b), Some(Work::Embed(j))) => {
+                seqs += j.seqs.len();
+                b.push(j);
+            }
+            (Batch::Encode(b), Some(Work::Encode(j))) => {
+                seqs += j.texts.len();
+                b.push(j);
+            }
+            _ => unreachable!("the job checked is the job taken"),
         }
     }
-    batch
+    Some(batch)
 }
 
 fn run(
@@ -168,9 +302,9 @@ fn run(
             if !max_wait.is_zero() && !q.closed {
                 // Hold the call back for more requests, up to max_wait after
                 // the oldest one arrived, while below the budget.
-                let until = q.jobs[0].enqueued + max_wait;
+                let until = q.jobs[0].enqueued() + max_wait;
                 loop {
-                    let queued: usize = q.jobs.iter().map(Job::tokens).sum();
+                    let queued: usize = q.jobs.iter().map(Work::tokens).sum();
                     let now = Instant::now();
                     if queued >= budget || now >= until || q.closed {
                         break;
@@ -183,10 +317,11 @@ fn run(
             }
             take_batch(&mut q, budget)
         };
-        if batch.is_empty() {
-            continue;
+        match batch {
+            None => continue,
+            Some(Batch::Embed(b)) => run_batch(model, b, metrics),
+            Some(Batch::Encode(b)) => run_encode(model, b, metrics),
         }
-        run_batch(model, batch, metrics);
     }
 }
 
@@ -227,5 +362,84 @@ fn run_batch(model: &Embedder, batch: Vec<Job>, metrics: &Metrics) {
             queue_time: start.saturating_duration_since(job.enqueued),
             inference_time,
         });
+    }
+}
+
+/// One `encode` call, the engine's panics caught.
+fn encode_caught(
+    model: &Embedder,
+    texts: &[&str],
+    req: &EncodeRequest,
+) -> embedder::Result<Encoded> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.encode(texts, req)))
+        .unwrap_or_else(|_| {
+            Err(embedder::Error::new(
+                embedder::ErrorKind::Internal,
+                "the engine panicked on this batch",
+            ))
+        })
+}
+
+/// Moves the first `n` texts' outputs of `all` into their own [`Encoded`].
+fn split_front(all: &mut Encoded, n: usize) -> Encoded {
+    let dim = all.dim;
+    Encoded {
+        dim,
+        dense: all.dense.as_mut().map(|d| d.drain(..n * dim).collect()),
+        sparse: all.sparse.as_mut().map(|s| s.drain(..n).collect()),
+        multi_vector: all.multi_vector.as_mut().map(|m| m.drain(..n).collect()),
+        info: all.info.drain(..n).collect(),
+    }
+}
+
+/// Runs encode jobs with one request as one call and hands each its texts'
+/// outputs. When a shared call fails (a text too long with truncation off,
+/// say), each job runs again alone, so that the error names the text by its
+/// index in its own request and the other jobs get their outputs.
+fn run_encode(model: &Embedder, batch: Vec<EncodeJob>, metrics: &Metrics) {
+    let start = Instant::now();
+    let texts: Vec<&str> = batch
+        .iter()
+        .flat_map(|j| j.texts.iter().map(String::as_str))
+        .collect();
+    let r = encode_caught(model, &texts, &batch[0].req);
+    let took = start.elapsed();
+    let tokens = |e: &Encoded| e.info.iter().map(|i| i.tokens).sum::<usize>();
+    match r {
+        Ok(mut all) => {
+            metrics.observe_batch(texts.len(), tokens(&all), took);
+            for job in batch {
+                let mine = split_front(&mut all, job.texts.len());
+                let _ = job.reply.send(EncodeDone {
+                    encoded: Ok(mine),
+                    queue_time: start.saturating_duration_since(job.enqueued),
+                    inference_time: took,
+                });
+            }
+        }
+        Err(e) if batch.len() == 1 => {
+            metrics.observe_batch(texts.len(), 0, took);
+            for job in batch {
+                let _ = job.reply.send(EncodeDone {
+                    encoded: Err(e.clone()),
+                    queue_time: start.saturating_duration_since(job.enqueued),
+                    inference_time: took,
+                });
+            }
+        }
+        Err(_) => {
+            for job in batch {
+                let alone = Instant::now();
+                let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+                let r = encode_caught(model, &texts, &job.req);
+                let took = alone.elapsed();
+                metrics.observe_batch(texts.len(), r.as_ref().map_or(0, tokens), took);
+                let _ = job.reply.send(EncodeDone {
+                    encoded: r,
+                    queue_time: start.saturating_duration_since(job.enqueued),
+                    inference_time: took,
+                });
+            }
+        }
     }
 }

@@ -38,8 +38,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     name = "embd serve",
     version,
     about = "Serve embedding models and rerankers over HTTP: TEI's routes (/embed, /embed_all, \
-             /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's /v1/embeddings, \
-             the Jina / Cohere /v1/rerank and Cohere's /v2/rerank"
+             /embed_sparse, /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's \
+             /v1/embeddings, the Jina / Cohere /v1/rerank, Cohere's /v2/rerank, and /encode \
+             (dense, sparse and multi-vector outputs at once)"
 )]
 pub struct Config {
     /// A model to serve (an embedder or a reranker): PATH, or NAME=PATH (NAME

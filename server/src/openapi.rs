@@ -96,8 +96,16 @@ fn embed_request() -> Value {
         "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
         "prompt_name": {"type": "string", "nullable": true},
         "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
-        "model": {"type": "string", "nullable": true}
+        "model": {"type": "string", "nullable": true},
+        "task": task_schema()
     }})
+}
+
+fn task_schema() -> Value {
+    json!({"type": "string", "enum": ["query", "document"], "nullable": true,
+        "description": "Extension: encode as a query or a document (sentence-transformers' \
+            encode_query / encode_document: the prompt of that name, ColBERT's query markers \
+            and expansion, a Router's query route)"})
 }
 
 fn matrix() -> Value {
@@ -191,7 +199,9 @@ fn path_item(method: &str, path: &str) -> Value {
             INFER_ERRORS,
         ),
         ("POST", "/embed_all") => post(
-            "Un-pooled token vectors of each input (special and prompt tokens included)",
+            "Un-pooled token vectors of each input (special and prompt tokens included); \
+             on a model with a multi-vector output (ColBERT, BGE-M3), its multi-vectors \
+             (texts only)",
             json!({"type": "object", "required": ["inputs"], "properties": {
                 "inputs": inputs_schema(),
                 "normalize": {"type": "boolean", "default": false},
@@ -199,9 +209,62 @@ fn path_item(method: &str, path: &str) -> Value {
                 "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
                 "prompt_name": {"type": "string", "nullable": true},
                 "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
-                "model": {"type": "string", "nullable": true}
+                "model": {"type": "string", "nullable": true},
+                "task": task_schema()
             }}),
             json!({"type": "array", "items": matrix()}),
+            Shape::Tei,
+            INFER_ERRORS,
+        ),
+        ("POST", "/embed_sparse") => post(
+            "Sparse vectors (TEI): the non-zero weights of each input, ids ascending; \
+             424 on a model without a sparse output",
+            json!({"type": "object", "required": ["inputs"], "properties": {
+                "inputs": {"oneOf": [{"type": "string"},
+                    {"type": "array", "items": {"type": "string"}}]},
+                "truncate": {"type": "boolean", "nullable": true},
+                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+                "prompt_name": {"type": "string", "nullable": true},
+                "model": {"type": "string", "nullable": true},
+                "task": task_schema()
+            }}),
+            json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
+                "required": ["index", "value"], "properties": {
+                "index": {"type": "integer", "minimum": 0}, "value": {"type": "number"}}}}}),
+            Shape::Tei,
+            INFER_ERRORS,
+        ),
+        ("POST", "/encode") => post(
+            "The model's outputs (dense, sparse, multi-vector: BGE-M3's three) from one \
+             forward pass per input; 424 naming the model's outputs for one it lacks",
+            json!({"type": "object", "required": ["inputs"], "properties": {
+                "inputs": {"oneOf": [{"type": "string"},
+                    {"type": "array", "items": {"type": "string"}}]},
+                "outputs": {"type": "array", "items": {"type": "string",
+                    "enum": ["dense", "sparse", "multi-vector"]},
+                    "description": "default: every output the model has"},
+                "task": task_schema(),
+                "normalize": {"type": "boolean", "default": true},
+                "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
+                "top_k": {"type": "integer", "minimum": 1, "nullable": true},
+                "truncate": {"type": "boolean", "nullable": true},
+                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+                "prompt_name": {"type": "string", "nullable": true},
+                "model": {"type": "string", "nullable": true}
+            }}),
+            json!({"type": "object", "required": ["model", "data", "usage"], "properties": {
+                "model": {"type": "string"},
+                "data": {"type": "array", "items": {"type": "object", "properties": {
+                    "dense": {"type": "array", "items": {"type": "number"}},
+                    "sparse": {"type": "object", "required": ["indices", "values"],
+                        "properties": {
+                        "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                        "values": {"type": "array", "items": {"type": "number"}}}},
+                    "multi_vector": matrix()}}},
+                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
+                    "properties": {"prompt_tokens": {"type": "integer"},
+                        "total_tokens": {"type": "integer"}}}
+            }}),
             Shape::Tei,
             INFER_ERRORS,
         ),

@@ -1,5 +1,7 @@
 //! The routes: TEI 1.9's native ones and OpenAI's embeddings, with their
-//! exact request and response shapes (unknown request fields are ignored).
+//! exact request and response shapes (unknown request fields are ignored),
+//! and `/encode`, the native route of the output stage (dense, sparse and
+//! multi-vector outputs of one forward pass).
 //!
 //! [`ROUTES`] is the one list of routes: [`router`] is built from it, and the
 //! OpenAPI document's test checks it against `/openapi.json`.
@@ -16,12 +18,14 @@ use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use base64::Engine as _;
 use embedder::tokenizer::TokenSpan;
-use embedder::{CallOptions, CallPlan, Truncation};
-use serde::Deserialize;
+use embedder::{
+    CallOptions, CallPlan, EncodeRequest, EncodeTask, Encoded, OutputKind, SparseVector, Truncation,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::batcher::Job;
+use crate::batcher::{EncodeJob, Job};
 use crate::body::read_json;
 use crate::error::{ApiError, Dialect, ErrorType};
 use crate::{AppState, EmbedModel, RerankModel};
@@ -39,6 +43,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/decode"),
     ("POST", "/similarity"),
     ("POST", "/embed_all"),
+    ("POST", "/embed_sparse"),
+    ("POST", "/encode"),
     ("POST", "/rerank"),
     ("POST", "/v1/rerank"),
     ("POST", "/v2/rerank"),
@@ -61,6 +67,8 @@ fn handler(method: &str, path: &str) -> MethodRouter<St> {
         "/decode" => on(filter, decode),
         "/similarity" => on(filter, similarity),
         "/embed_all" => on(filter, embed_all),
+        "/embed_sparse" => on(filter, embed_sparse),
+        "/encode" => on(filter, encode),
         "/rerank" => on(filter, rerank),
         "/v1/rerank" => on(filter, openai_rerank),
         "/v2/rerank" => on(filter, cohere_v2_rerank),
@@ -417,6 +425,8 @@ struct EmbedRequest {
     prompt_name: Option<String>,
     dimensions: Option<usize>,
     model: Option<String>,
+    /// Extension: `query` or `document`.
+    task: Option<String>,
 }
 
 /// `POST /embed` and `POST /`: `[[f32]]`.
@@ -424,7 +434,8 @@ async fn embed(State(st): State<St>, req: Request) -> Result<Response, ApiError>
     let _permit = permit(&st)?;
     let req: EmbedRequest = read_json(&st, req).await?;
     let inputs = parse_inputs(&req.inputs, "inputs")?;
-    let opts = CallOptions {
+    let task = parse_task(req.task.as_deref())?;
+    let mut opts = CallOptions {
         normalize: Some(req.normalize.unwrap_or(true)),
         dimensions: req.dimensions,
         prompt_name: req.prompt_name,
@@ -432,6 +443,8 @@ async fn embed(State(st): State<St>, req: Request) -> Result<Response, ApiError>
         ..CallOptions::default()
     };
     let model = embed_model(&st, req.model.as_deref())?;
+    require_outputs(model, &[OutputKind::Dense])?;
+    task_prompt(model, task, &mut opts);
     let e = embed_inputs(&st, model, inputs, opts, true, Output::Sentences).await?;
     let rows: Vec<&[f32]> = e.rows().collect();
     let mut resp = Json(rows).into_response();
@@ -449,16 +462,22 @@ struct EmbedAllRequest {
     normalize: Option<bool>,
     dimensions: Option<usize>,
     model: Option<String>,
+    /// Extension: `query` or `document`.
+    task: Option<String>,
 }
 
-/// `POST /embed_all`: the un-pooled token vectors of each input,
-/// `[[[f32]]]` (special and prompt tokens included; not normalized unless
-/// the request says `"normalize": true`).
+/// `POST /embed_all`, `[[[f32]]]`: on a model with a multi-vector output
+/// (ColBERT, BGE-M3), the multi-vectors of each input (as the model outputs
+/// them: ColBERT's markers, query expansion and skip-list; normalized);
+/// otherwise the un-pooled token vectors of each input (special and prompt
+/// tokens included; not normalized unless the request says
+/// `"normalize": true`).
 async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
     let req: EmbedAllRequest = read_json(&st, req).await?;
     let inputs = parse_inputs(&req.inputs, "inputs")?;
-    let opts = CallOptions {
+    let task = parse_task(req.task.as_deref())?;
+    let mut opts = CallOptions {
         normalize: req.normalize,
         dimensions: req.dimensions,
         prompt_name: req.prompt_name,
@@ -466,6 +485,38 @@ async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiEr
         ..CallOptions::default()
     };
     let model = embed_model(&st, req.model.as_deref())?;
+    if model.engine.outputs().contains(&OutputKind::MultiVector) {
+        if opts.dimensions.is_some() {
+            return Err(ApiError::validation(
+                "`dimensions`: this model's /embed_all answers its multi-vectors, which have                  the model's own width",
+            ));
+        }
+        if opts.normalize == Some(false) {
+            return Err(ApiError::validation(
+                "`normalize`: this model's /embed_all answers its multi-vectors, which the                  model normalizes",
+            ));
+        }
+        opts.normalize = None;
+        let texts = texts_of(inputs, "/embed_all on a multi-vector model")?;
+        let ask = EncodeRequest {
+            outputs: vec![OutputKind::MultiVector],
+            task,
+            call: opts,
+            top_k: None,
+        };
+        let e = encode_texts(&st, model, texts, ask).await?;
+        let per_input: Vec<Vec<&[f32]>> = e
+            .encoded
+            .multi_vector
+            .iter()
+            .flatten()
+            .map(|m| (0..m.rows()).map(|i| m.row(i)).collect())
+            .collect();
+        let mut resp = Json(per_input).into_response();
+        e.headers(&mut resp);
+        return Ok(resp);
+    }
+    task_prompt(model, task, &mut opts);
     let e = embed_inputs(&st, model, inputs, opts, true, Output::Tokens).await?;
     let mut rows = e.rows();
     let per_input: Vec<Vec<&[f32]>> = e
@@ -474,6 +525,342 @@ async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiEr
         .map(|&n| rows.by_ref().take(n).collect())
         .collect();
     let mut resp = Json(per_input).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+/// `task`: `query` or `document` (sentence-transformers' `encode_query` /
+/// `encode_document`), else 422.
+fn parse_task(task: Option<&str>) -> Result<Option<EncodeTask>, ApiError> {
+    match task {
+        None => Ok(None),
+        Some("query") => Ok(Some(EncodeTask::Query)),
+        Some("document") => Ok(Some(EncodeTask::Document)),
+        Some(t) => Err(ApiError::validation(format!(
+            "`task` must be \"query\" or \"document\", not {t:?}"
+        ))),
+    }
+}
+
+/// On the routes that go through the pooled (or token-state) path, a task
+/// means its prompt: the prompt of that name when the model stores one and
+/// the request names none, as [`embedder::Embedder::encode`] does.
+fn task_prompt(model: &EmbedModel, task: Option<EncodeTask>, opts: &mut CallOptions) {
+    let Some(t) = task else { return };
+    if opts.prompt.is_some() || opts.prompt_name.is_some() {
+        return;
+    }
+    let named = CallOptions {
+        prompt_name: Some(t.name().to_string()),
+        ..CallOptions::default()
+    };
+    if model.engine.plan(&named).is_ok() {
+        opts.prompt_name = named.prompt_name;
+    }
+}
+
+/// TEI's 424 when the model lacks an output `kinds` names, with the
+/// engine's message (before the request waits in the queue).
+fn require_outputs(model: &EmbedModel, kinds: &[OutputKind]) -> Result<(), ApiError> {
+    let has = model.engine.outputs();
+    match kinds.iter().find(|k| !has.contains(k)) {
+        None => Ok(()),
+        Some(k) => Err(ApiError::backend(format!(
+            "this model has no {} output; its outputs: {}",
+            k.name(),
+            has.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The texts of `inputs`: the output stage tokenizes itself, so token ids
+/// are refused (422).
+fn texts_of(inputs: Vec<Input>, route: &str) -> Result<Vec<String>, ApiError> {
+    inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| match x {
+            Input::Text(t) => Ok(t),
+            Input::Ids(_) => Err(ApiError::validation(format!(
+                "input {i} is token ids; {route} takes texts only"
+            ))),
+        })
+        .collect()
+}
+
+/// What one output-stage request came to.
+struct EncodedInputs {
+    encoded: Encoded,
+    tokens: usize,
+    characters: usize,
+    queue_time: Duration,
+    inference_time: Duration,
+}
+
+impl EncodedInputs {
+    fn headers(&self, resp: &mut Response) {
+        compute_headers(
+            resp,
+            self.tokens,
+            self.characters,
+            Duration::ZERO,
+            self.queue_time,
+            self.inference_time,
+        );
+    }
+}
+
+/// Queues `texts` for [`embedder::Embedder::encode`] on the model's engine
+/// thread (the batcher: one engine call at a time per model, on the
+/// engine's workers, so the cores are never oversubscribed; requests with
+/// the same options share a call, and `encode` gives each text the same
+/// bits whatever the batch) and waits for the outputs.
+async fn encode_texts(
+    st: &AppState,
+    model: &EmbedModel,
+    texts: Vec<String>,
+    ask: EncodeRequest,
+) -> Result<EncodedInputs, ApiError> {
+    if texts.len() > st.cfg.max_client_batch_size {
+        return Err(ApiError::too_large(format!(
+            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
+            texts.len(),
+            st.cfg.max_client_batch_size
+        )));
+    }
+    require_outputs(model, &ask.outputs)?;
+    if ask.top_k == Some(0) {
+        return Err(ApiError::validation("`top_k` is 0; ask for at least 1"));
+    }
+    let characters = texts.iter().map(|t| t.chars().count()).sum();
+    let n = texts.len();
+    let (tx, rx) = oneshot::channel();
+    let job = EncodeJob::new(texts, ask, model.engine.max_seq_length(), tx);
+    if model.batcher.submit_encode(job).is_err() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Unavailable,
+            "the server is shutting down",
+        ));
+    }
+    let done = rx
+        .await
+        .map_err(|_| ApiError::backend("the engine stopped before answering"))?;
+    st.metrics.observe_queue(done.queue_time);
+    let encoded = done.encoded.map_err(|e| ApiError::from_engine(&e))?;
+    let tokens = encoded.info.iter().map(|i| i.tokens).sum();
+    st.metrics.observe_inputs(n, tokens);
+    Ok(EncodedInputs {
+        encoded,
+        tokens,
+        characters,
+        queue_time: done.queue_time,
+        inference_time: done.inference_time,
+    })
+}
+
+#[derive(Deserialize)]
+struct EmbedSparseRequest {
+    #[serde(default)]
+    inputs: Value,
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    prompt_name: Option<String>,
+    model: Option<String>,
+    /// Extension: `query` or `document`.
+    task: Option<String>,
+}
+
+/// TEI's `SparseValue`.
+#[derive(Serialize)]
+struct SparseValue {
+    index: u32,
+    value: f32,
+}
+
+/// TEI's sparse vector: the non-zero weights, ids ascending.
+fn sparse_values(v: &SparseVector) -> Vec<SparseValue> {
+    v.indices
+        .iter()
+        .zip(&v.values)
+        .filter(|(_, &x)| x != 0.0)
+        .map(|(&index, &value)| SparseValue { index, value })
+        .collect()
+}
+
+/// `POST /embed_sparse` (TEI's): `[[{"index", "value"}]]`, the non-zero
+/// weights of each input's sparse vector, ids ascending; 424 naming the
+/// model's outputs when it has no sparse output.
+async fn embed_sparse(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: EmbedSparseRequest = read_json(&st, req).await?;
+    let inputs = parse_inputs(&req.inputs, "inputs")?;
+    let task = parse_task(req.task.as_deref())?;
+    let call = CallOptions {
+        prompt_name: req.prompt_name,
+        truncation: truncation(&st, req.truncate, req.truncation_direction.as_deref())?,
+        ..CallOptions::default()
+    };
+    let model = embed_model(&st, req.model.as_deref())?;
+    let texts = texts_of(inputs, "/embed_sparse")?;
+    let ask = EncodeRequest {
+        outputs: vec![OutputKind::Sparse],
+        task,
+        call,
+        top_k: None,
+    };
+    let e = encode_texts(&st, model, texts, ask).await?;
+    let out: Vec<Vec<SparseValue>> = e
+        .encoded
+        .sparse
+        .iter()
+        .flatten()
+        .map(sparse_values)
+        .collect();
+    let mut resp = Json(out).into_response();
+    e.headers(&mut resp);
+    Ok(resp)
+}
+
+/// One input's outputs in `/encode`'s answer (those asked for). Serialized
+/// from the `f32`s themselves: the shortest text that reads back to the
+/// same bits.
+#[derive(Serialize)]
+struct EncodedItem<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dense: Option<&'a [f32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sparse: Option<IndexedSparse<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multi_vector: Option<Vec<&'a [f32]>>,
+}
+
+#[derive(Serialize)]
+struct IndexedSparse<'a> {
+    indices: &'a [u32],
+    values: &'a [f32],
+}
+
+#[derive(Serialize)]
+struct Usage {
+    prompt_tokens: usize,
+    total_tokens: usize,
+}
+
+#[derive(Serialize)]
+struct EncodeAnswer<'a> {
+    model: &'a str,
+    data: Vec<EncodedItem<'a>>,
+    usage: Usage,
+}
+
+#[derive(Deserialize)]
+struct EncodeBody {
+    #[serde(default)]
+    inputs: Value,
+    outputs: Option<Value>,
+    task: Option<String>,
+    truncate: Option<bool>,
+    truncation_direction: Option<String>,
+    prompt_name: Option<String>,
+    normalize: Option<bool>,
+    dimensions: Option<usize>,
+    top_k: Option<usize>,
+    model: Option<String>,
+}
+
+/// `outputs`: a list of names (or one name, or a comma-separated list);
+/// absent or empty: every output the model has.
+fn parse_outputs(v: Option<&Value>, model: &EmbedModel) -> Result<Vec<OutputKind>, ApiError> {
+    let names: Vec<&str> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => s.split([',', ' ']).filter(|p| !p.is_empty()).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_str()
+                    .ok_or_else(|| ApiError::validation(format!("`outputs[{i}]` must be a string")))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ApiError::validation(
+                "`outputs` must be a list of \"dense\", \"sparse\", \"multi-vector\"",
+            ))
+        }
+    };
+    if names.is_empty() {
+        return Ok(model.engine.outputs().to_vec());
+    }
+    let mut kinds = Vec::new();
+    for n in names {
+        let k = OutputKind::from_name(n).ok_or_else(|| {
+            ApiError::validation(format!(
+                "`outputs`: {n:?} is not one of \"dense\", \"sparse\", \"multi-vector\""
+            ))
+        })?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    kinds.sort();
+    Ok(kinds)
+}
+
+/// `POST /encode` (this server's own): any of the model's outputs, dense,
+/// sparse and multi-vector (BGE-M3's three), from one forward pass per
+/// text: `{"model", "data": [{"dense"?, "sparse"?: {"indices", "values"},
+/// "multi_vector"?: [[f32]]}], "usage"}`.
+async fn encode(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
+    let _permit = permit(&st)?;
+    let req: EncodeBody = read_json(&st, req).await?;
+    let inputs = parse_inputs(&req.inputs, "inputs")?;
+    let task = parse_task(req.task.as_deref())?;
+    let call = CallOptions {
+        normalize: Some(req.normalize.unwrap_or(true)),
+        dimensions: req.dimensions,
+        prompt_name: req.prompt_name,
+        truncation: truncation(&st, req.truncate, req.truncation_direction.as_deref())?,
+        ..CallOptions::default()
+    };
+    let (m, model) = st
+        .embedder(req.model.as_deref())
+        .map_err(ApiError::backend)?;
+    let outputs = parse_outputs(req.outputs.as_ref(), model)?;
+    let texts = texts_of(inputs, "/encode")?;
+    let ask = EncodeRequest {
+        outputs,
+        task,
+        call,
+        top_k: req.top_k,
+    };
+    let e = encode_texts(&st, model, texts, ask).await?;
+    let enc = &e.encoded;
+    let data: Vec<EncodedItem<'_>> = (0..enc.info.len())
+        .map(|i| EncodedItem {
+            dense: enc
+                .dense
+                .as_ref()
+                .map(|d| &d[i * enc.dim..(i + 1) * enc.dim]),
+            sparse: enc.sparse.as_ref().map(|s| IndexedSparse {
+                indices: &s[i].indices,
+                values: &s[i].values,
+            }),
+            multi_vector: enc
+                .multi_vector
+                .as_ref()
+                .map(|m| (0..m[i].rows()).map(|r| m[i].row(r)).collect()),
+        })
+        .collect();
+    let body = EncodeAnswer {
+        model: &m.name,
+        data,
+        usage: Usage {
+            prompt_tokens: e.tokens,
+            total_tokens: e.tokens,
+        },
+    };
+    let mut resp = Json(body).into_response();
     e.headers(&mut resp);
     Ok(resp)
 }
@@ -1086,6 +1473,7 @@ async fn info(State(st): State<St>) -> Response {
                     "precision": i.precision.name(),
                     "threads": e.engine.threads(),
                     "prompt": e.engine.prompt(),
+                    "outputs": e.engine.outputs().iter().map(|k| k.name()).collect::<Vec<_>>(),
                 })
             }
             crate::ModelKind::Reranker(r) => {

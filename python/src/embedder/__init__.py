@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ._embedder import OUTPUT_PRECISIONS, PRECISIONS, Embedder, similarity
 from ._native import lib as _lib
+from ._outputs import OUTPUTS, max_sim, sparse_dot
 from ._reranker import Reranker
 from .errors import (
     CancelledError,
@@ -41,6 +42,9 @@ __all__ = [
     "PRECISIONS",
     "OUTPUT_PRECISIONS",
     "similarity",
+    "OUTPUTS",
+    "max_sim",
+    "sparse_dot",
     "library_version",
     "__version__",
 ]

@@ -25,6 +25,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
+from . import _outputs
 from ._native import PROGRESS_FN, EmbdText, c_float_p, c_size_p, c_uint8_p, lib
 from .errors import CancelledError, ClosedError, InvalidArgumentError, Status, raise_status
 
@@ -421,6 +422,8 @@ class Embedder:
         prompt_name: Optional[str] = ...,
         dimensions: Optional[int] = ...,
         truncation: Optional[str] = ...,
+        output: Literal["dense"] = ...,
+        task: Optional[str] = ...,
     ) -> npt.NDArray[Any]: ...
 
     @overload
@@ -439,7 +442,24 @@ class Embedder:
         prompt_name: Optional[str] = ...,
         dimensions: Optional[int] = ...,
         truncation: Optional[str] = ...,
+        output: Literal["dense"] = ...,
+        task: Optional[str] = ...,
     ) -> Tuple[npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.bool_]]: ...
+
+    @overload
+    def encode(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        batch_size: int = ...,
+        prompt: Optional[str] = ...,
+        prompt_name: Optional[str] = ...,
+        truncation: Optional[str] = ...,
+        output: Literal["sparse", "multi-vector", "multi_vector", "colbert"],
+        task: Optional[str] = ...,
+        top_k: Optional[int] = ...,
+        as_csr: bool = ...,
+    ) -> Any: ...
 
     def encode(
         self,
@@ -456,9 +476,11 @@ class Embedder:
         prompt_name: Optional[str] = None,
         dimensions: Optional[int] = None,
         truncation: Optional[str] = None,
-    ) -> Union[
-        npt.NDArray[Any], Tuple[npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.bool_]]
-    ]:
+        output: str = "dense",
+        task: Optional[str] = None,
+        top_k: Optional[int] = None,
+        as_csr: bool = False,
+    ) -> Any:
         """Embeds texts. A ``str`` gives an array of shape ``(dim,)``, a
         sequence of ``n`` strings ``(n, dim)``. The library writes straight into
         the returned array, or into ``out`` (of that dtype and shape,
@@ -495,7 +517,41 @@ class Embedder:
         with :class:`~embedder.CancelledError` (the raised exception as its
         ``__cause__``). Ctrl-C during the call stops it and raises
         ``KeyboardInterrupt``.
+
+        ``output`` is ``"dense"`` (the vectors above), ``"sparse"``
+        (:meth:`encode_sparse`, with ``top_k`` and ``as_csr``) or
+        ``"multi-vector"`` (:meth:`encode_multi_vector`); ``task`` is
+        ``"query"`` / ``"document"`` (sentence-transformers'
+        ``encode_query`` / ``encode_document``; for dense vectors: the model's
+        prompt of that name, if it stores one).
         """
+        output = _outputs.output_name(output)
+        if output == "sparse":
+            return self.encode_sparse(
+                texts,
+                task=task,
+                top_k=top_k,
+                batch_size=batch_size,
+                prompt=prompt,
+                prompt_name=prompt_name,
+                truncation=truncation,
+                as_csr=as_csr,
+            )
+        if output == "multi-vector":
+            return self.encode_multi_vector(
+                texts,
+                task=task,
+                batch_size=batch_size,
+                prompt=prompt,
+                prompt_name=prompt_name,
+                truncation=truncation,
+            )
+        if top_k is not None or as_csr:
+            raise InvalidArgumentError(
+                Status.INVALID_ARGUMENT, "top_k and as_csr apply to output='sparse' only"
+            )
+        if task is not None and prompt is None and prompt_name is None:
+            prompt_name = self._task_prompt(task)
         single, items = _texts_arg(texts, batch_size)
         if precision not in OUTPUT_PRECISIONS:
             raise InvalidArgumentError(
@@ -692,6 +748,105 @@ class Embedder:
     def similarity(self, a: npt.ArrayLike, b: npt.ArrayLike) -> Union[float, FloatArray]:
         """Cosine similarity; see :func:`embedder.similarity`."""
         return similarity(a, b)
+
+    # ------------------------------------------- sparse and multi-vector
+
+    @property
+    def outputs(self) -> List[str]:
+        """The outputs this model has: ``"dense"`` (every embedding model),
+        ``"sparse"`` (SPLADE, BGE-M3), ``"multi-vector"`` (ColBERT, BGE-M3)."""
+        return _outputs.model_outputs(self._handle())
+
+    def encode_sparse(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        task: Optional[str] = None,
+        top_k: Optional[int] = None,
+        batch_size: int = 64,
+        prompt: Optional[str] = None,
+        prompt_name: Optional[str] = None,
+        truncation: Optional[str] = None,
+        as_csr: bool = False,
+    ) -> Any:
+        """Sparse vectors (sentence-transformers' ``SparseEncoder``; BGE-M3's
+        lexical weights): for a ``str`` one ``(indices, values)`` pair (uint32
+        ids ascending, float32 weights), for a sequence a list of pairs, or
+        with ``as_csr=True`` a ``scipy.sparse.csr_matrix`` of shape
+        ``(n, vocab_size)``. ``task`` is ``"query"`` / ``"document"``
+        (``encode_query`` / ``encode_document``: an inference-free model's
+        query route, the model's prompt of that name); ``top_k`` keeps the
+        largest weights (``max_active_dims``)."""
+        single, items = _texts_arg(texts, batch_size)
+        data = [_utf8(t, f"texts[{i}]") for i, t in enumerate(items)]
+        code = _outputs.task_code(task)
+        k = _non_negative("top_k", top_k)
+        if k == 0:
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "top_k must be at least 1")
+        h = self._handle()
+        call = _CallOptions(None, prompt, prompt_name, None, truncation)
+        try:
+            pairs = _outputs.encode_sparse(h, call.handle, code, data, k or 0, batch_size)
+        finally:
+            call.free()
+        if as_csr:
+            return _outputs.to_csr(pairs, int(lib().embd_vocab_size(h)))
+        return pairs[0] if single else pairs
+
+    def encode_multi_vector(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        task: Optional[str] = None,
+        batch_size: int = 32,
+        prompt: Optional[str] = None,
+        prompt_name: Optional[str] = None,
+        truncation: Optional[str] = None,
+    ) -> Union[FloatArray, List[FloatArray]]:
+        """Multi-vectors (ColBERT; BGE-M3's ColBERT vectors): for a ``str``
+        a float32 array ``(vectors, dim)``, for a sequence a list of them.
+        ``task="query"`` frames ColBERT queries (marker, ``[MASK]``
+        expansion), ``"document"`` (the default for ColBERT) documents
+        (marker, punctuation skip-list). Score with :func:`max_sim`."""
+        single, items = _texts_arg(texts, batch_size)
+        data = [_utf8(t, f"texts[{i}]") for i, t in enumerate(items)]
+        code = _outputs.task_code(task)
+        h = self._handle()
+        call = _CallOptions(None, prompt, prompt_name, None, truncation)
+        try:
+            vecs = _outputs.encode_multi_vector(
+                h, call.handle, code, data, batch_size, self._max_seq_length
+            )
+        finally:
+            call.free()
+        return vecs[0] if single else vecs
+
+    def encode_query(self, texts: Union[str, Sequence[str]], **kwargs: Any) -> Any:
+        """sentence-transformers' ``encode_query``: :meth:`encode` with
+        ``task="query"`` (``output`` defaults to the model's first output)."""
+        kwargs.setdefault("output", self.outputs[0])
+        return self.encode(texts, task="query", **kwargs)
+
+    def encode_document(self, texts: Union[str, Sequence[str]], **kwargs: Any) -> Any:
+        """sentence-transformers' ``encode_document``: :meth:`encode` with
+        ``task="document"``."""
+        kwargs.setdefault("output", self.outputs[0])
+        return self.encode(texts, task="document", **kwargs)
+
+    def _task_prompt(self, task: Optional[str]) -> Optional[str]:
+        """The prompt name a dense call with ``task`` takes: the task's name
+        when the model stores a prompt of that name."""
+        if task is None:
+            return None
+        _outputs.task_code(task)
+        call = _CallOptions(None, None, task, None, None)
+        try:
+            call.dim(self._handle())
+            return task
+        except InvalidArgumentError:
+            return None
+        finally:
+            call.free()
 
 
 def _texts_arg(texts: Union[str, Sequence[str]], batch_size: int) -> Tuple[bool, Sequence[str]]:

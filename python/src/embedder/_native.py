@@ -161,6 +161,38 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
         c_uint8_p,
     )
     _fn(dll, "embd_output_len", st, vp, ctypes.c_int32, sz, c_size_p)
+    _fn(dll, "embd_has_output", ctypes.c_int, vp, ctypes.c_char_p)
+    _fn(dll, "embd_multi_vector_dim", sz, vp)
+    _fn(
+        dll,
+        "embd_encode_sparse",
+        st,
+        vp,
+        vp,
+        ctypes.c_int32,
+        ctypes.POINTER(EmbdText),
+        sz,
+        sz,
+        c_size_p,
+        c_uint32_p,
+        c_float_p,
+        sz,
+        c_size_p,
+    )
+    _fn(
+        dll,
+        "embd_encode_multi_vector",
+        st,
+        vp,
+        vp,
+        ctypes.c_int32,
+        ctypes.POINTER(EmbdText),
+        sz,
+        c_float_p,
+        sz,
+        c_size_p,
+        c_size_p,
+    )
     _fn(
         dll,
         "embd_encode_quantized",
