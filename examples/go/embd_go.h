@@ -1,4 +1,4 @@
-/* C helpers shared by the cgo preambles of embedder.go and reranker.go (each
+/* C helpers shared by the cgo preambles of embedder.go, reranker.go and outputs.go (each
  * file's preamble is compiled on its own, so shared static helpers live here). */
 #ifndef EMBD_GO_H
 #define EMBD_GO_H
@@ -30,6 +30,31 @@ static embd_text *embd_go_texts(const char *buf, const size_t *lens, size_t n) {
 		off += lens[i];
 	}
 	return texts;
+}
+
+// A call options object (normalize -1/0/1, dims 0 = the model's, prompt /
+// prompt_name NULL = unset, truncation an EMBD_TRUNCATION_* constant), or
+// NULL with *st and *err set.
+static embd_call_options *embd_go_call_options(int normalize, size_t dims, const char *prompt,
+                                               const char *prompt_name, embd_truncation truncation,
+                                               embd_status *st, char **err) {
+	embd_call_options *o = embd_call_options_new();
+	if (o == NULL) {
+		*err = embd_go_copy_error();
+		*st = EMBD_STATUS_INTERNAL;
+		return NULL;
+	}
+	*st = embd_call_options_set_normalize(o, normalize);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_dimensions(o, dims);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt(o, prompt);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt_name(o, prompt_name);
+	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_truncation(o, truncation);
+	if (*st != EMBD_STATUS_OK) {
+		*err = embd_go_copy_error();
+		embd_call_options_free(o);
+		return NULL;
+	}
+	return o;
 }
 
 #endif

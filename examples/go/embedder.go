@@ -91,32 +91,6 @@ static embd_status embd_go_encode(const embd_model *m, const char *buf, const si
 	return st;
 }
 
-// A call options object (normalize -1/0/1, dims 0 = the model's, prompt /
-// prompt_name NULL = unset, truncation an EMBD_TRUNCATION_* constant), or
-// NULL with *st and *err set.
-static embd_call_options *embd_go_call_options(int normalize, size_t dims, const char *prompt,
-                                               const char *prompt_name, embd_truncation truncation,
-                                               embd_status *st, char **err) {
-	embd_call_options *o = embd_call_options_new();
-	if (o == NULL) {
-		*err = embd_go_copy_error();
-		*st = EMBD_STATUS_INTERNAL;
-		return NULL;
-	}
-	*st = embd_call_options_set_normalize(o, normalize);
-	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_dimensions(o, dims);
-	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt(o, prompt);
-	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_prompt_name(o, prompt_name);
-	if (*st == EMBD_STATUS_OK) *st = embd_call_options_set_truncation(o, truncation);
-	if (*st != EMBD_STATUS_OK) {
-		*err = embd_go_copy_error();
-		embd_call_options_free(o);
-		return NULL;
-	}
-	return o;
-}
-
-
 // Per-call options made from the arguments (see embd_go_call_options) and
 // freed here, around embd_encode_with (tokens 0: n_floats unused) or
 // embd_encode_tokens (tokens 1: with out NULL and out_len 0,

@@ -171,23 +171,8 @@ impl Embedder {
     /// the token count); [`ErrorKind::InvalidArgument`] when
     /// [`Truncation::Left`] would cut into a prompt left out of pooling.
     pub fn tokenize_planned(&self, text: &str, plan: &CallPlan) -> Result<(Vec<u32>, TextInfo)> {
-        if text.len() > crate::MAX_TEXT_BYTES {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "text has {} bytes, more than the limit of {}",
-                    text.len(),
-                    crate::MAX_TEXT_BYTES
-                ),
-            ));
-        }
-        let prompted;
-        let text = if plan.prompt.is_empty() {
-            text
-        } else {
-            prompted = format!("{}{text}", plan.prompt);
-            prompted.as_str()
-        };
+        let text = self.prompted_text(text, plan)?;
+        let text = text.as_ref();
         let max = self.max_seq_length;
         if plan.truncation == Truncation::Right {
             let mut ids = Vec::new();
@@ -212,6 +197,30 @@ impl Embedder {
             ));
         }
         self.wrap(&raw, plan.truncation, max)
+    }
+
+    /// `text` with the plan's prompt before it, checked against
+    /// [`crate::MAX_TEXT_BYTES`].
+    pub(super) fn prompted_text<'a>(
+        &self,
+        text: &'a str,
+        plan: &CallPlan,
+    ) -> Result<std::borrow::Cow<'a, str>> {
+        if text.len() > crate::MAX_TEXT_BYTES {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "text has {} bytes, more than the limit of {}",
+                    text.len(),
+                    crate::MAX_TEXT_BYTES
+                ),
+            ));
+        }
+        Ok(if plan.prompt.is_empty() {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(format!("{}{text}", plan.prompt))
+        })
     }
 
     /// `[CLS]` + `raw` (text token ids, without specials) + `[SEP]`, cut as

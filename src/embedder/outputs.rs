@@ -296,7 +296,7 @@ impl Embedder {
             Route::StaticQuery => {
                 // The query's ids without special tokens, cut at
                 // max_seq_length ids (SparseStaticEmbedding's tokenizer call).
-                let text = self.prompted_with(text, plan)?;
+                let text = self.prompted_text(text, plan)?;
                 let max = self.max_seq_length;
                 let mut raw = Vec::new();
                 if plan.truncation() == Truncation::Left {
@@ -381,7 +381,7 @@ impl Embedder {
         plan: &super::CallPlan,
         max: usize,
     ) -> Result<(Vec<u32>, TextInfo)> {
-        let text = self.prompted_with(text, plan)?;
+        let text = self.prompted_text(text, plan)?;
         let mut raw = Vec::new();
         if plan.truncation() == Truncation::Left {
             self.tokenizer.encode_raw(&text, &mut raw);
@@ -389,30 +389,6 @@ impl Embedder {
             self.tokenizer.encode_raw_bounded(&text, max + 1, &mut raw);
         }
         self.wrap(&raw, plan.truncation(), max)
-    }
-
-    /// `text` with the plan's prompt before it, checked against
-    /// [`crate::MAX_TEXT_BYTES`].
-    fn prompted_with<'a>(
-        &self,
-        text: &'a str,
-        plan: &super::CallPlan,
-    ) -> Result<std::borrow::Cow<'a, str>> {
-        if text.len() > crate::MAX_TEXT_BYTES {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "text has {} bytes, more than the limit of {}",
-                    text.len(),
-                    crate::MAX_TEXT_BYTES
-                ),
-            ));
-        }
-        Ok(if plan.prompt().is_empty() {
-            std::borrow::Cow::Borrowed(text)
-        } else {
-            std::borrow::Cow::Owned(format!("{}{text}", plan.prompt()))
-        })
     }
 
     /// Runs validated sequences through the encoder in chunks over the

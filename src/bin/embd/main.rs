@@ -661,6 +661,23 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     })
                 })
                 .transpose()?;
+            let mut emit = emit;
+            if emit.is_none()
+                && task.is_none()
+                && top_k.is_none()
+                && !token_vectors
+                && output_precision == OutputPrecision::Float32
+            {
+                // A model without a dense output prints the outputs it has.
+                let emb = open_model(&model, precision.precision, &embed)?;
+                if let Some(e) = emb
+                    .as_bert()
+                    .filter(|e| !e.outputs().contains(&OutputKind::Dense))
+                {
+                    let names: Vec<&str> = e.outputs().iter().map(|k| k.name()).collect();
+                    emit = Some(names.join(","));
+                }
+            }
             if emit.is_some() || task.is_some() || top_k.is_some() {
                 return encode_outputs(
                     &model,
@@ -675,27 +692,6 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     top_k,
                     token_vectors || output_precision != OutputPrecision::Float32,
                 );
-            }
-            if !token_vectors && output_precision == OutputPrecision::Float32 {
-                let emb = open_model(&model, precision.precision, &embed)?;
-                if let Some(e) = emb.as_bert() {
-                    if !e.outputs().contains(&OutputKind::Dense) {
-                        drop(emb);
-                        return encode_outputs(
-                            &model,
-                            &precision,
-                            &embed,
-                            &input,
-                            output.as_deref(),
-                            format,
-                            batch_size,
-                            None,
-                            None,
-                            None,
-                            false,
-                        );
-                    }
-                }
             }
             if token_vectors {
                 if output_precision != OutputPrecision::Float32 || output_ranges.is_some() {
