@@ -43,27 +43,33 @@ run [--model base|tiny] [--rounds N] [--limit N] [--threads 1,2] [--no-long] [--
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Callable
 
 import numpy as np
-import numpy.typing as npt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "bench", "out")
-EMBD = os.environ.get("EMBD_BIN") or os.path.join(ROOT, "target", "release", "embd")
+import harness  # bench/harness.py: what this script shares with bench/splade.py
+from harness import (
+    BATCH,
+    F32,
+    Runner,
+    bench_cmd,
+    config_of,
+    cosines,
+    make_tokenizer,
+    max_len_of,
+    pad,
+    read_lines,
+    shared_dir,
+    write_lines,
+)
+
 HERE = os.path.abspath(__file__)
-
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
-Runner = Callable[[list[list[int]]], F32]
 
 # ModernBERT-base's shape (answerdotai/ModernBERT-base's config.json), random weights.
 BASE_CONFIG: dict[str, Any] = {
@@ -135,7 +141,6 @@ PREPARE_VERSION = 1
 LONG_TOKENS = 8192
 CHECK_TEXTS = 32
 CALIB_TEXTS = 100
-BATCH = 32
 REQUIREMENTS = ["requirements.txt", "requirements-torch.txt", "requirements-modernbert.txt"]
 
 
@@ -144,34 +149,8 @@ REQUIREMENTS = ["requirements.txt", "requirements-torch.txt", "requirements-mode
 # --------------------------------------------------------------------------
 
 
-def shared_dir() -> str:
-    """The project's shared/ folder: $EMBD_SHARED_DIR, else next to the repository."""
-    for c in [
-        os.environ.get("EMBD_SHARED_DIR", ""),
-        os.path.join(ROOT, "..", "shared"),
-        os.path.join(ROOT, "..", "..", "shared"),
-    ]:
-        if c and os.path.isfile(os.path.join(c, "bench", "corpus.txt")):
-            return os.path.abspath(c)
-    sys.exit("modernbert.py: cannot find shared/bench/corpus.txt (set EMBD_SHARED_DIR)")
-
-
-def read_lines(path: str) -> list[str]:
-    """Texts one per line, split exactly as `embd` reads them."""
-    raw = open(path, "rb").read()
-    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in raw.split(b"\n")]
-    if raw.endswith(b"\n"):
-        lines.pop()
-    return [ln.decode("utf-8") for ln in lines]
-
-
-def write_lines(path: str, texts: list[str]) -> None:
-    with open(path, "wb") as f:
-        f.write(("\n".join(texts) + "\n").encode("utf-8"))
-
-
 def cache_dir(model: str) -> str:
-    return os.path.join(ROOT, "bench", ".cache", FIXTURES[model][0])
+    return os.path.join(harness.CACHE, FIXTURES[model][0])
 
 
 def tiny_folder(name: str = "modernbert-tiny") -> str:
@@ -180,18 +159,6 @@ def tiny_folder(name: str = "modernbert-tiny") -> str:
 
 def is_modernbert(model: str) -> bool:
     return FIXTURES[model][1] == "modernbert-tiny"
-
-
-def config_of(folder: str) -> dict[str, Any]:
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg: dict[str, Any] = json.load(f)
-    return cfg
-
-
-def max_len_of(folder: str) -> int:
-    """sentence-transformers 6.2's max_seq_length: the tokenizer's model_max_length."""
-    with open(os.path.join(folder, "tokenizer_config.json")) as f:
-        return int(json.load(f)["model_max_length"])
 
 
 def flops_per_token(cfg: dict[str, Any]) -> int:
@@ -204,39 +171,6 @@ def flops_per_token(cfg: dict[str, Any]) -> int:
     kv = cfg.get("num_key_value_heads") or heads
     attn = h * heads * hd * 2 + 2 * h * kv * hd
     return int(2 * (attn + 3 * h * i) * n)
-
-
-def cosines(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    out: npt.NDArray[np.float64] = (x * y).sum(1) / (
-        np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
-    )
-    return out
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def make_tokenizer(folder: str, max_len: int) -> Any:
-    """HF tokenizers as sentence-transformers runs the folder: template with [CLS]/[SEP],
-    truncation at max_len, no padding (batches are padded here)."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(max_length=max_len)
-    return tok
-
-
-def pad(id_lists: list[list[int]], pad_id: int) -> tuple[I64, I64]:
-    n, width = len(id_lists), max(len(x) for x in id_lists)
-    ids = np.full((n, width), pad_id, np.int64)
-    mask = np.zeros((n, width), np.int64)
-    for k, x in enumerate(id_lists):
-        ids[k, : len(x)] = x
-        mask[k, : len(x)] = 1
-    return ids, mask
 
 
 def sorted_batches(run: Runner, ids: list[list[int]], dim: int, batch: int = BATCH) -> F32:
@@ -252,12 +186,7 @@ def sorted_batches(run: Runner, ids: list[list[int]], dim: int, batch: int = BAT
 def key_of(model: str) -> str:
     """What a prepared folder depends on: the fixture's definition, how it is built
     (PREPARE_VERSION, bumped when prepare() changes its outputs) and the pins."""
-    h = hashlib.sha256(f"{PREPARE_VERSION} {SEED} {json.dumps(FIXTURES[model])}".encode())
-    for r in REQUIREMENTS:
-        p = os.path.join(ROOT, "bench", r)
-        if os.path.isfile(p):
-            h.update(open(p, "rb").read())
-    return h.hexdigest()
+    return harness.key_of(f"{PREPARE_VERSION} {SEED} {json.dumps(FIXTURES[model])}", REQUIREMENTS)
 
 
 # --------------------------------------------------------------------------
@@ -344,16 +273,6 @@ def build_scaled_folder(model: str, dst: str) -> None:
     tc["model_max_length"] = max_len
     with open(tcp, "w") as f:
         json.dump(tc, f, indent=2)
-
-
-def st_vectors(folder: str, texts: list[str]) -> F32:
-    """sentence-transformers, one text per call: the reference of the Qwen3 and Gemma
-    fixtures (their pooling and Dense layers are the ST folder's)."""
-    from sentence_transformers import SentenceTransformer
-
-    st = SentenceTransformer(folder, device="cpu")
-    rows = [st.encode([t], batch_size=1, convert_to_numpy=True)[0] for t in texts]
-    return np.stack(rows).astype(np.float32)
 
 
 def transformers_vectors(folder: str, texts: list[str], max_len: int) -> F32:
@@ -467,34 +386,6 @@ def export_onnx(folder: str, dst: str, modernbert: bool = True) -> str:
     raise RuntimeError("torch.onnx.export failed:\n  " + "\n  ".join(tried))
 
 
-def ort_int8(src: str, dst: str) -> None:
-    """quantize_dynamic as bench/prepare_peers.py does it. The dynamo exporter's graphs
-    (Gemma) carry value_info that quantize_dynamic's shape inference rejects: then the
-    graph is quantized without it (ORT infers the shapes again)."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    def go(path: str) -> None:
-        quantize_dynamic(
-            path,
-            dst,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            reduce_range=False,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-
-    try:
-        go(src)
-    except onnx.shape_inference.InferenceError:
-        m = onnx.load(src)
-        del m.graph.value_info[:]
-        with tempfile.TemporaryDirectory() as tmp:
-            plain = os.path.join(tmp, "plain.onnx")
-            onnx.save(m, plain)
-            go(plain)
-
-
 def openvino_models(onnx_path: str, d: str, calib: list[list[int]]) -> None:
     import nncf
     import openvino as ov
@@ -514,42 +405,23 @@ def openvino_models(onnx_path: str, d: str, calib: list[list[int]]) -> None:
     ov.save_model(q, os.path.join(d, "int8.xml"), compress_to_fp16=False)
 
 
-def op_counts(path: str) -> dict[str, int]:
-    import onnx
-
-    counts: dict[str, int] = {}
-    for n in onnx.load(path, load_external_data=False).graph.node:
-        counts[n.op_type] = counts.get(n.op_type, 0) + 1
-    return dict(sorted(counts.items()))
-
-
 def prepare(model: str) -> None:
     d = cache_dir(model)
     key = key_of(model)
-    stamp = os.path.join(d, ".key")
-    if os.path.isfile(stamp) and open(stamp).read() == key:
-        print(f"modernbert.py prepare: {d} is up to date")
+    if harness.up_to_date(d, key):
         return
     import torch
 
     # One thread: on this shared 2-core machine two torch threads waiting on each other's
     # barriers made the one-text-per-call reference 5-10x slower than one thread.
     torch.set_num_threads(1)
-    if os.path.isdir(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
+    harness.fresh_dir(d)
     shared = shared_dir()
     corpus = read_lines(os.path.join(shared, "bench", "corpus.txt"))
     meta: dict[str, Any] = {"model": model, "seconds": {}}
     _, tiny_name, shape, _, _ = FIXTURES[model]
     mb = is_modernbert(model)
-
-    def step(name: str, fn: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        r = fn()
-        meta["seconds"][name] = round(time.perf_counter() - t0, 1)
-        print(f"prepare {model}: {name} ({meta['seconds'][name]} s)", flush=True)
-        return r
+    step = harness.stepper(meta, model)
 
     st = os.path.join(d, "st")
     if shape is None:
@@ -583,7 +455,7 @@ def prepare(model: str) -> None:
             "transformers reference vectors", lambda: transformers_vectors(st, check, max_len)
         )
     else:
-        ref = step("sentence-transformers reference vectors", lambda: st_vectors(st, check))
+        ref = step("sentence-transformers reference vectors", lambda: harness.st_vectors(st, check))
     np.save(os.path.join(d, "ref.npy"), ref)
     if refl:
         want = {r["text"]: r["embedding"] for r in refl}
@@ -602,8 +474,11 @@ def prepare(model: str) -> None:
     )
     onnx_path = os.path.join(d, "model.onnx")
     meta["exporter"] = step("torch.onnx.export", lambda: export_onnx(st, onnx_path, mb))
-    meta["onnx_ops"] = op_counts(onnx_path)
-    step("ORT quantize_dynamic", lambda: ort_int8(onnx_path, os.path.join(d, "model.int8.onnx")))
+    meta["onnx_ops"] = harness.op_counts(onnx_path)
+    step(
+        "ORT quantize_dynamic",
+        lambda: harness.ort_int8(onnx_path, os.path.join(d, "model.int8.onnx")),
+    )
     try:
         if not mb:
             raise ImportError("OpenVINO is prepared for ModernBERT only")
@@ -618,33 +493,13 @@ def prepare(model: str) -> None:
         )
     except ImportError as e:
         print(f"prepare {model}: no OpenVINO peers ({e})")
-    with open(os.path.join(d, "prepare.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-    with open(stamp, "w") as f:
-        f.write(key)
+    harness.write_json(os.path.join(d, "prepare.json"), meta, indent=1)
+    harness.write_key(d, key)
 
 
 # --------------------------------------------------------------------------
 # worker: one engine configuration in a fresh process
 # --------------------------------------------------------------------------
-
-
-def ort_runner(path: str, threads: int, pad_id: int) -> Runner:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-    def run(id_lists: list[list[int]]) -> F32:
-        ids, mask = pad(id_lists, pad_id)
-        out: F32 = sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
-        return out
-
-    return run
 
 
 def ov_runner(path: str, threads: int, pad_id: int, info: dict[str, Any]) -> Runner:
@@ -702,17 +557,13 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
             return np.asarray(v, np.float32)
     else:
         if spec["engine"] == "ort":
-            run = ort_runner(spec["model"], threads, pad_id)
+            run = harness.ort_runner(spec["model"], threads, pad_id, "sentence_embedding")
         else:
             run = ov_runner(spec["model"], threads, pad_id, info)
         tok = make_tokenizer(folder, max_len)
 
         def encode(texts: list[str]) -> F32:
-            if threads > 1:
-                ids = [e.ids for e in tok.encode_batch(texts)]
-            else:
-                ids = [tok.encode(t).ids for t in texts]
-            return sorted_batches(run, ids, dim)
+            return sorted_batches(run, harness.tokenize(tok, texts, threads), dim)
 
     res["load_s"] = time.perf_counter() - t0
     if "long" in spec["tasks"]:
@@ -730,55 +581,14 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
             c = cosines(v, np.load(spec["ref"]))
             res["accuracy"] = {"worst_cos": float(c.min()), "mean_cos": float(c.mean())}
         elif task == "throughput":
-            texts = read_lines(spec["corpus"])
-            encode(texts[:BATCH])  # warm-up
-            t0 = time.perf_counter()
-            encode(texts)
-            res["seconds"] = time.perf_counter() - t0
+            res["seconds"] = harness.timed_encode(encode, spec["corpus"])
         elif task == "long":
             texts = read_lines(spec["long"])
             t0 = time.perf_counter()
             encode(texts)
             res["long_s"] = time.perf_counter() - t0
             res["rss_after_long_mb"] = vm_rss_mb()
-    with open(result_path, "w") as f:
-        json.dump(res, f)
-
-
-# Runs argv[1:] and prints its exit status and peak RSS (KiB): a small launcher, so that
-# the measured child does not start from this process's RSS (ru_maxrss survives exec).
-RSS_LAUNCHER = (
-    "import os, subprocess, sys\n"
-    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)\n"
-    "out = p.stdout.read()\n"
-    "_, status, usage = os.wait4(p.pid, 0)\n"
-    "sys.stderr.buffer.write(out)\n"
-    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n"
-)
-
-
-def measured(cmd: list[str]) -> tuple[int, float, str]:
-    """Runs cmd through the launcher: (exit status, peak RSS in MB, its stdout)."""
-    r = subprocess.run(
-        [sys.executable, "-c", RSS_LAUNCHER] + cmd, capture_output=True, text=True, check=True
-    )
-    status, kib = r.stdout.split()
-    return int(status), int(kib) / 1024.0, r.stderr
-
-
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        spec_path, res_path = os.path.join(tmp, "spec.json"), os.path.join(tmp, "res.json")
-        with open(spec_path, "w") as f:
-            json.dump(spec, f)
-        cmd = [sys.executable, HERE, "--worker", spec_path, "--result", res_path]
-        status, rss, _ = measured(cmd)
-        if status != 0 or not os.path.isfile(res_path):
-            return {"error": f"worker exited with {status}"}
-        with open(res_path) as f:
-            res: dict[str, Any] = json.load(f)
-        res["peak_rss_mb"] = rss
-        return res
+    harness.write_json(result_path, res, indent=None)
 
 
 # --------------------------------------------------------------------------
@@ -786,67 +596,16 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def ours_weights(d: str) -> tuple[str | None, str]:
-    """Converts st/ with `embd convert` (once); returns (path, "") or (None, why not)."""
-    w = os.path.join(d, "ours.weights")
-    if os.path.isfile(w) and os.path.getmtime(w) >= os.path.getmtime(EMBD):
-        return w, ""
-    if not os.path.isfile(EMBD):
-        return None, f"no {EMBD} (cargo build --release --bin embd)"
-    r = subprocess.run(
-        [EMBD, "convert", os.path.join(d, "st"), "-o", w], capture_output=True, text=True
-    )
-    if r.returncode != 0:
-        if os.path.exists(w):
-            os.unlink(w)
-        why = (r.stderr.strip().splitlines() or ["?"])[-1]
-        return None, f"embd convert refuses the folder: {why}"
-    return w, ""
-
-
-def ours_precisions(w: str, probe: str) -> dict[str, str | None]:
-    """{precision: None if `embd bench --precision P` runs it, else why not}."""
-    got: dict[str, str | None] = {}
-    for p in ("f32", "bf16", "int8"):
-        cmd = [EMBD, "bench", "-m", w, "--input", probe, "--threads", "1", "--batch-size", "2"]
-        cmd += ["--rounds", "1", "--limit", "2", "--warmup", "0", "--latency-runs", "0"]
-        r = subprocess.run(cmd + ["--precision", p], capture_output=True, text=True)
-        if r.returncode != 0:
-            got[p] = (r.stderr.strip().splitlines() or ["?"])[-1]
-            continue
-        eff = json.loads(r.stdout).get("precision")
-        got[p] = None if eff == p else f"computes in {eff}"
-    return got
-
-
-def ours_accuracy(w: str, check: str, ref: F32, precision: str) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "v.npy")
-        cmd = [EMBD, "encode", "-m", w, "--input", check, "--format", "npy", "--output", out]
-        subprocess.run(
-            cmd + ["--threads", "2", "--precision", precision], check=True, capture_output=True
-        )
-        v = np.load(out)
+def ours_accuracy(w: str, check: str, ref: F32, precision: str) -> dict[str, Any]:
+    v, why = harness.embd_encode(w, check, "npy", ["--threads", "2", "--precision", precision])
+    if v is None:
+        return {"error": why}
     c = cosines(v, ref)
     return {
         "worst_cos": float(c.min()),
         "mean_cos": float(c.mean()),
         "max_abs": float(np.abs(v - ref).max()),
     }
-
-
-def ours_bench(
-    w: str, corpus: str, threads: int, precision: str, warmup: int = 20
-) -> dict[str, Any]:
-    cmd = [EMBD, "bench", "-m", w, "--input", corpus, "--threads", str(threads), "--batch-size"]
-    cmd += [str(BATCH), "--rounds", "1", "--warmup", str(warmup), "--latency-runs", "0"]
-    cmd += ["--precision", precision]
-    status, rss, out = measured(cmd)
-    if status != 0:
-        return {"error": f"embd bench exited with {status}"}
-    res: dict[str, Any] = json.loads(out)
-    res["peak_rss_mb"] = rss
-    return res
 
 
 # --------------------------------------------------------------------------
@@ -859,12 +618,7 @@ def run(args: argparse.Namespace) -> None:
     d = cache_dir(args.model)
     folder = os.path.join(d, "st")
     cfg = config_of(folder)
-    shared = shared_dir()
-    texts = read_lines(os.path.join(shared, "bench", "corpus.txt"))
-    if args.limit:
-        texts = texts[: args.limit]
-    corpus = os.path.join(d, f"corpus-{len(texts)}.txt")  # per limit: runs may overlap
-    write_lines(corpus, texts)
+    texts, corpus = harness.corpus_file(d, args.limit)
     tok = make_tokenizer(folder, max_len_of(folder))
     tokens = sum(len(e.ids) for e in tok.encode_batch(texts))
     fpt = flops_per_token(cfg)
@@ -876,11 +630,10 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{FIXTURES[args.model][0]}: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
         f"{len(texts)} corpus texts, {tokens} tokens, {fpt * tokens / 1e12:.3f} TFLOP in the "
-        f"linear layers; load average {loadavg()}",
+        f"linear layers; load average {harness.loadavg()}",
         flush=True,
     )
 
-    peers: dict[str, dict[str, Any]] = {}
     base = {"folder": folder, "check": check, "ref": ref_path, "corpus": corpus, "long": long_path}
     engines = [("ORT fp32", "ort", "model.onnx"), ("ORT int8", "ort", "model.int8.onnx")]
     if os.path.isfile(os.path.join(d, "ov", "int8.xml")):
@@ -890,27 +643,18 @@ def run(args: argparse.Namespace) -> None:
             "OpenVINO: no prepared model (ModernBERT only, and only with openvino/nncf installed)"
         )
     engines += [("ST torch fp32", "st", "")]
-    if args.peers:
-        keep = set(args.peers.split(","))
-        engines = [e for e in engines if e[1] in keep]
-    for name, engine, model in engines:
-        for t in threads:
-            peers[f"{name} {t}t"] = base | {
-                "engine": engine,
-                "model": os.path.join(d, model),
-                "threads": t,
-                "tasks": [],
-            }
+    engines = harness.only_peers(engines, args.peers)
+    peers = harness.peer_specs(engines, threads, base, d)
 
-    w, why = ours_weights(d)
+    w, why = harness.ours_weights(d)
     ours: dict[str, dict[str, Any]] = {}
-    accuracy: dict[str, dict[str, float]] = {}
+    accuracy: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     if w is None:
         print(f"ours: not available yet ({why})", flush=True)
         notes.append(f"ours: not available yet ({why})")
     else:
-        support = ours_precisions(w, corpus)
+        support = harness.precision_support(w, corpus, ["f32", "bf16", "int8"], batch=2)
         for p, no in support.items():
             if no is not None:
                 print(f"ours {p}: not run ({no})")
@@ -923,7 +667,7 @@ def run(args: argparse.Namespace) -> None:
     # accuracy: one worker per engine (1 thread; the vectors do not depend on it here)
     for name, _, _ in engines:
         spec = peers[f"{name} {threads[0]}t"] | {"tasks": ["accuracy"]}
-        r = run_worker(spec)
+        r = harness.run_worker(HERE, spec)
         accuracy[name] = r.get("accuracy", {"error": r.get("error", "?")})
     print(
         f"\naccuracy vs {'transformers' if is_modernbert(args.model) else 'sentence-transformers'} "
@@ -965,45 +709,28 @@ def run(args: argparse.Namespace) -> None:
         )
         return
 
-    times: dict[str, list[float]] = {k: [] for k in list(peers) + list(ours)}
-    rss: dict[str, float] = {}
-    for rnd in range(args.rounds):
-        for k in times:
-            load = loadavg()
-            if k in peers:
-                res = run_worker(peers[k] | {"tasks": ["throughput"]})
-            else:
-                o = ours[k]
-                res = ours_bench(w or "", corpus, o["threads"], o["precision"])
-                if "best_s" in res:
-                    res["seconds"] = res["best_s"]
-            if "seconds" not in res:
-                print(f"round {rnd + 1}: {k:20s} FAILED {res.get('error')}", flush=True)
-                continue
-            times[k].append(res["seconds"])
-            rss[k] = min(rss.get(k, 1e12), res["peak_rss_mb"])
-            results["rounds"].append(
-                {
-                    "round": rnd + 1,
-                    "config": k,
-                    "seconds": res["seconds"],
-                    "peak_rss_mb": res["peak_rss_mb"],
-                    "load": load,
-                }
-            )
-            print(
-                f"round {rnd + 1}: {k:20s} {len(texts) / res['seconds']:7.1f} texts/s "
-                f"{fpt * tokens / res['seconds'] / 1e9:6.1f} GFLOP/s  peak RSS "
-                f"{res['peak_rss_mb']:6.0f} MB (load {load})",
-                flush=True,
-            )
+    def measure(k: str) -> dict[str, Any]:
+        if k in peers:
+            return harness.run_worker(HERE, peers[k] | {"tasks": ["throughput"]})
+        o = ours[k]
+        cmd = bench_cmd(w or "", corpus, o["threads"], precision=o["precision"])
+        return harness.ours_bench(cmd + ["--warmup", "20"])
+
+    times, rss = harness.interleaved_rounds(
+        list(peers) + list(ours),
+        args.rounds,
+        measure,
+        len(texts),
+        lambda k: fpt * tokens,
+        results["rounds"],
+    )
 
     if do_long:
         long_tokens = len(tok.encode(read_lines(long_path)[0]).ids)
         long_peers = [f"ORT fp32 {t}t" for t in args.long_threads]
         for k in long_peers:
-            load = loadavg()
-            res = run_worker(peers[k] | {"tasks": ["long"]})
+            load = harness.loadavg()
+            res = harness.run_worker(HERE, peers[k] | {"tasks": ["long"]})
             results["long"][k] = res | {"load": load, "tokens": long_tokens}
             if "long_s" in res:
                 print(
@@ -1017,21 +744,10 @@ def run(args: argparse.Namespace) -> None:
         if w is not None:
             for t in args.long_threads:
                 k = f"ours f32 {t}t"
-                load = loadavg()
-                cmd = [EMBD, "bench", "-m", w, "--input", long_path, "--threads", str(t)]
-                cmd += [
-                    "--batch-size",
-                    "1",
-                    "--rounds",
-                    "1",
-                    "--warmup",
-                    "0",
-                    "--latency-runs",
-                    "0",
-                ]
-                status, peak, out = measured(cmd)
-                if status == 0:
-                    s = json.loads(out)["best_s"]
+                load = harness.loadavg()
+                res = harness.ours_bench(bench_cmd(w, long_path, t, 1) + ["--warmup", "0"])
+                if "seconds" in res:
+                    s, peak = res["seconds"], res["peak_rss_mb"]
                     results["long"][k] = {"long_s": s, "peak_rss_mb": peak, "load": load}
                     print(
                         f"long {long_tokens} tokens: {k}: {s:.2f} s, peak RSS {peak:.0f} MB "
@@ -1039,30 +755,9 @@ def run(args: argparse.Namespace) -> None:
                         flush=True,
                     )
                 else:
-                    print(f"long: {k} FAILED (exit {status})")
+                    print(f"long: {k} FAILED (exit {res['status']})")
 
-    rows = []
-    print(
-        f"\n{'config':22s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s} {'peak RSS MB':>11s}  rounds"
-    )
-    for k, ts in times.items():
-        if not ts:
-            continue
-        best = min(ts)
-        row: dict[str, Any] = {
-            "config": k,
-            "best_s": best,
-            "rounds_s": ts,
-            "texts_per_s": len(texts) / best,
-            "tokens_per_s": tokens / best,
-            "gflops": fpt * tokens / best / 1e9,
-            "peak_rss_mb": rss[k],
-        }
-        rows.append(row)
-        print(
-            f"{k:22s} {row['texts_per_s']:8.1f} {row['tokens_per_s']:9.0f} {row['gflops']:8.1f} "
-            f"{rss[k]:11.0f}  {len(ts)}"
-        )
+    rows = harness.throughput_table(times, rss, len(texts), lambda k: (tokens, fpt))
     results["rows"] = rows
     by: dict[str, float] = {r["config"]: r["texts_per_s"] for r in rows}
     for t in threads:
@@ -1081,32 +776,24 @@ def run(args: argparse.Namespace) -> None:
                 f"{t} thread(s): ours int8 / fastest int8 peer = {by[f'ours int8 {t}t'] / max(int8):.2f}x "
                 "(goal >= 1.3x with VNNI/AMX, >= 1.0x on AVX2)"
             )
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, f"{FIXTURES[args.model][0]}.json")
-    with open(path, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {path}")
+    harness.write_results(FIXTURES[args.model][0], results)
 
 
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every file is local
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        ap = argparse.ArgumentParser()
-        ap.add_argument("--worker", required=True)
-        ap.add_argument("--result", required=True)
-        a = ap.parse_args()
-        with open(a.worker) as f:
-            worker(json.load(f), a.result)
+    if harness.worker_main(worker):
         return
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("cmd", choices=["prepare", "run"], nargs="?", default="run")
     ap.add_argument("--model", choices=list(FIXTURES), default="base")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--limit", type=int, default=300, help="first N corpus texts (0 = all 2,000)")
-    ap.add_argument("--threads", default="1,2", help="thread counts to time (default 1,2)")
-    ap.add_argument("--peers", default="", help="only these engines: ort,ov,st (default all)")
+    harness.add_run_args(
+        ap,
+        rounds=1,
+        limit=300,
+        limit_help="first N corpus texts (0 = all 2,000)",
+        peers_help="only these engines: ort,ov,st (default all)",
+    )
     ap.add_argument("--no-long", action="store_true", help="skip the 8,192-token text")
     ap.add_argument(
         "--long-threads", default="2", help="thread counts of the long text (default 2)"

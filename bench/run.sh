@@ -13,6 +13,10 @@
 #                                  bench/modernbert.py: a random-weight full-size ModernBERT-base,
 #                                  ours vs ORT fp32/int8, OpenVINO fp32/NNCF int8 and
 #                                  sentence-transformers (torch), and one 8,192-token text
+#   bench/run.sh --splade [--rounds N] [--limit N] [--threads 1,2] [--peers ort,st] [--check]
+#                                  bench/splade.py: SPLADE (all-MiniLM-L6-v2 + random MLM head),
+#                                  ours `--emit sparse` vs ORT fp32/int8 and sentence-transformers'
+#                                  SparseEncoder; BGE-M3 base: dense vs dense+sparse+multi-vector
 # --check sets up without the peers (setup.sh); every other run with them (setup.sh --peers)
 # unless --peers none.
 set -euo pipefail
@@ -35,6 +39,11 @@ if [ "${1:-}" = --modernbert ]; then
   shift
   "$root/bench/setup.sh" --modernbert
   exec "$root/bench/.venv-torch/bin/python" "$root/bench/modernbert.py" run "$@"
+fi
+if [ "${1:-}" = --splade ]; then
+  shift
+  "$root/bench/setup.sh" --splade
+  exec "$root/bench/.venv-torch/bin/python" "$root/bench/splade.py" run "$@"
 fi
 "$root/bench/setup.sh" "${setup_args[@]+"${setup_args[@]}"}"
 exec "$root/bench/.venv/bin/python" "$root/bench/bench.py" "$@"

@@ -24,6 +24,12 @@
 #                        ModernBERT-base folder, its ONNX / int8 / OpenVINO models, the
 #                        reference vectors (rebuilt when a fixture's definition, PREPARE_VERSION
 #                        in modernbert.py, or the pins change)
+# With --splade (implies --torch; bench/splade.py, issue 30; opt-in, not CI):
+#   bench/.cache/splade-minilm/, bench/.cache/bgem3-base/   `splade.py prepare`: the SPLADE
+#                        folder (all-MiniLM-L6-v2's BERT + a random MLM head), its ONNX / fused /
+#                        int8 models and reference vectors, the random BGE-M3 base folder
+#                        (rebuilt when PREPARE_VERSION in splade.py or the pins change); no
+#                        package beyond the torch venv's, no reranker download
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
@@ -32,13 +38,15 @@ peers=0
 mpnet=0
 torch=0
 modernbert=0
+splade=0
 for a in "$@"; do
   case "$a" in
     --peers) peers=1 ;;
     --mpnet) mpnet=1 ;;
     --torch) torch=1 ;;
     --modernbert) modernbert=1; torch=1 ;;
-    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert)" >&2; exit 2 ;;
+    --splade) splade=1; torch=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert, --splade)" >&2; exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -103,7 +111,7 @@ fi
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
-if [ "$torch" = 1 ] && [ "$modernbert" = 0 ]; then
+if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ]; then
   EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
 fi
 
@@ -136,6 +144,11 @@ fi
 if [ "$modernbert" = 1 ]; then
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model tiny
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model base
+fi
+
+# 3d. SPLADE and BGE-M3: the fixtures and the peers' models (idempotent, keyed as above).
+if [ "$splade" = 1 ]; then
+  EMBD_BIN="$root/target/release/embd" bench/.venv-torch/bin/python bench/splade.py prepare
 fi
 
 # 3b. The peers' models, keyed by their scripts, the pins, the ONNX export and the corpus
