@@ -370,6 +370,20 @@ async fn embed_inputs(
     })
 }
 
+/// The engine's answer to a job the batcher took (`queued`), or the error
+/// of a job it refused (shutting down) or dropped unanswered.
+async fn engine_answer<T>(queued: bool, rx: oneshot::Receiver<T>) -> Result<T, ApiError> {
+    if !queued {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Unavailable,
+            "the server is shutting down",
+        ));
+    }
+    rx.await
+        .map_err(|_| ApiError::backend("the engine stopped before answering"))
+}
+
 /// Queues sequences on the model's batcher and waits for their vectors.
 async fn run_job(
     st: &AppState,
@@ -378,16 +392,8 @@ async fn run_job(
     plan: CallPlan,
 ) -> Result<(Vec<f32>, Duration, Duration), ApiError> {
     let (tx, rx) = oneshot::channel();
-    if model.batcher.submit(Job::new(seqs, plan, tx)).is_err() {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorType::Unavailable,
-            "the server is shutting down",
-        ));
-    }
-    let done = rx
-        .await
-        .map_err(|_| ApiError::backend("the engine stopped before answering"))?;
+    let queued = model.batcher.submit(Job::new(seqs, plan, tx)).is_ok();
+    let done = engine_answer(queued, rx).await?;
     st.metrics.observe_queue(done.queue_time);
     let v = done.vectors.map_err(|e| ApiError::from_engine(&e))?;
     Ok((v, done.queue_time, done.inference_time))
@@ -636,16 +642,8 @@ async fn encode_texts(
     let n = texts.len();
     let (tx, rx) = oneshot::channel();
     let job = EncodeJob::new(texts, ask, model.engine.max_seq_length(), tx);
-    if model.batcher.submit_encode(job).is_err() {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorType::Unavailable,
-            "the server is shutting down",
-        ));
-    }
-    let done = rx
-        .await
-        .map_err(|_| ApiError::backend("the engine stopped before answering"))?;
+    let queued = model.batcher.submit_encode(job).is_ok();
+    let done = engine_answer(queued, rx).await?;
     st.metrics.observe_queue(done.queue_time);
     let encoded = done.encoded.map_err(|e| ApiError::from_engine(&e))?;
     let tokens = encoded.info.iter().map(|i| i.tokens).sum();
