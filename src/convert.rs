@@ -164,7 +164,7 @@ fn smoothed_int8(
 ) -> Result<Option<std::collections::HashMap<String, Vec<TensorEntry>>>> {
     use crate::model::config::ModelConfig;
     use crate::model::encoder::Encoder;
-    use crate::model::precision::{self, LayerPrecision};
+    use crate::model::precision::{LayerPrecision, Precision};
     let (Ok(cfg), Some(vocab)) = (ModelConfig::from_metadata(&src.metadata), &src.vocab) else {
         return Ok(None);
     };
@@ -182,18 +182,13 @@ fn smoothed_int8(
         None,
         src.tensors.clone(),
     )?);
-    let f32_model = Encoder::load(
-        &view,
-        &cfg,
-        LayerPrecision::uniform(crate::Precision::F32),
-        None,
-    )?;
+    let f32_model = Encoder::load(&view, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
     let tok = crate::model::tokenizer::tokenizer_of(src, &cfg, vocab.clone())?;
     let texts = crate::model::calibrate::builtin_texts();
     let calib =
         crate::model::calibrate::calibrate_texts(&f32_model, &tok, cfg.max_seq_length, &texts)?;
     let mut by_name: std::collections::HashMap<String, Vec<TensorEntry>> = Default::default();
-    for t in precision::int8_tensors(&view, &cfg, Some(&calib))? {
+    for t in int8_tensors(&view, &cfg, Some(&calib))? {
         let base = t
             .name
             .strip_suffix("_scale")
@@ -237,10 +232,10 @@ pub fn with_output_ranges(src: &ModelFile, texts: &[String], threads: usize) -> 
         src.vocab.clone(),
         tensors.clone(),
     )?;
-    let opts = crate::Options::new()
+    let opts = crate::options::Options::new()
         .threads(threads)
         .prepack_weights(false);
-    let engine = crate::Engine::from_model_file(view, &opts)?;
+    let engine = crate::engine::Engine::from_model_file(view, &opts)?;
     let dim = engine.dim();
     let mut vecs = vec![0.0f32; texts.len() * dim];
     for (chunk, out) in texts.chunks(256).zip(vecs.chunks_mut(256 * dim)) {
@@ -265,6 +260,59 @@ pub fn with_output_ranges(src: &ModelFile, texts: &[String], threads: usize) -> 
     )?;
     out.details = src.details.clone();
     out.report = src.report.clone();
+    Ok(out)
+}
+
+/// The `int8_per_row` tensors of every dense weight of the model in `file`,
+/// smoothed with `calib`: for each weight `W` (`[rows x cols]`) the int8 `W`,
+/// `W_scale` (`[rows]`) and, with a calibration, `W_smooth` (`[cols]`).
+/// What `embd convert --dtype int8` writes.
+///
+/// # Errors
+/// A missing or misshapen tensor.
+fn int8_tensors(
+    file: &std::sync::Arc<ModelFile>,
+    cfg: &crate::model::config::ModelConfig,
+    calib: Option<&crate::model::precision::Calibration>,
+) -> Result<Vec<TensorEntry>> {
+    let mut out = Vec::new();
+    for l in 0..cfg.num_layers {
+        for d in crate::model::encoder::dense_layers(cfg, l) {
+            let amax = calib
+                .and_then(|c| c.layers.get(l))
+                .map(|a| a[d.product as usize].as_slice())
+                .filter(|a| a.len() == d.k);
+            let w =
+                crate::model::linear::int8_weights(file, &d.weights, &d.widths, d.k, false, amax)?;
+            let mut row0 = 0;
+            for (name, &width) in d.weights.iter().zip(&d.widths) {
+                let rows = row0..row0 + width;
+                row0 += width;
+                let q: Vec<u8> = w.q[rows.start * d.k..rows.end * d.k]
+                    .iter()
+                    .map(|&v| v as u8)
+                    .collect();
+                out.push(TensorEntry::owned_bytes(
+                    name,
+                    DType::I8,
+                    vec![width, d.k],
+                    &q,
+                ));
+                out.push(TensorEntry::owned_f32(
+                    format!("{name}_scale"),
+                    vec![width],
+                    &w.scales[rows],
+                ));
+                if let Some(f) = &w.smooth {
+                    out.push(TensorEntry::owned_f32(
+                        format!("{name}_smooth"),
+                        vec![d.k],
+                        f,
+                    ));
+                }
+            }
+        }
+    }
     Ok(out)
 }
 

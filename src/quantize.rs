@@ -119,7 +119,7 @@ impl OutputRanges {
     /// minima, then `dim` maxima.
     ///
     /// # Errors
-    /// [`crate::ErrorKind::InvalidArgument`] for an odd or zero length, or a
+    /// [`crate::error::ErrorKind::InvalidArgument`] for an odd or zero length, or a
     /// non-finite value.
     pub fn from_rows(v: &[f32]) -> Result<OutputRanges> {
         if v.is_empty() || !v.len().is_multiple_of(2) {
@@ -211,9 +211,9 @@ pub(crate) fn resolve_ranges(
 /// as their two's-complement bytes).
 ///
 /// # Errors
-/// [`crate::ErrorKind::InvalidArgument`] for `float32` (nothing to quantize),
+/// [`crate::error::ErrorKind::InvalidArgument`] for `float32` (nothing to quantize),
 /// for `int8`/`uint8` without ranges or with ranges of another dimension;
-/// [`crate::ErrorKind::BufferTooSmall`] for a short `out`.
+/// [`crate::error::ErrorKind::BufferTooSmall`] for a short `out`.
 pub fn quantize_embeddings(
     vecs: &[f32],
     dim: usize,
@@ -225,7 +225,7 @@ pub fn quantize_embeddings(
     let row = precision.row_len(dim);
     if out.len() < n * row {
         return Err(Error::new(
-            crate::ErrorKind::BufferTooSmall,
+            crate::error::ErrorKind::BufferTooSmall,
             format!(
                 "output holds {} bytes, {n} x {row} = {} are needed",
                 out.len(),
@@ -353,7 +353,7 @@ mod tests {
         assert!(e.to_string().contains("1 dimensions"), "{e}");
         let e = quantize_embeddings(&[0.0; 8], 4, OutputPrecision::Uint8, Some(&r), &mut out)
             .unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::BufferTooSmall);
+        assert_eq!(e.kind(), crate::error::ErrorKind::BufferTooSmall);
         assert!(OutputRanges::from_rows(&[1.0, 2.0, 3.0]).is_err());
         assert!(OutputRanges::from_rows(&[f32::NAN, 2.0]).is_err());
         assert_eq!(

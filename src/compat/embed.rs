@@ -57,12 +57,12 @@ unsafe fn embed_export<'a>(
         }
         let m = h.loaded()?;
         let dim = m.dim();
-        if n > crate::MAX_BATCH {
+        if n > crate::limits::MAX_BATCH {
             return Err(Fail::new(
                 code::INVALID_INPUT,
                 format!(
                     "num_texts {n} exceeds the maximum batch of {}",
-                    crate::MAX_BATCH
+                    crate::limits::MAX_BATCH
                 ),
             ));
         }

@@ -8,9 +8,11 @@ use std::sync::{Arc, RwLock};
 use super::{boundary, c_text, code, null, status, CResult};
 use crate::capi::boundary::Fail;
 use crate::capi::handles::{self, Handle};
+use crate::embedder::Embedder;
 use crate::error::ErrorKind;
 use crate::formats::{ModelFile, ReadOptions};
-use crate::{Embedder, Options, Vocab};
+use crate::options::Options;
+use crate::tokenizer::vocab::Vocab;
 
 /// Default sequence length of cpp_embedder when 0 is given.
 pub(super) const DEFAULT_MAX_SEQ: u32 = 256;
@@ -109,8 +111,9 @@ fn sibling_vocab(path: &Path) -> PathBuf {
 }
 
 fn load_model(path: &str, vocab_path: Option<&str>, cfg: CompatConfig) -> CResult<Embedder> {
-    let fail =
-        |e: crate::Error| Fail::new(load_code(e.kind()), format!("Failed to load model: {e}"));
+    let fail = |e: crate::error::Error| {
+        Fail::new(load_code(e.kind()), format!("Failed to load model: {e}"))
+    };
     let mut opts = Options::new()
         .threads(cfg.num_threads as usize)
         .normalize(false);

@@ -94,13 +94,13 @@ pub unsafe extern "C" fn tokenizer_encode(
         }
         // SAFETY: non-NULL (checked) and NUL-terminated per the contract.
         let t = unsafe { c_text(text, "text") }?;
-        if t.len() > crate::MAX_TEXT_BYTES {
+        if t.len() > crate::limits::MAX_TEXT_BYTES {
             return Err(Fail::new(
                 code::SEQUENCE_TOO_LONG,
                 format!(
                     "text is {} bytes, more than {}",
                     t.len(),
-                    crate::MAX_TEXT_BYTES
+                    crate::limits::MAX_TEXT_BYTES
                 ),
             ));
         }
@@ -162,7 +162,10 @@ pub unsafe extern "C" fn tokenizer_decode(
     })
 }
 
-fn special(tokenizer: *mut c_void, pick: impl FnOnce(crate::SpecialIds) -> u32) -> u32 {
+fn special(
+    tokenizer: *mut c_void,
+    pick: impl FnOnce(crate::tokenizer::vocab::SpecialIds) -> u32,
+) -> u32 {
     boundary(0, || {
         Ok(pick(
             resolve(tokenizer)?.loaded()?.tokenizer().vocab().specials(),

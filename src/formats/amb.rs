@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
-use crate::import::hf::canonical_bert_name;
+use crate::model::arch::canonical_name;
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// The file magic.
@@ -672,7 +672,7 @@ fn read_records(b: &[u8], start: usize, end: usize) -> Result<Vec<TensorEntry>> 
                 "record runs past the section",
             ));
         }
-        if let Some(canon) = canonical_bert_name(&entry.name) {
+        if let Some(canon) = canonical_name(&entry.name) {
             let mut entry = entry;
             entry.name = canon;
             out.push(entry);

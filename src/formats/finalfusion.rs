@@ -42,10 +42,6 @@ use std::sync::Arc;
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
-/// Moved to [`crate::model::static_words`]; kept here so that existing paths
-/// compile.
-pub use crate::model::static_words::{fasttext_hash, ff_hash, ngrams};
-
 /// The file magic.
 pub const MAGIC: &[u8; 4] = b"FiFu";
 

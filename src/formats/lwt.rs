@@ -19,9 +19,6 @@ use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, Tens
 use crate::error::{Error, ErrorKind, Result};
 use crate::tokenizer::vocab::Vocab;
 
-/// Moved to [`crate::import::hf::gpt2`]; kept here so that existing paths compile.
-pub use crate::import::hf::gpt2::import_gpt2_dir;
-
 /// The file magic.
 pub const MAGIC: &[u8; 8] = b"LWATCHV1";
 /// Size of one index entry (natural alignment of the seed's struct).

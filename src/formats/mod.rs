@@ -18,9 +18,6 @@ pub mod legacy;
 pub mod lwt;
 pub mod torch_pt;
 
-/// Moved to [`crate::import::hf`]; kept here so that existing paths compile.
-pub use crate::import::hf;
-
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::Write;
@@ -707,15 +704,11 @@ impl ModelFile {
         })
     }
 
-    /// Opens `path`, detecting the container from its first bytes; a directory is
-    /// read as a folder container (a Core ML blob folder with `manifest.json`)
-    /// or a HF folder (with `config.json`).
-    pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<ModelFile> {
-        Self::open_hinted(path, opts, &ReadHint::default())
-    }
-
-    /// [`ModelFile::open`] with a hint about what the caller reads first.
-    pub fn open_hinted(
+    /// Opens a container at `path`: a folder container (a Core ML blob folder
+    /// with `manifest.json`), else a file, its container detected from its
+    /// first bytes. HF folders are not containers: [`ModelFile::open`]
+    /// (defined in [`crate::import`]) reads those too.
+    pub fn open_container(
         path: impl AsRef<Path>,
         opts: ReadOptions,
         hint: &ReadHint,
@@ -726,17 +719,17 @@ impl ModelFile {
                 return (f.read)(path, opts);
             }
         }
-        if hf::is_hf_dir(path) {
-            return hf::read_dir(path, &hf::HfOptions::default());
-        }
         let backing = Arc::new(Backing::map(path)?);
         Self::from_backing_hinted(backing, opts, hint).map_err(|e| e.context(path.display()))
     }
 
-    /// Reads a HuggingFace / sentence-transformers BERT folder (see
-    /// [`crate::import::hf`]).
-    pub fn open_hf_dir(dir: impl AsRef<Path>, opts: &hf::HfOptions) -> Result<ModelFile> {
-        hf::read_dir(dir.as_ref(), opts)
+    /// Whether `path` is a folder container ([`ModelFile::open_container`]
+    /// reads it as one).
+    pub(crate) fn is_folder_container(path: &Path) -> bool {
+        CONTAINERS
+            .iter()
+            .filter_map(|c| c.folder)
+            .any(|f| (f.detect)(path))
     }
 
     /// Parses bytes already in memory (copied into an aligned buffer).

@@ -607,14 +607,14 @@ pub(crate) mod tests {
         assert_eq!(c.max_input_chars_per_word, 100);
         assert_eq!(c.continuation_prefix, "##");
         let mut md = crate::model::config::tests::minilm_md();
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let mc = ModelConfig::from_metadata(&md).unwrap();
         assert_eq!(TokenizerConfig::from_model_config(&mc), c);
         md.insert("do_lower_case".into(), "false".into());
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let mc = ModelConfig::from_metadata(&md).unwrap();
         let c2 = TokenizerConfig::from_model_config(&mc);
         assert!(!c2.lowercase && !c2.strip_accents);
         md.insert("strip_accents".into(), "true".into());
-        let mc = crate::ModelConfig::from_metadata(&md).unwrap();
+        let mc = ModelConfig::from_metadata(&md).unwrap();
         let c3 = TokenizerConfig::from_model_config(&mc);
         assert!(!c3.lowercase && c3.strip_accents);
     }

@@ -18,7 +18,7 @@ use crate::kernels::qgemm::{self, PackedI8, QuantRows};
 use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::Par;
 use crate::model::param::{load_int8, load_param, Param};
-use crate::options::Precision;
+use crate::model::precision::Precision;
 
 /// Per-call scratch memory of the reduced-precision products (the quantized
 /// activations); kept in the model's workspace and reused.

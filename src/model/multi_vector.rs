@@ -25,7 +25,7 @@ use crate::model::config::parse_bool;
 use crate::model::encoder::HeadScratch;
 use crate::model::linear::Linear;
 use crate::model::param::{load_param, stores_int8, Param};
-use crate::options::Precision;
+use crate::model::precision::Precision;
 
 /// Metadata: the first token gives no vector (BGE-M3).
 pub const MV_SKIP_FIRST: &str = "multi_vector_skip_first";

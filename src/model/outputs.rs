@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::model::config::ModelConfig;
 use crate::model::multi_vector::MultiVectorHead;
+use crate::model::precision::Precision;
 use crate::model::sparse::{self, SparseHead, StaticQuery};
-use crate::options::Precision;
 
 /// Metadata: the outputs a model has, space-separated names of
 /// [`OutputKind`] (absent: `dense`).

@@ -1,15 +1,10 @@
 //! The encoder's arithmetic: the [`Precision`] of its dense layers, the
 //! [`Product`]s of a layer, the plan that gives each product its precision
-//! ([`LayerPrecision`]), int8 calibration statistics and the int8 tensors the
-//! converter writes.
-
-use std::sync::Arc;
-
-use crate::error::Result;
-use crate::formats::ModelFile;
-use crate::model::arch::Family;
-use crate::model::config::ModelConfig;
-use crate::model::linear;
+//! ([`LayerPrecision`]) and int8 calibration statistics. The plan of a family
+//! ([`LayerPrecision::for_family`]) is in [`crate::model::arch`], next to the
+//! list it reads; the layer's dense products ([`crate::model::encoder::dense_layers`])
+//! in the encoder. This module imports nothing of the crate: every other
+//! module may use it.
 
 /// Arithmetic of the encoder's dense (`Linear`) layers. Attention, LayerNorm,
 /// GELU and pooling always run in f32.
@@ -126,24 +121,6 @@ impl LayerPrecision {
     pub const fn for_precision(p: Precision) -> LayerPrecision {
         LayerPrecision::uniform(p)
     }
-
-    /// The products' precisions the engine uses for a requested precision on
-    /// a model of `family`: [`LayerPrecision::for_precision`], with the
-    /// family's [`Family::int8_f32_products`] kept in f32 when `p` is int8.
-    pub fn for_family(p: Precision, family: &Family) -> LayerPrecision {
-        let mut plan = LayerPrecision::for_precision(p);
-        if p == Precision::Int8 {
-            for &product in family.int8_f32_products {
-                match product {
-                    Product::Qkv => plan.qkv = Precision::F32,
-                    Product::AttnOut => plan.attn_out = Precision::F32,
-                    Product::FfnUp => plan.ffn_up = Precision::F32,
-                    Product::FfnDown => plan.ffn_down = Precision::F32,
-                }
-            }
-        }
-        plan
-    }
 }
 
 impl LayerPrecision {
@@ -161,105 +138,4 @@ impl LayerPrecision {
     pub fn any_int8(self) -> bool {
         Product::ALL.iter().any(|&p| self.of(p) == Precision::Int8)
     }
-}
-
-/// One dense product of an encoder layer: its weight tensors (side by side
-/// along the output dimension), `[widths[s] x k]` each.
-pub struct DenseLayer {
-    /// Which product.
-    pub product: Product,
-    /// HF tensor names of the weights.
-    pub weights: Vec<String>,
-    /// Output features of each weight tensor.
-    pub widths: Vec<usize>,
-    /// Input features.
-    pub k: usize,
-}
-
-/// The dense products of layer `l`, in the order of the forward pass.
-///
-/// # Panics
-/// If `cfg.architecture` is not a registered family (a validated config's
-/// always is).
-pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
-    let f = cfg.family().expect("a registered architecture");
-    let n = &f.names;
-    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-    let heads = cfg.heads();
-    // Gated: `gate | up`.
-    let up: &[usize] = if f.gated_mlp { &[i, i] } else { &[i] };
-    // One fused tensor holds every part; stacked tensors one part each.
-    let d = |product, names: &[&str], parts: &[usize], k| DenseLayer {
-        product,
-        weights: names
-            .iter()
-            .map(|s| f.layer_tensor(l, s, "weight"))
-            .collect(),
-        widths: if names.len() == 1 {
-            vec![parts.iter().sum()]
-        } else {
-            parts.to_vec()
-        },
-        k,
-    };
-    let (q, kv) = (heads.q * heads.d, heads.kv * heads.d);
-    [
-        d(Product::Qkv, n.qkv, &[q, kv, kv], h),
-        d(Product::AttnOut, &[n.attn_out], &[h], heads.ctx_width()),
-        d(Product::FfnUp, n.ffn_up, up, h),
-        d(Product::FfnDown, &[n.ffn_down], &[h], i),
-    ]
-}
-
-/// The `int8_per_row` tensors of every dense weight of the model in `file`,
-/// smoothed with `calib`: for each weight `W` (`[rows x cols]`) the int8 `W`,
-/// `W_scale` (`[rows]`) and, with a calibration, `W_smooth` (`[cols]`).
-/// What `embd convert --dtype int8` writes.
-///
-/// # Errors
-/// A missing or misshapen tensor.
-pub fn int8_tensors(
-    file: &Arc<ModelFile>,
-    cfg: &ModelConfig,
-    calib: Option<&Calibration>,
-) -> Result<Vec<crate::formats::TensorEntry>> {
-    use crate::formats::{DType, TensorEntry};
-    let mut out = Vec::new();
-    for l in 0..cfg.num_layers {
-        for d in dense_layers(cfg, l) {
-            let amax = calib
-                .and_then(|c| c.layers.get(l))
-                .map(|a| a[d.product as usize].as_slice())
-                .filter(|a| a.len() == d.k);
-            let w = linear::int8_weights(file, &d.weights, &d.widths, d.k, false, amax)?;
-            let mut row0 = 0;
-            for (name, &width) in d.weights.iter().zip(&d.widths) {
-                let rows = row0..row0 + width;
-                row0 += width;
-                let q: Vec<u8> = w.q[rows.start * d.k..rows.end * d.k]
-                    .iter()
-                    .map(|&v| v as u8)
-                    .collect();
-                out.push(TensorEntry::owned_bytes(
-                    name,
-                    DType::I8,
-                    vec![width, d.k],
-                    &q,
-                ));
-                out.push(TensorEntry::owned_f32(
-                    format!("{name}_scale"),
-                    vec![width],
-                    &w.scales[rows],
-                ));
-                if let Some(f) = &w.smooth {
-                    out.push(TensorEntry::owned_f32(
-                        format!("{name}_smooth"),
-                        vec![d.k],
-                        f,
-                    ));
-                }
-            }
-        }
-    }
-    Ok(out)
 }

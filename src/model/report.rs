@@ -14,7 +14,7 @@ use crate::model::config::ModelConfig;
 use crate::model::encoder::{Encoder, Stage, Trace, Workspace};
 use crate::model::pooling::SentencePooling;
 use crate::model::precision::LayerPrecision;
-use crate::options::Precision;
+use crate::model::precision::Precision;
 
 /// Error of one configuration against f32 (and the reference when given).
 #[derive(Debug, Clone, PartialEq)]

@@ -34,7 +34,7 @@ use crate::model::config::{Activation, ModelConfig};
 use crate::model::encoder::HeadScratch;
 use crate::model::linear::Linear;
 use crate::model::param::{load_param, stores_int8, Param, Table};
-use crate::options::Precision;
+use crate::model::precision::Precision;
 
 /// Metadata: the sparse head, `splade` or `lexical`.
 pub const SPARSE_HEAD: &str = "sparse_head";

@@ -912,6 +912,7 @@ fn amb_minilm_quantization_error() {
 // ---------------------------------------------------------------- LWT
 
 use embedder::formats::lwt;
+use embedder::import::hf::gpt2::import_gpt2_dir;
 
 /// Writes a small GPT-2-shaped HF folder; returns the HF (Conv1D [in, out]) tensors.
 fn write_gpt2_dir(
@@ -997,7 +998,7 @@ fn lwt_gpt2_import_write_read() {
     for prefixed in [false, true] {
         let dir = tmp_dir(&format!("gpt2-{prefixed}"));
         let hf = write_gpt2_dir(&dir, prefixed, 2);
-        let m = lwt::import_gpt2_dir(&dir).unwrap();
+        let m = import_gpt2_dir(&dir).unwrap();
         assert_eq!(m.tensors.len(), 4 + 2 * 12);
         assert_eq!(
             m.metadata["parameter_count"],
@@ -1041,12 +1042,12 @@ fn lwt_gpt2_import_rejects_wrong_config() {
     let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": 3, "n_head": 2, "n_embd": 8,
         "vocab_size": 11, "n_positions": 6});
     std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-    let e = lwt::import_gpt2_dir(&dir).unwrap_err();
+    let e = import_gpt2_dir(&dir).unwrap_err();
     assert!(e.to_string().contains("missing tensor"), "{e}");
     let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8,
         "vocab_size": 11, "n_positions": 6});
     std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-    let e = lwt::import_gpt2_dir(&dir).unwrap_err();
+    let e = import_gpt2_dir(&dir).unwrap_err();
     assert!(e.to_string().contains("unexpected tensor"), "{e}");
 }
 
@@ -1054,7 +1055,7 @@ fn lwt_gpt2_import_rejects_wrong_config() {
 fn lwt_accepts_u32_length_prefix_and_checks_crc() {
     let dir = tmp_dir("lwt-u32");
     write_gpt2_dir(&dir, false, 1);
-    let m = lwt::import_gpt2_dir(&dir).unwrap();
+    let m = import_gpt2_dir(&dir).unwrap();
     let mut b = Vec::new();
     lwt::write(&m, &mut b).unwrap();
     // Rebuild with a u32 prefix: the index and data shift by -4, so re-pad to 64.
@@ -1279,7 +1280,7 @@ fn amb_reader_never_panics() {
 fn lwt_reader_never_panics() {
     let dir = tmp_dir("lwt-fuzz");
     write_gpt2_dir(&dir, false, 1);
-    let m = lwt::import_gpt2_dir(&dir).unwrap();
+    let m = import_gpt2_dir(&dir).unwrap();
     let small = ModelFile::new(
         FormatKind::Lwt,
         Arc::new(Backing::from_bytes(&[])),

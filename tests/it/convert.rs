@@ -5,7 +5,7 @@ use std::process::Command;
 
 use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::embd::{write_file, WriteOptions};
-use embedder::formats::hf::HfOptions;
+use embedder::import::hf::HfOptions;
 use embedder::{DType, FormatKind, ModelFile, ReadOptions};
 
 use crate::common::{embd_bin, minilm_hf_dir, TempDir};

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use embedder::formats::hf::HfOptions;
 use embedder::formats::{Backing, TensorEntry};
+use embedder::import::hf::HfOptions;
 use embedder::kernels::sgemm;
 use embedder::model::arch::{bert::FAMILY, LAYER_PREFIX};
 use embedder::model::reference;

@@ -3,7 +3,8 @@
 //! line, embeddings within tolerance on every line, bitwise batch- and
 //! thread-invariant; the converter's metadata; the reduced precisions.
 
-use embedder::formats::{hf, ModelFile, ReadOptions};
+use embedder::formats::{ModelFile, ReadOptions};
+use embedder::import::hf;
 use embedder::{Embedder, Options, Precision};
 
 use crate::common;

@@ -1,7 +1,7 @@
 //! Embedding options on the real model: Matryoshka dimensions, token counts
 //! and truncation flags (Rust API and CLI).
 
-use embedder::formats::hf::HfOptions;
+use embedder::import::hf::HfOptions;
 use embedder::{Embedder, Engine, ErrorKind, Options, TextInfo};
 
 use crate::common;

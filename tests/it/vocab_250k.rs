@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use embedder::formats::embd::{write_file, WriteOptions};
-use embedder::formats::{hf::HfOptions, ModelFile, TensorEntry};
+use embedder::formats::{ModelFile, TensorEntry};
+use embedder::import::hf::HfOptions;
 use embedder::model::tokenizer::{self, SCORES, SETTINGS_KEY};
 use embedder::{SpecialIds, Vocab};
 

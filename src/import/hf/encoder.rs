@@ -124,28 +124,6 @@ fn map_dtype(d: safetensors::Dtype) -> Option<DType> {
     })
 }
 
-/// HF checkpoints name encoder tensors in several ways; this returns the
-/// canonical (prefix-free, `weight`/`bias`) name, or `None` for tensors the
-/// encoder never uses and that are dropped (heads, buffers). The prefixes
-/// stripped are those of the registered families (`bert.`, `mpnet.`).
-pub fn canonical_bert_name(name: &str) -> Option<String> {
-    let n = crate::model::arch::FAMILIES
-        .iter()
-        .find_map(|f| name.strip_prefix(f.hf_prefix))
-        .unwrap_or(name);
-    if n.starts_with("cls.") || n.starts_with("lm_head.") || n.ends_with("position_ids") {
-        return None;
-    }
-    let n = if let Some(base) = n.strip_suffix("LayerNorm.gamma") {
-        format!("{base}LayerNorm.weight")
-    } else if let Some(base) = n.strip_suffix("LayerNorm.beta") {
-        format!("{base}LayerNorm.bias")
-    } else {
-        n.to_string()
-    };
-    Some(n)
-}
-
 /// Reads the tensors of a safetensors file into entries that point into `backing`.
 pub fn safetensors_entries(backing: &Backing, what: &str) -> Result<Vec<TensorEntry>> {
     let bytes = backing.bytes();
@@ -160,7 +138,7 @@ pub fn safetensors_entries(backing: &Backing, what: &str) -> Result<Vec<TensorEn
     let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
     names.sort();
     for raw in names {
-        let Some(name) = canonical_bert_name(&raw) else {
+        let Some(name) = crate::model::arch::canonical_name(&raw) else {
             continue;
         };
         let view = st
@@ -1228,24 +1206,6 @@ fn classifier_metadata(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn canonical_names() {
-        assert_eq!(
-            canonical_bert_name("bert.encoder.layer.0.output.LayerNorm.gamma").as_deref(),
-            Some("encoder.layer.0.output.LayerNorm.weight")
-        );
-        assert_eq!(
-            canonical_bert_name("embeddings.LayerNorm.beta").as_deref(),
-            Some("embeddings.LayerNorm.bias")
-        );
-        assert_eq!(canonical_bert_name("embeddings.position_ids"), None);
-        assert_eq!(canonical_bert_name("cls.predictions.bias"), None);
-        assert_eq!(
-            canonical_bert_name("pooler.dense.weight").as_deref(),
-            Some("pooler.dense.weight")
-        );
-    }
 
     #[test]
     fn order_key_sorts_layers_numerically() {

@@ -386,7 +386,7 @@ fn static_query(
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).map_err(|e| {
         Error::new(
-            crate::ErrorKind::NotFound,
+            crate::error::ErrorKind::NotFound,
             format!("{}: {e}", path.display()),
         )
     })?;
@@ -487,7 +487,7 @@ fn colbert(
             path = d.join("model.safetensors");
             bytes = std::fs::read(&path).map_err(|e| {
                 Error::new(
-                    crate::ErrorKind::NotFound,
+                    crate::error::ErrorKind::NotFound,
                     format!("{}: {e} (PyLate's Dense module weights)", path.display()),
                 )
             })?;

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun};
-use crate::model::precision::Product;
+use crate::model::precision::{LayerPrecision, Precision, Product};
 
 pub mod bert;
 pub mod gemma3;
@@ -256,6 +256,28 @@ impl Family {
     }
 }
 
+// The plan of a family lives here, next to `Family::int8_f32_products`, so
+// that `model::precision` imports nothing of the crate.
+impl LayerPrecision {
+    /// The products' precisions the engine uses for a requested precision on
+    /// a model of `family`: [`LayerPrecision::for_precision`], with the
+    /// family's [`Family::int8_f32_products`] kept in f32 when `p` is int8.
+    pub fn for_family(p: Precision, family: &Family) -> LayerPrecision {
+        let mut plan = LayerPrecision::for_precision(p);
+        if p == Precision::Int8 {
+            for &product in family.int8_f32_products {
+                match product {
+                    Product::Qkv => plan.qkv = Precision::F32,
+                    Product::AttnOut => plan.attn_out = Precision::F32,
+                    Product::FfnUp => plan.ffn_up = Precision::F32,
+                    Product::FfnDown => plan.ffn_down = Precision::F32,
+                }
+            }
+        }
+        plan
+    }
+}
+
 /// The layer index of a per-layer tensor name of any family, and the rest
 /// of the name.
 pub fn split_layer_name(name: &str) -> Option<(u32, &str)> {
@@ -264,6 +286,28 @@ pub fn split_layer_name(name: &str) -> Option<(u32, &str)> {
         let (num, tail) = rest.split_once('.')?;
         Some((num.parse().ok()?, tail))
     })
+}
+
+/// HF checkpoints name encoder tensors in several ways; this returns the
+/// canonical (prefix-free, `weight`/`bias`) name, or `None` for tensors the
+/// encoder never uses and that are dropped (heads, buffers). The prefixes
+/// stripped are those of the registered families (`bert.`, `mpnet.`).
+pub fn canonical_name(name: &str) -> Option<String> {
+    let n = FAMILIES
+        .iter()
+        .find_map(|f| name.strip_prefix(f.hf_prefix))
+        .unwrap_or(name);
+    if n.starts_with("cls.") || n.starts_with("lm_head.") || n.ends_with("position_ids") {
+        return None;
+    }
+    let n = if let Some(base) = n.strip_suffix("LayerNorm.gamma") {
+        format!("{base}LayerNorm.weight")
+    } else if let Some(base) = n.strip_suffix("LayerNorm.beta") {
+        format!("{base}LayerNorm.bias")
+    } else {
+        n.to_string()
+    };
+    Some(n)
 }
 
 /// Whether a tensor is the weight matrix of an encoder layer's linear
@@ -431,6 +475,24 @@ fn float_large(n: u64, exact: u64, max_distance: usize, span: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_names() {
+        assert_eq!(
+            canonical_name("bert.encoder.layer.0.output.LayerNorm.gamma").as_deref(),
+            Some("encoder.layer.0.output.LayerNorm.weight")
+        );
+        assert_eq!(
+            canonical_name("embeddings.LayerNorm.beta").as_deref(),
+            Some("embeddings.LayerNorm.bias")
+        );
+        assert_eq!(canonical_name("embeddings.position_ids"), None);
+        assert_eq!(canonical_name("cls.predictions.bias"), None);
+        assert_eq!(
+            canonical_name("pooler.dense.weight").as_deref(),
+            Some("pooler.dense.weight")
+        );
+    }
 
     #[test]
     fn layers_are_under_the_encoder_prefix() {

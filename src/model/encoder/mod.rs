@@ -34,7 +34,7 @@ use crate::model::dense::SentenceDense;
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param};
 use crate::model::pooling::SentencePooling;
-use crate::model::precision::{dense_layers, Calibration, LayerPrecision, Product};
+use crate::model::precision::{Calibration, LayerPrecision, Product};
 use crate::threads::JoinOnDrop;
 
 pub use crate::model::blocks::{Stage, Trace};
@@ -148,6 +148,54 @@ fn grow(v: &mut Vec<f32>, n: usize) {
     if v.len() < n {
         v.resize(n, 0.0);
     }
+}
+
+/// One dense product of an encoder layer: its weight tensors (side by side
+/// along the output dimension), `[widths[s] x k]` each.
+pub struct DenseLayer {
+    /// Which product.
+    pub product: Product,
+    /// HF tensor names of the weights.
+    pub weights: Vec<String>,
+    /// Output features of each weight tensor.
+    pub widths: Vec<usize>,
+    /// Input features.
+    pub k: usize,
+}
+
+/// The dense products of layer `l`, in the order of the forward pass.
+///
+/// # Panics
+/// If `cfg.architecture` is not a registered family (a validated config's
+/// always is).
+pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
+    let f = cfg.family().expect("a registered architecture");
+    let n = &f.names;
+    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+    let heads = cfg.heads();
+    // Gated: `gate | up`.
+    let up: &[usize] = if f.gated_mlp { &[i, i] } else { &[i] };
+    // One fused tensor holds every part; stacked tensors one part each.
+    let d = |product, names: &[&str], parts: &[usize], k| DenseLayer {
+        product,
+        weights: names
+            .iter()
+            .map(|s| f.layer_tensor(l, s, "weight"))
+            .collect(),
+        widths: if names.len() == 1 {
+            vec![parts.iter().sum()]
+        } else {
+            parts.to_vec()
+        },
+        k,
+    };
+    let (q, kv) = (heads.q * heads.d, heads.kv * heads.d);
+    [
+        d(Product::Qkv, n.qkv, &[q, kv, kv], h),
+        d(Product::AttnOut, &[n.attn_out], &[h], heads.ctx_width()),
+        d(Product::FfnUp, n.ffn_up, up, h),
+        d(Product::FfnDown, &[n.ffn_down], &[h], i),
+    ]
 }
 
 /// The bias tensor of a weight tensor (`x.weight` -> `x.bias`).
