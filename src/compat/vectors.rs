@@ -32,7 +32,7 @@ unsafe fn pair(a: *const f32, b: *const f32, dim: u32, f: fn(&[f32], &[f32]) -> 
 #[no_mangle]
 pub unsafe extern "C" fn embedder_cosine_similarity(a: *const f32, b: *const f32, dim: u32) -> f32 {
     // SAFETY: forwarded contract.
-    unsafe { pair(a, b, dim, crate::cosine_similarity) }
+    unsafe { pair(a, b, dim, crate::vector::cosine) }
 }
 
 /// cpp_embedder: L2-normalizes in place ([`crate::vector::l2_normalize`]:

@@ -19,6 +19,7 @@ mod families;
 mod formats;
 mod fuzz_regressions;
 mod header;
+mod layering;
 mod mpnet;
 mod options;
 mod outputs;
