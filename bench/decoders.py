@@ -33,7 +33,8 @@ prepare [--model qwen3|gemma|reranker|all]   (idempotent, keyed like modernbert.
     and ours*.weights as above.
 
 run [--model qwen3|gemma|reranker|all] [--rounds N] [--limit N] [--threads 1,2]
-    [--peers llama,st,ort,stbf16] [--latency-runs N] [--llama-batch N]
+    [--peers llama,st,ort,ce,stbf16] [--latency-runs N] [--llama-batch N]
+    [--passages N] [--rerank-runs N]
   embedders: 1. accuracy: each engine's vectors of check.txt against sentence-transformers'
   (ref.npy) and against ours f32: worst / mean cosine; 2. per configuration and round, a
   fresh process (interleaved): the first `limit` corpus texts (tokenization included, each
@@ -45,7 +46,7 @@ run [--model qwen3|gemma|reranker|all] [--rounds N] [--limit N] [--threads 1,2]
   to on the CPU), sentence-transformers fp32 (and bf16 with --peers ...,stbf16), ORT
   fp32/int8 when the graph exported.
   reranker: 1 query x 100 passages (corpus text 0 against texts 1-100), median ms of
-  rank(top 10) over --latency-runs calls in a fresh process per configuration and round:
+  rank(top 10) over --rerank-runs calls (after one untimed call, whose scores are kept) in a fresh process per configuration and round:
   ours f32/bf16/int8 (the Python binding's Reranker), CrossEncoder fp32 on torch, llama.cpp
   rank pooling (F32/BF16/F16/Q8_0; the pairs rendered by the folder's chat template,
   tokenized by llama.cpp with special tokens, packed into --llama-batch tokens). Accuracy:
@@ -391,8 +392,8 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
             s = np.asarray(score(q, docs), np.float64)
             return sorted(range(len(docs)), key=lambda i: (-s[i], i))[:10]
 
-        res["scores"] = [float(x) for x in score(q, docs)]
-        res["latency"] = harness.median_ms(rank, spec["runs"], warmup=1)
+        res["scores"] = [float(x) for x in score(q, docs)]  # also the warm-up call
+        res["latency"] = harness.median_ms(rank, spec["runs"], warmup=0)
         res["seconds"] = res["latency"]["median_ms"] / 1e3
     else:
         encode = embed_encoder(spec, info)
@@ -623,15 +624,18 @@ def run_reranker(args: argparse.Namespace) -> None:
         f"rendered prompt + HF tokenizers vs the tiny reference's input_ids: {same}/{n} identical"
     )
     all_texts = read_lines(os.path.join(harness.shared_dir(), "bench", "corpus.txt"))
-    q_path, docs_path = os.path.join(d, "query.txt"), os.path.join(d, f"docs-{PASSAGES}.txt")
+    n_docs = args.passages
+    q_path, docs_path = os.path.join(d, "query.txt"), os.path.join(d, f"docs-{n_docs}.txt")
     harness.write_lines(q_path, all_texts[:1])
-    harness.write_lines(docs_path, all_texts[1 : PASSAGES + 1])
+    harness.write_lines(docs_path, all_texts[1 : n_docs + 1])
     threads = [int(t) for t in args.threads.split(",")]
     render = rerank_renderer(folder)
     tok = make_tokenizer(folder, 1 << 20)
-    pair_tokens = sum(len(tok.encode(render(all_texts[0], x)).ids) for x in all_texts[1:101])
+    pair_tokens = sum(
+        len(tok.encode(render(all_texts[0], x)).ids) for x in all_texts[1 : n_docs + 1]
+    )
     print(
-        f"{RERANKER}: 1 query x {PASSAGES} passages, {pair_tokens} tokens in the rendered "
+        f"{RERANKER}: 1 query x {n_docs} passages, {pair_tokens} tokens in the rendered "
         f"pairs; load average {harness.loadavg()}",
         flush=True,
     )
@@ -640,7 +644,7 @@ def run_reranker(args: argparse.Namespace) -> None:
         "folder": folder,
         "query": q_path,
         "docs": docs_path,
-        "runs": args.latency_runs,
+        "runs": args.rerank_runs,
         "llama_batch": args.llama_batch,
     }
     engines = peer_engines(d, args.peers, True)
@@ -667,18 +671,19 @@ def run_reranker(args: argparse.Namespace) -> None:
                 lat[k] = {"median_ms": m["median_ms"], "p90_ms": m["p90_ms"]}
         return r
 
-    results: dict[str, Any] = {"model": "reranker", "pair_tokens": pair_tokens, "rounds": []}
+    results: dict[str, Any] = {"model": "reranker", "passages": n_docs, "pair_tokens": pair_tokens}
+    results["rounds"] = []
     results["load_before"] = harness.loadavg()
     times, rss = harness.interleaved_rounds(
-        list(specs), args.rounds, measure, PASSAGES, lambda k: 0.0, results["rounds"]
+        list(specs), args.rounds, measure, n_docs, lambda k: 0.0, results["rounds"]
     )
-    print(f"\nrank(1 query x {PASSAGES} passages, top 10), median / p90 ms, peak RSS:")
+    print(f"\nrank(1 query x {n_docs} passages, top 10), median / p90 ms, peak RSS:")
     for k, v in lat.items():
         print(f"  {k:24s} {v['median_ms']:9.1f} / {v['p90_ms']:9.1f}  {rss.get(k, 0):6.0f} MB")
     ref_k = next((k for k in scores if k.startswith("CrossEncoder fp32")), None)
     ours_k = next((k for k in scores if k.startswith("ours f32")), None)
     accuracy: dict[str, Any] = {}
-    print("\nscores of the 100 passages: max |score diff|, top-10 overlap")
+    print(f"\nscores of the {n_docs} passages: max |score diff|, top-10 overlap")
     for k, s in scores.items():
         a: dict[str, Any] = {}
         top = set(np.argsort(-np.asarray(s), kind="stable")[:10].tolist())
@@ -721,16 +726,22 @@ def main() -> None:
     ap.add_argument("--model", choices=EMBEDDERS + TINY + ["reranker", "all"], default="all")
     harness.add_run_args(
         ap,
-        rounds=3,
-        limit=500,
+        rounds=1,
+        limit=200,
         limit_help="first N corpus texts (0 = all 2,000)",
         peers_help="only these peers: llama,st,ort,ce,stbf16 (default llama,st,ort,ce)",
     )
     ap.add_argument(
-        "--latency-runs", type=int, default=100, help="single-text calls per latency median"
+        "--latency-runs", type=int, default=50, help="single-text calls per latency median (50)"
     )
     ap.add_argument(
         "--llama-batch", type=int, default=2048, help="llama.cpp n_ctx = n_batch = n_ubatch"
+    )
+    ap.add_argument(
+        "--rerank-runs", type=int, default=1, help="reranker: timed rank calls per median (1)"
+    )
+    ap.add_argument(
+        "--passages", type=int, default=PASSAGES, help="reranker: passages per query (100)"
     )
     args = ap.parse_args()
     models = EMBEDDERS + ["reranker"] if args.model == "all" else [args.model]
