@@ -1,7 +1,8 @@
-"""The harness bench/modernbert.py and bench/splade.py share: paths, corpus and reference
-files, tokenization and padding, prepared-folder keys and timed steps, the ORT session,
-worker processes and their peak RSS, `embd convert` / `embd bench` / `embd encode`, the
-interleaved timing rounds and the throughput table.
+"""The harness bench/modernbert.py, bench/splade.py and bench/decoders.py share: paths, corpus
+and reference files, tokenization and padding, sorted padded batches, prepared-folder keys and
+timed steps, the ORT session, worker processes and their peak RSS, single-text latency,
+`embd convert` / `embd bench` / `embd encode`, the interleaved timing rounds and the throughput
+table.
 
 Imported as a sibling module (`import harness`): both scripts run as `python bench/X.py`,
 and so do their workers, so bench/ is on sys.path.
@@ -133,6 +134,24 @@ def pad(id_lists: list[list[int]], pad_id: int) -> tuple[I64, I64]:
         ids[k, : len(x)] = x
         mask[k, : len(x)] = 1
     return ids, mask
+
+
+def sorted_batches(run: Runner, ids: list[list[int]], dim: int, batch: int = BATCH) -> F32:
+    """Runs id lists sorted by length in padded batches; returns vectors in input order."""
+    order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
+    out = np.empty((len(ids), dim), np.float32)
+    for s in range(0, len(order), batch):
+        part = order[s : s + batch]
+        out[part] = run([ids[k] for k in part])
+    return out
+
+
+def latency_text(tok: Any, texts: list[str], n_tokens: int = 20) -> str:
+    """The first text of exactly n_tokens tokens (special tokens included) under tok, else
+    the closest one: the single-text latency input (`embd bench --latency-text`)."""
+    lens = [len(e.ids) for e in tok.encode_batch(texts)]
+    k = min(range(len(texts)), key=lambda i: (abs(lens[i] - n_tokens), i))
+    return texts[k]
 
 
 def cosines(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -270,6 +289,27 @@ def ort_runner(path: str, threads: int, pad_id: int, output: str) -> Runner:
     return run
 
 
+def vm_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def median_ms(f: Callable[[], Any], runs: int, warmup: int = 3) -> dict[str, float]:
+    """f() timed `runs` times after `warmup` calls: median, p90 and min milliseconds."""
+    for _ in range(warmup):
+        f()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        f()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    ts.sort()
+    return {"median_ms": ts[len(ts) // 2], "p90_ms": ts[int(len(ts) * 0.9)], "min_ms": ts[0]}
+
+
 def timed_encode(encode: Callable[[list[str]], Any], corpus: str) -> float:
     """Seconds of encode(corpus texts) after a warm-up batch."""
     texts = read_lines(corpus)
@@ -356,15 +396,18 @@ def only_peers(engines: list[tuple[str, str, str]], peers: str) -> list[tuple[st
 # --------------------------------------------------------------------------
 
 
-def ours_weights(d: str) -> tuple[str | None, str]:
-    """Converts d/st with `embd convert` (again when embd is newer); (path, "") or (None, why)."""
-    w = os.path.join(d, "ours.weights")
+def ours_weights(d: str, dtype: str = "f32") -> tuple[str | None, str]:
+    """Converts d/st with `embd convert --dtype` (again when embd is newer): d/ours.weights
+    (f32) or d/ours-<dtype>.weights; (path, "") or (None, why)."""
+    w = os.path.join(d, "ours.weights" if dtype == "f32" else f"ours-{dtype}.weights")
     if not os.path.isfile(EMBD):
         return None, f"no {EMBD} (cargo build --release --bin embd)"
     if os.path.isfile(w) and os.path.getmtime(w) >= os.path.getmtime(EMBD):
         return w, ""
     r = subprocess.run(
-        [EMBD, "convert", os.path.join(d, "st"), "-o", w], capture_output=True, text=True
+        [EMBD, "convert", os.path.join(d, "st"), "-o", w, "--dtype", dtype],
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0:
         if os.path.exists(w):

@@ -66,6 +66,8 @@ from harness import (
     pad,
     read_lines,
     shared_dir,
+    sorted_batches,
+    vm_rss_mb,
     write_lines,
 )
 
@@ -171,16 +173,6 @@ def flops_per_token(cfg: dict[str, Any]) -> int:
     kv = cfg.get("num_key_value_heads") or heads
     attn = h * heads * hd * 2 + 2 * h * kv * hd
     return int(2 * (attn + 3 * h * i) * n)
-
-
-def sorted_batches(run: Runner, ids: list[list[int]], dim: int, batch: int = BATCH) -> F32:
-    """Runs id lists sorted by length in padded batches; returns vectors in input order."""
-    order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
-    out = np.empty((len(ids), dim), np.float32)
-    for s in range(0, len(order), batch):
-        part = order[s : s + batch]
-        out[part] = run([ids[k] for k in part])
-    return out
 
 
 def key_of(model: str) -> str:
@@ -524,13 +516,6 @@ def ov_runner(path: str, threads: int, pad_id: int, info: dict[str, Any]) -> Run
         return out
 
     return run
-
-
-def vm_rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def worker(spec: dict[str, Any], result_path: str) -> None:

@@ -17,6 +17,14 @@
 #                                  bench/splade.py: SPLADE (all-MiniLM-L6-v2 + random MLM head),
 #                                  ours `--emit sparse` vs ORT fp32/int8 and sentence-transformers'
 #                                  SparseEncoder; BGE-M3 base: dense vs dense+sparse+multi-vector
+#   bench/run.sh --decoders [--model qwen3|gemma|reranker|all] [--rounds N] [--limit N]
+#                [--threads 1,2] [--peers llama,st,ort,ce,stbf16] [--latency-runs N]
+#                                  bench/decoders.py: random-weight full-size Qwen3-Embedding-0.6B,
+#                                  EmbeddingGemma-300m and Qwen3-Reranker-0.6B, ours f32/bf16/int8
+#                                  vs llama.cpp (llama-cpp-python built from its sdist; F32, BF16,
+#                                  F16, Q8_0 GGUFs by its converter), sentence-transformers
+#                                  (torch) and ORT fp32/int8; a 20-token query's latency; rerank
+#                                  1 query x 100 passages vs CrossEncoder and llama.cpp's rank pooling
 # --check sets up without the peers (setup.sh); every other run with them (setup.sh --peers)
 # unless --peers none.
 set -euo pipefail
@@ -44,6 +52,11 @@ if [ "${1:-}" = --splade ]; then
   shift
   "$root/bench/setup.sh" --splade
   exec "$root/bench/.venv-torch/bin/python" "$root/bench/splade.py" run "$@"
+fi
+if [ "${1:-}" = --decoders ]; then
+  shift
+  "$root/bench/setup.sh" --decoders
+  exec "$root/bench/.venv-torch/bin/python" "$root/bench/decoders.py" run "$@"
 fi
 "$root/bench/setup.sh" "${setup_args[@]+"${setup_args[@]}"}"
 exec "$root/bench/.venv/bin/python" "$root/bench/bench.py" "$@"

@@ -30,6 +30,17 @@
 #                        int8 models and reference vectors, the random BGE-M3 base folder
 #                        (rebuilt when PREPARE_VERSION in splade.py or the pins change); no
 #                        package beyond the torch venv's, no reranker download
+# With --decoders (implies --torch and the --modernbert packages; bench/decoders.py, issue 32;
+#   opt-in, not CI):
+#   bench/.venv-torch    + sentencepiece, diskcache and llama-cpp-python built from its PyPI
+#                        source distribution (bench/requirements-decoders.txt; CMake, nice -n 19,
+#                        CMAKE_BUILD_PARALLEL_LEVEL=2, ~25-40 min on 2 busy cores; reinstalled
+#                        when that file changes)
+#   bench/.cache/llama-cpp-python/   the sdist and its unpacked tree (vendor/llama.cpp:
+#                        convert_hf_to_gguf.py and gguf-py, which decoders.py runs)
+#   bench/.cache/{qwen3-embedding-0.6b-shape,embeddinggemma-300m-shape,
+#                qwen3-reranker-0.6b-shape}/   `decoders.py prepare` (the fixtures, their
+#                        ONNX / GGUF models; ~9 GB, ~15 min; rebuilt when their keys change)
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
@@ -39,6 +50,7 @@ mpnet=0
 torch=0
 modernbert=0
 splade=0
+decoders=0
 for a in "$@"; do
   case "$a" in
     --peers) peers=1 ;;
@@ -46,7 +58,8 @@ for a in "$@"; do
     --torch) torch=1 ;;
     --modernbert) modernbert=1; torch=1 ;;
     --splade) splade=1; torch=1 ;;
-    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert, --splade)" >&2; exit 2 ;;
+    --decoders) decoders=1; torch=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert, --splade, --decoders)" >&2; exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -95,7 +108,7 @@ if [ "$torch" = 1 ]; then
       -r bench/requirements.txt -r bench/requirements-torch.txt
     echo "$torch_hash" > "$tvenv/.requirements.sha256"
   fi
-  if [ "$modernbert" = 1 ]; then
+  if [ "$modernbert" = 1 ] || [ "$decoders" = 1 ]; then
     mb_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
               | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$tvenv/.modernbert.sha256" 2>/dev/null)" != "$mb_hash" ]; then
@@ -106,12 +119,42 @@ if [ "$torch" = 1 ]; then
       echo "$mb_hash" > "$tvenv/.modernbert.sha256"
     fi
   fi
+  if [ "$decoders" = 1 ]; then
+    dec_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
+               bench/requirements-decoders.txt | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$tvenv/.decoders.sha256" 2>/dev/null)" != "$dec_hash" ]; then
+      llama_pin=$(grep -E '^llama-cpp-python==' bench/requirements-decoders.txt)
+      llama_ver=${llama_pin#llama-cpp-python==}
+      sdist_dir=bench/.cache/llama-cpp-python
+      sdist="$sdist_dir/llama_cpp_python-$llama_ver.tar.gz"
+      mkdir -p "$sdist_dir"
+      if [ ! -f "$sdist" ]; then
+        echo "bench/setup.sh: downloading the llama-cpp-python $llama_ver sdist ..." >&2
+        "$tvenv/bin/python" -m pip download --quiet --disable-pip-version-check \
+          --no-binary :all: --no-deps -d "$sdist_dir" "$llama_pin"
+      fi
+      rm -rf "$sdist_dir/llama_cpp_python-$llama_ver"
+      tar xzf "$sdist" -C "$sdist_dir"
+      echo "bench/setup.sh: building llama-cpp-python $llama_ver from source (llama.cpp, CMake;" \
+           "~25-40 min on 2 busy cores) ..." >&2
+      # the library only (no llava/mtmd, tools, examples, tests: llama-cpp-python's embed
+      # path needs none of them); GGML_NATIVE stays on (its default): -march=native
+      grep -v -E '^llama-cpp-python==' bench/requirements-decoders.txt > "$sdist_dir/deps.txt"
+      "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$sdist_dir/deps.txt" \
+        -c bench/requirements.txt -c bench/requirements-torch.txt -c bench/requirements-modernbert.txt
+      CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+      CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+        nice -n 19 "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+        --no-binary llama-cpp-python "$sdist"
+      echo "$dec_hash" > "$tvenv/.decoders.sha256"
+    fi
+  fi
 fi
 
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
-if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ]; then
+if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ] && [ "$decoders" = 0 ]; then
   EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
 fi
 
@@ -144,6 +187,12 @@ fi
 if [ "$modernbert" = 1 ]; then
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model tiny
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model base
+fi
+
+# 3e. The decoder fixtures (Qwen3-Embedding, EmbeddingGemma, Qwen3-Reranker shapes) and their
+#     ONNX / GGUF / .weights models (idempotent, keyed; `decoders.py prepare`).
+if [ "$decoders" = 1 ]; then
+  EMBD_BIN="${EMBD_BIN:-$root/target/release/embd}" nice -n 19 bench/.venv-torch/bin/python bench/decoders.py prepare
 fi
 
 # 3d. SPLADE and BGE-M3: the fixtures and the peers' models (idempotent, keyed as above).

@@ -1,10 +1,11 @@
-//! [`Engine`]: whatever model a file holds, behind one interface.
+//! [`Engine`]: whatever embedding model a file holds, behind one interface.
 //!
-//! A BERT encoder file (`architecture` = `bert`, the default) opens as an
-//! [`Embedder`]; a static word-embedding file (finalfusion `.fifu`, or any
-//! container whose metadata says `architecture` = `static`) opens as a
-//! [`StaticEmbedder`]. The C API's `embd_open` and the CLI use this type, so every
-//! supported file works through the same calls.
+//! An encoder file (any registered architecture) opens as an [`Embedder`]; a
+//! static word-embedding file (finalfusion `.fifu`, or any container whose
+//! metadata says `architecture` = `static`) opens as a [`StaticEmbedder`].
+//! Both implement [`Embed`], the calls every embedding model answers, and
+//! `Engine` is one of them behind that trait. The C API's `embd_open` and the
+//! CLI use this type, so every supported file works through the same calls.
 
 use std::path::Path;
 
@@ -15,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::formats::finalfusion::Embeddings;
 use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
 use crate::model::pooling::Pooling;
+use crate::options::CallOptions;
 use crate::options::Options;
 use crate::quantize::{OutputPrecision, OutputRanges};
 
@@ -217,13 +219,191 @@ impl std::fmt::Display for Verification {
     }
 }
 
-/// Any model this library runs.
+/// The calls every embedding model answers ([`Embedder`],
+/// [`StaticEmbedder`]), over texts given as `&str`; [`Engine`] is one of them
+/// behind this trait.
+pub trait Embed: Send + Sync + std::fmt::Debug {
+    /// Output dimension.
+    fn dim(&self) -> usize;
+    /// Maximum tokens per input (0 = unbounded, static models).
+    fn max_seq_length(&self) -> usize;
+    /// Facts about the model.
+    fn info(&self) -> ModelInfo;
+    /// Token ids as the model sees them (encoders: with their special tokens,
+    /// truncated; static: word indices).
+    fn tokenize(&self, text: &str) -> Vec<u32>;
+    /// Token ids without truncation.
+    fn tokenize_full(&self, text: &str) -> Vec<u32>;
+    /// `tokenize(text).len()`.
+    fn count_tokens(&self, text: &str) -> usize;
+    /// Floats per vector of a call with `opts`.
+    ///
+    /// # Errors
+    /// Options the model cannot apply.
+    fn call_dim(&self, opts: &CallOptions) -> Result<usize>;
+    /// Embeds `texts` under `opts` into `out` (row-major, `n x call_dim`),
+    /// filling `info` when given.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_with`].
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        opts: &CallOptions,
+        out: &mut [f32],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()>;
+    /// The ranges `int8` / `uint8` output uses.
+    fn output_ranges(&self) -> Option<&OutputRanges>;
+    /// Embeds and quantizes (see [`Embedder::embed_quantized_into`]).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_quantized_into`].
+    fn embed_quantized_texts(
+        &self,
+        texts: &[&str],
+        precision: OutputPrecision,
+        out: &mut [u8],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()>;
+    /// The model as an [`Embedder`], if it is one (its outputs beyond dense
+    /// vectors, token vectors, per-call plans).
+    fn as_embedder(&self) -> Option<&Embedder> {
+        None
+    }
+    /// The model as an [`Embedder`], if it is one, by value (else the model
+    /// back).
+    ///
+    /// # Errors
+    /// The model itself when it is not an [`Embedder`].
+    fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>>;
+}
+
+impl Embed for Embedder {
+    fn dim(&self) -> usize {
+        Embedder::dim(self)
+    }
+    fn max_seq_length(&self) -> usize {
+        Embedder::max_seq_length(self)
+    }
+    fn info(&self) -> ModelInfo {
+        Embedder::info(self)
+    }
+    fn tokenize(&self, text: &str) -> Vec<u32> {
+        Embedder::tokenize(self, text)
+    }
+    fn tokenize_full(&self, text: &str) -> Vec<u32> {
+        Embedder::tokenize_full(self, text)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        Embedder::count_tokens(self, text)
+    }
+    fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
+        Ok(self.plan(opts)?.dim())
+    }
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        opts: &CallOptions,
+        out: &mut [f32],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        self.embed_with(texts, opts, out, info)
+    }
+    fn output_ranges(&self) -> Option<&OutputRanges> {
+        Embedder::output_ranges(self)
+    }
+    fn embed_quantized_texts(
+        &self,
+        texts: &[&str],
+        precision: OutputPrecision,
+        out: &mut [u8],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        self.embed_quantized_into(texts, precision, out, info)
+    }
+    fn as_embedder(&self) -> Option<&Embedder> {
+        Some(self)
+    }
+    fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
+        Ok(self)
+    }
+}
+
+impl Embed for StaticEmbedder {
+    fn dim(&self) -> usize {
+        StaticEmbedder::dim(self)
+    }
+    fn max_seq_length(&self) -> usize {
+        0
+    }
+    fn info(&self) -> ModelInfo {
+        StaticEmbedder::info(self)
+    }
+    fn tokenize(&self, text: &str) -> Vec<u32> {
+        StaticEmbedder::tokenize(self, text)
+    }
+    fn tokenize_full(&self, text: &str) -> Vec<u32> {
+        StaticEmbedder::tokenize(self, text)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        StaticEmbedder::count_tokens(self, text)
+    }
+    fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
+        check_static_call(opts)?;
+        Ok(self.dim)
+    }
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        opts: &CallOptions,
+        out: &mut [f32],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        check_static_call(opts)?;
+        self.embed_into_ex(texts, out, info)
+    }
+    fn output_ranges(&self) -> Option<&OutputRanges> {
+        self.output_ranges.as_ref()
+    }
+    fn embed_quantized_texts(
+        &self,
+        texts: &[&str],
+        precision: OutputPrecision,
+        out: &mut [u8],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        crate::embedder::embed_quantized(
+            texts,
+            self.dim,
+            precision,
+            self.output_ranges.as_ref(),
+            out,
+            info,
+            |t, o, i, _| (self.embed_into_ex(t, o, i), t.len()),
+        )
+    }
+    fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
+        Err(self)
+    }
+}
+
+/// Static word-embedding models take only the default call options.
+fn check_static_call(opts: &CallOptions) -> Result<()> {
+    if *opts == CallOptions::default() {
+        Ok(())
+    } else {
+        Err(Error::unsupported(
+            "per-call options are not supported by static word-embedding models",
+        ))
+    }
+}
+
+/// Any embedding model this library runs: an [`Embedder`] or a
+/// [`StaticEmbedder`], answering the calls of [`Embed`].
 #[derive(Debug)]
-pub enum Engine {
-    /// A BERT-family encoder.
-    Bert(Box<Embedder>),
-    /// Static word embeddings.
-    Static(Box<StaticEmbedder>),
+pub struct Engine {
+    model: Box<dyn Embed>,
 }
 
 impl Engine {
@@ -235,7 +415,7 @@ impl Engine {
     /// cross-encoder.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Engine> {
         let path = path.as_ref();
-        let file = crate::embedder::open_model_file(path, opts)?;
+        let file = crate::runtime::open_model_file(path, opts)?;
         Engine::from_model_file(file, opts).map_err(|e| e.context(path.display()))
     }
 
@@ -310,65 +490,51 @@ impl Engine {
         {
             return Err(crate::reranker::not_an_embedder());
         }
-        match file.metadata.get("architecture").map(String::as_str) {
-            Some("static") => Ok(Engine::Static(Box::new(StaticEmbedder::from_model_file(
-                file, opts,
-            )?))),
-            Some("gpt2") => Err(Error::unsupported(
-                "GPT-2 models can be converted and inspected but not run as sentence embedders",
-            )),
-            _ => Ok(Engine::Bert(Box::new(Embedder::from_model_file(
-                file, opts,
-            )?))),
-        }
+        let model: Box<dyn Embed> =
+            match file.metadata.get("architecture").map(String::as_str) {
+                Some("static") => Box::new(StaticEmbedder::from_model_file(file, opts)?),
+                Some("gpt2") => return Err(Error::unsupported(
+                    "GPT-2 models can be converted and inspected but not run as sentence embedders",
+                )),
+                _ => Box::new(Embedder::from_model_file(file, opts)?),
+            };
+        Ok(Engine { model })
+    }
+
+    /// The model, answering every call of [`Embed`].
+    pub fn model(&self) -> &dyn Embed {
+        &*self.model
     }
 
     /// Output dimension.
     pub fn dim(&self) -> usize {
-        match self {
-            Engine::Bert(e) => e.dim(),
-            Engine::Static(s) => s.dim(),
-        }
+        self.model.dim()
     }
 
     /// Maximum tokens per input (0 = unbounded, static models).
     pub fn max_seq_length(&self) -> usize {
-        match self {
-            Engine::Bert(e) => e.max_seq_length(),
-            Engine::Static(_) => 0,
-        }
+        self.model.max_seq_length()
     }
 
     /// Facts about the model.
     pub fn info(&self) -> ModelInfo {
-        match self {
-            Engine::Bert(e) => e.info(),
-            Engine::Static(s) => s.info(),
-        }
+        self.model.info()
     }
 
-    /// Token ids (BERT: with `[CLS]`/`[SEP]`, truncated; static: word indices).
+    /// Token ids (encoders: with their special tokens, truncated; static:
+    /// word indices).
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        match self {
-            Engine::Bert(e) => e.tokenize(text),
-            Engine::Static(s) => s.tokenize(text),
-        }
+        self.model.tokenize(text)
     }
 
     /// Token ids without truncation.
     pub fn tokenize_full(&self, text: &str) -> Vec<u32> {
-        match self {
-            Engine::Bert(e) => e.tokenize_full(text),
-            Engine::Static(s) => s.tokenize(text),
-        }
+        self.model.tokenize_full(text)
     }
 
     /// `tokenize(text).len()`.
     pub fn count_tokens(&self, text: &str) -> usize {
-        match self {
-            Engine::Bert(e) => e.count_tokens(text),
-            Engine::Static(s) => s.count_tokens(text),
-        }
+        self.model.count_tokens(text)
     }
 
     /// Embeds a batch into `out` (row-major `n x dim`).
@@ -384,10 +550,7 @@ impl Engine {
         out: &mut [f32],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
-        match self {
-            Engine::Bert(e) => e.embed_into_ex(texts, out, info),
-            Engine::Static(s) => s.embed_into_ex(texts, out, info),
-        }
+        self.embed_with(texts, &CallOptions::default(), out, info)
     }
 
     /// Floats per vector of a call with `opts` ([`Embedder::plan`]).
@@ -395,12 +558,8 @@ impl Engine {
     /// # Errors
     /// As [`Embedder::plan`]; [`crate::ErrorKind::Unsupported`] for non-default
     /// options on a static word-embedding model.
-    pub fn call_dim(&self, opts: &crate::CallOptions) -> Result<usize> {
-        match self {
-            Engine::Bert(e) => Ok(e.plan(opts)?.dim()),
-            Engine::Static(s) if *opts == crate::CallOptions::default() => Ok(s.dim()),
-            Engine::Static(_) => Err(static_call_options()),
-        }
+    pub fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
+        self.model.call_dim(opts)
     }
 
     /// [`Embedder::embed_with`]: per-call options (static word-embedding
@@ -412,17 +571,11 @@ impl Engine {
     pub fn embed_with<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
-        opts: &crate::CallOptions,
+        opts: &CallOptions,
         out: &mut [f32],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
-        match self {
-            Engine::Bert(e) => e.embed_with(texts, opts, out, info),
-            Engine::Static(s) if *opts == crate::CallOptions::default() => {
-                s.embed_into_ex(texts, out, info)
-            }
-            Engine::Static(_) => Err(static_call_options()),
-        }
+        self.model.embed_texts(&strs(texts), opts, out, info)
     }
 
     /// Embeds a batch into a new row-major vector, with each text's [`TextInfo`].
@@ -446,10 +599,7 @@ impl Engine {
     /// The ranges `int8` / `uint8` output uses (see
     /// [`Embedder::output_ranges`]).
     pub fn output_ranges(&self) -> Option<&OutputRanges> {
-        match self {
-            Engine::Bert(e) => e.output_ranges(),
-            Engine::Static(s) => s.output_ranges.as_ref(),
-        }
+        self.model.output_ranges()
     }
 
     /// Embeds a batch and quantizes it (see [`Embedder::embed_quantized_into`]).
@@ -460,29 +610,30 @@ impl Engine {
         out: &mut [u8],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
-        match self {
-            Engine::Bert(e) => e.embed_quantized_into(texts, precision, out, info),
-            Engine::Static(s) => crate::embedder::embed_quantized(
-                texts,
-                s.dim(),
-                precision,
-                s.output_ranges.as_ref(),
-                out,
-                info,
-                |t, o, i, _| (s.embed_into_ex(t, o, i), t.len()),
-            ),
-        }
+        self.model
+            .embed_quantized_texts(&strs(texts), precision, out, info)
     }
 
-    /// The BERT embedder, if this is one.
-    pub fn as_bert(&self) -> Option<&Embedder> {
-        match self {
-            Engine::Bert(e) => Some(e),
-            Engine::Static(_) => None,
-        }
+    /// The encoder embedder, if the model is one (the outputs beyond dense
+    /// vectors, token vectors, per-call plans).
+    pub fn as_embedder(&self) -> Option<&Embedder> {
+        self.model.as_embedder()
+    }
+
+    /// The encoder embedder by value, if the model is one; else the engine
+    /// back.
+    ///
+    /// # Errors
+    /// The engine itself when it holds another kind of model.
+    pub fn into_embedder(self) -> std::result::Result<Embedder, Engine> {
+        self.model
+            .into_embedder()
+            .map(|e| *e)
+            .map_err(|model| Engine { model })
     }
 }
 
-fn static_call_options() -> Error {
-    Error::unsupported("per-call options are not supported by static word-embedding models")
+/// The texts as `&str`s (the object-safe form of [`Embed`]'s calls).
+fn strs<S: AsRef<str>>(texts: &[S]) -> Vec<&str> {
+    texts.iter().map(AsRef::as_ref).collect()
 }

@@ -25,6 +25,7 @@ pub mod model;
 pub mod options;
 pub mod quantize;
 pub mod reranker;
+pub(crate) mod runtime;
 #[doc(hidden)]
 pub mod testutil;
 pub mod threads;

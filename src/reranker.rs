@@ -9,24 +9,29 @@
 //! # Ok::<(), embedder::Error>(())
 //! ```
 //!
-//! It is the [`Embedder`]'s runtime with a different ending: the pairs are
-//! tokenized in parallel on the embedder's workers, run
-//! padding-free through the same batching over the worker pool (chunks of
-//! whole pairs, long batches split over the threads, progress and
-//! cancellation between chunks), with first-token (`[CLS]` / `<s>`) pooling and
-//! no normalization; then the classification head
-//! ([`crate::model::head::ClassificationHead`]) turns each first-token state
-//! into logits and the model's activation into scores.
+//! It is a face of the runtime every model runs on, as
+//! [`crate::Embedder`] is, with a different output stage: the pairs are
+//! tokenized in parallel on the workers, run padding-free through the same
+//! batching over the worker pool (chunks of whole pairs, long batches split
+//! over the threads, progress and cancellation between chunks); on each
+//! chunk the classifier's pooling (the first token, `[CLS]` / `<s>`, or as
+//! `classifier_pooling` says) and the classification head
+//! ([`crate::model::head::ClassificationHead`]) turn the last hidden states
+//! into logits, and the model's activation into scores.
 
 use std::path::Path;
 
-use crate::embedder::{Embedder, ModelInfo, Seqs, TextInfo, Track};
+use crate::embedder::{ModelInfo, TextInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
+use crate::kernels::Par;
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
-use crate::model::head::{ClassificationHead, ScoreActivation, Task};
+use crate::model::encoder::{HeadScratch, Seqs};
+use crate::model::head::{ClassificationHead, ScoreActivation, Task, CLASSIFIER_POOLING};
 use crate::model::pair_template::{self, PairTemplate};
+use crate::model::pooling::{Pooling, SentencePooling};
 use crate::options::{Options, Precision};
+use crate::runtime::{open_model_file, Runtime, Track};
 use crate::tokenizer::template::Template;
 use crate::tokenizer::Tokenizer;
 
@@ -262,7 +267,10 @@ pub struct Ranked {
 
 /// An open cross-encoder: immutable, `Send + Sync`, shareable across threads.
 pub struct Reranker {
-    embedder: Embedder,
+    /// The encoder, tokenizer, workers and workspaces.
+    rt: Runtime,
+    /// How the head's input is pooled from the last hidden states.
+    pooling: Pooling,
     head: ClassificationHead,
     /// The pair framing, `None` for a tokenizer whose frame could not be read.
     frame: Option<PairFrame>,
@@ -277,7 +285,7 @@ pub struct Reranker {
 impl std::fmt::Debug for Reranker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reranker")
-            .field("model", &self.embedder.config().model_name)
+            .field("model", &self.rt.config().model_name)
             .field("labels", &self.head.num_labels())
             .finish()
     }
@@ -323,7 +331,7 @@ impl Reranker {
     /// embedding model; [`ErrorKind::InvalidArgument`] for an embedding option.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Reranker> {
         let path = path.as_ref();
-        let file = crate::embedder::open_model_file(path, opts)?;
+        let file = open_model_file(path, opts)?;
         Reranker::from_model_file(file, opts).map_err(|e| e.context(path.display()))
     }
 
@@ -354,27 +362,35 @@ impl Reranker {
                 "option '{name}' applies to embedders, not to a reranker"
             )));
         }
-        let cfg = crate::model::config::ModelConfig::from_metadata(&file.metadata)?;
-        let types = cfg.family()?.names.token_type.is_some();
-        let head = ClassificationHead::load(&file, cfg.hidden_size)?;
-        let prompt = opts.prompt.clone().filter(|p| !p.is_empty());
-        let embedder_opts = Options {
-            prompt: None,
-            ..opts.clone()
+        // The head reads the first token's state, or (ModernBERT's
+        // `classifier_pooling` "mean") the mean of all tokens' states.
+        let pooling = match file.metadata.get(CLASSIFIER_POOLING).map(|s| s.trim()) {
+            None | Some("cls") => Pooling::Cls,
+            Some("mean") => Pooling::Mean,
+            Some("last") => Pooling::LastToken,
+            Some(v) => {
+                return Err(Error::model(format!(
+                    "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls', 'mean' or 'last'"
+                )))
+            }
         };
-        let embedder = Embedder::for_classifier(file, &embedder_opts)?;
+        let prompt = opts.prompt.clone().filter(|p| !p.is_empty());
+        let (rt, file) = Runtime::open(file, opts)?;
+        let types = rt.config().family()?.names.token_type.is_some();
+        let head = ClassificationHead::load(&file, rt.config().hidden_size)?;
         let frame = match template {
             Some(_) => None,
-            None => PairFrame::probe(embedder.tokenizer()),
+            None => PairFrame::probe(rt.tokenizer()),
         };
         let template = template.map(|t| {
             let (_, tail) = t.render(None, "");
             let mut ids = Vec::new();
-            embedder.tokenizer().encode_raw(&tail, &mut ids);
+            rt.tokenizer().encode_raw(&tail, &mut ids);
             (t, ids)
         });
         Ok(Reranker {
-            embedder,
+            rt,
+            pooling,
             head,
             frame,
             types,
@@ -400,22 +416,22 @@ impl Reranker {
 
     /// Effective maximum length of a pair in tokens, special tokens included.
     pub fn max_seq_length(&self) -> usize {
-        self.embedder.max_seq_length()
+        self.rt.max_seq_length()
     }
 
     /// Arithmetic of the encoder's dense layers (the head runs in f32).
     pub fn precision(&self) -> Precision {
-        self.embedder.precision()
+        self.rt.precision()
     }
 
     /// Worker threads used by one call.
     pub fn threads(&self) -> usize {
-        self.embedder.threads()
+        self.rt.threads()
     }
 
     /// Facts about the encoder (`dim` is its hidden size).
     pub fn info(&self) -> ModelInfo {
-        self.embedder.info()
+        self.rt.info(self.head.hidden(), self.pooling, false)
     }
 
     /// A pair as the model reads it: ids, token types, truncation.
@@ -459,7 +475,7 @@ impl Reranker {
     /// (`None`: the open-time one, else the template's default).
     fn coder<'a>(&'a self, prompt: Option<&'a str>) -> PairCoder<'a> {
         PairCoder {
-            tok: self.embedder.tokenizer(),
+            tok: self.rt.tokenizer(),
             frame: self.frame.as_ref(),
             max: self.max_seq_length(),
             types: self.types,
@@ -568,7 +584,7 @@ impl Reranker {
             slot.push(firsts.len() - 1);
         }
         let coder = self.coder(prompt);
-        let q_ids = self.embedder.map_parallel(0..firsts.len(), |k| {
+        let q_ids = self.rt.map_parallel(0..firsts.len(), |k| {
             coder.query_ids(pairs[firsts[k]].0.as_ref())
         });
         self.run_pairs(
@@ -724,13 +740,25 @@ impl Reranker {
             }
         }
         crate::embedder::check_info(n, info.as_deref())?;
-        let hidden = self.head.hidden();
-        let mut track = Track::new(self.embedder.progress(), n);
-        let mut states = vec![0.0f32; n.min(PAIR_GROUP) * hidden];
-        let mut row = vec![0.0f32; labels];
+        let mut track = Track::new(self.rt.progress(), n);
+        let enc = self.rt.encoder();
+        let (hidden, pooling) = (enc.output_dim(), SentencePooling::new(self.pooling, false));
+        // On the workers: each chunk's pooled states through the head.
+        let stage = |chunk: Seqs<'_>, states: &[f32], _: HeadScratch<'_>, _: Par| {
+            let mut pooled = vec![0.0f32; chunk.len() * hidden];
+            enc.pool_into(chunk.ids, states, pooling, &mut pooled);
+            let mut rows = vec![0.0f32; chunk.len() * labels];
+            for (p, row) in pooled
+                .chunks_exact(hidden)
+                .zip(rows.chunks_exact_mut(labels))
+            {
+                self.head.logits(p, row);
+            }
+            rows
+        };
         for start in (0..n).step_by(PAIR_GROUP) {
             let end = (start + PAIR_GROUP).min(n);
-            let encs = self.embedder.map_parallel(start..end, &encode);
+            let encs = self.rt.map_parallel(start..end, &encode);
             if let Some(info) = info.as_deref_mut() {
                 for (k, e) in encs.iter().enumerate() {
                     info[start + k] = TextInfo {
@@ -741,32 +769,24 @@ impl Reranker {
             }
             let ids: Vec<&[u32]> = encs.iter().map(|e| e.ids.as_slice()).collect();
             let types: Vec<&[u32]> = encs.iter().map(|e| e.type_ids.as_slice()).collect();
-            let h = &mut states[..(end - start) * hidden];
             track.base = start;
-            let r = self
-                .embedder
-                .run_seqs(Seqs::typed(&ids, &types), h, &mut track);
-            // After a cancel, the rows the callback counted are complete.
-            let done = match &r {
-                Ok(()) => end - start,
-                Err(e) if e.kind() == ErrorKind::Cancelled => {
-                    track.done.saturating_sub(start).min(end - start)
+            // Each chunk's rows as they complete (after a cancel, the rows
+            // the callback counted are complete).
+            let sink = |first: usize, rows: Vec<f32>| {
+                for (k, row) in rows.chunks_exact(labels).enumerate() {
+                    let i = start + first + k;
+                    if let Some(l) = logits.as_deref_mut() {
+                        l[i * labels..(i + 1) * labels].copy_from_slice(row);
+                    }
+                    if let Some(s) = scores.as_deref_mut() {
+                        let s = &mut s[i * labels..(i + 1) * labels];
+                        s.copy_from_slice(row);
+                        self.head.config().activation.apply(s);
+                    }
                 }
-                Err(_) => 0,
             };
-            for (k, h0) in h.chunks_exact(hidden).take(done).enumerate() {
-                let i = start + k;
-                self.head.logits(h0, &mut row);
-                if let Some(l) = logits.as_deref_mut() {
-                    l[i * labels..(i + 1) * labels].copy_from_slice(&row);
-                }
-                if let Some(s) = scores.as_deref_mut() {
-                    let s = &mut s[i * labels..(i + 1) * labels];
-                    s.copy_from_slice(&row);
-                    self.head.config().activation.apply(s);
-                }
-            }
-            r?;
+            self.rt
+                .run(Seqs::typed(&ids, &types), &mut track, stage, sink)?;
         }
         Ok(())
     }
@@ -871,6 +891,6 @@ mod tests {
         let frame = r.frame.as_ref().expect("frame");
         assert_eq!(frame.len(), 4);
         assert_eq!(frame.middle.ids.len(), 2);
-        joins_like_encode_pair(r.embedder.tokenizer());
+        joins_like_encode_pair(r.rt.tokenizer());
     }
 }

@@ -77,8 +77,8 @@ pub struct EncodeDone {
 /// One request for the output stage: texts (`encode` tokenizes them itself,
 /// on the engine's workers) and what to compute.
 pub struct EncodeJob {
-    /// The texts.
-    pub texts: Vec<String>,
+    /// The texts, or token ids framed with the model's special tokens.
+    pub inputs: EncodeInputs,
     /// Outputs, task and options; jobs run together only with equal ones.
     pub req: EncodeRequest,
     /// Where the outputs go; a closed channel (the client left) skips the job.
@@ -89,23 +89,59 @@ pub struct EncodeJob {
     enqueued: Instant,
 }
 
+/// The inputs of an [`EncodeJob`].
+pub enum EncodeInputs {
+    /// Texts ([`Embedder::encode`]).
+    Texts(Vec<String>),
+    /// Token ids framed with the model's special tokens
+    /// ([`Embedder::encode_ids`]).
+    Ids(Vec<Vec<u32>>),
+}
+
+impl EncodeInputs {
+    /// Inputs.
+    pub fn len(&self) -> usize {
+        match self {
+            EncodeInputs::Texts(t) => t.len(),
+            EncodeInputs::Ids(i) => i.len(),
+        }
+    }
+
+    /// No inputs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Jobs run together only with inputs of the same kind.
+    fn same_kind(&self, other: &EncodeInputs) -> bool {
+        matches!(
+            (self, other),
+            (EncodeInputs::Texts(_), EncodeInputs::Texts(_))
+                | (EncodeInputs::Ids(_), EncodeInputs::Ids(_))
+        )
+    }
+}
+
 impl EncodeJob {
     /// A job made now. `max_tokens`: the most tokens one text can take
     /// (the model's `max_seq_length`).
     pub fn new(
-        texts: Vec<String>,
+        inputs: EncodeInputs,
         req: EncodeRequest,
         max_tokens: usize,
         reply: oneshot::Sender<EncodeDone>,
     ) -> Self {
         // A token covers at least one byte of the text, plus the special
         // tokens; ColBERT's query expansion stays within max_seq_length.
-        let estimate = texts
-            .iter()
-            .map(|t| (t.len() + 4).min(max_tokens.max(1)))
-            .sum();
+        let estimate = match &inputs {
+            EncodeInputs::Texts(texts) => texts
+                .iter()
+                .map(|t| (t.len() + 4).min(max_tokens.max(1)))
+                .sum(),
+            EncodeInputs::Ids(ids) => ids.iter().map(Vec::len).sum(),
+        };
         EncodeJob {
-            texts,
+            inputs,
             req,
             reply,
             estimate,
@@ -245,7 +281,7 @@ fn take_batch(q: &mut Queue, budget: usize) -> Option<Batch> {
     };
     let mut seqs = match &batch {
         Batch::Embed(b) => b[0].seqs.len(),
-        Batch::Encode(b) => b[0].texts.len(),
+        Batch::Encode(b) => b[0].inputs.len(),
     };
     let mut i = 0;
     while i < q.jobs.len() {
@@ -258,7 +294,9 @@ fn take_batch(q: &mut Queue, budget: usize) -> Option<Batch> {
                 j.plan.same_pass(&b[0].plan) && seqs + j.seqs.len() <= embedder::MAX_BATCH
             }
             (Batch::Encode(b), Work::Encode(j)) => {
-                j.req == b[0].req && seqs + j.texts.len() <= embedder::MAX_BATCH
+                j.req == b[0].req
+                    && j.inputs.same_kind(&b[0].inputs)
+                    && seqs + j.inputs.len() <= embedder::MAX_BATCH
             }
             _ => false,
         };
@@ -273,7 +311,7 @@ fn take_batch(q: &mut Queue, budget: usize) -> Option<Batch> {
                 b.push(j);
             }
             (Batch::Encode(b), Some(Work::Encode(j))) => {
-                seqs += j.texts.len();
+                seqs += j.inputs.len();
                 b.push(j);
             }
             _ => unreachable!("the job checked is the job taken"),
@@ -368,16 +406,40 @@ fn run_batch(model: &Embedder, batch: Vec<Job>, metrics: &Metrics) {
 /// One `encode` call, the engine's panics caught.
 fn encode_caught(
     model: &Embedder,
-    texts: &[&str],
+    jobs: &[&EncodeInputs],
     req: &EncodeRequest,
 ) -> embedder::Result<Encoded> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.encode(texts, req)))
-        .unwrap_or_else(|_| {
-            Err(embedder::Error::new(
-                embedder::ErrorKind::Internal,
-                "the engine panicked on this batch",
-            ))
-        })
+    // The jobs of one call have inputs of one kind.
+    let run = || match jobs.first() {
+        Some(EncodeInputs::Ids(_)) => {
+            let ids: Vec<&[u32]> = jobs
+                .iter()
+                .filter_map(|j| match j {
+                    EncodeInputs::Ids(i) => Some(i),
+                    EncodeInputs::Texts(_) => None,
+                })
+                .flat_map(|i| i.iter().map(Vec::as_slice))
+                .collect();
+            model.encode_ids(&ids, req)
+        }
+        _ => {
+            let texts: Vec<&str> = jobs
+                .iter()
+                .filter_map(|j| match j {
+                    EncodeInputs::Texts(t) => Some(t),
+                    EncodeInputs::Ids(_) => None,
+                })
+                .flat_map(|t| t.iter().map(String::as_str))
+                .collect();
+            model.encode(&texts, req)
+        }
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
+        Err(embedder::Error::new(
+            embedder::ErrorKind::Internal,
+            "the engine panicked on this batch",
+        ))
+    })
 }
 
 /// Moves the first `n` texts' outputs of `all` into their own [`Encoded`].
@@ -398,18 +460,16 @@ fn split_front(all: &mut Encoded, n: usize) -> Encoded {
 /// index in its own request and the other jobs get their outputs.
 fn run_encode(model: &Embedder, batch: Vec<EncodeJob>, metrics: &Metrics) {
     let start = Instant::now();
-    let texts: Vec<&str> = batch
-        .iter()
-        .flat_map(|j| j.texts.iter().map(String::as_str))
-        .collect();
-    let r = encode_caught(model, &texts, &batch[0].req);
+    let jobs: Vec<&EncodeInputs> = batch.iter().map(|j| &j.inputs).collect();
+    let r = encode_caught(model, &jobs, &batch[0].req);
     let took = start.elapsed();
+    let n: usize = jobs.iter().map(|i| i.len()).sum();
     let tokens = |e: &Encoded| e.info.iter().map(|i| i.tokens).sum::<usize>();
     match r {
         Ok(mut all) => {
-            metrics.observe_batch(texts.len(), tokens(&all), took);
+            metrics.observe_batch(n, tokens(&all), took);
             for job in batch {
-                let mine = split_front(&mut all, job.texts.len());
+                let mine = split_front(&mut all, job.inputs.len());
                 let _ = job.reply.send(EncodeDone {
                     encoded: Ok(mine),
                     queue_time: start.saturating_duration_since(job.enqueued),
@@ -418,7 +478,7 @@ fn run_encode(model: &Embedder, batch: Vec<EncodeJob>, metrics: &Metrics) {
             }
         }
         Err(e) if batch.len() == 1 => {
-            metrics.observe_batch(texts.len(), 0, took);
+            metrics.observe_batch(n, 0, took);
             for job in batch {
                 let _ = job.reply.send(EncodeDone {
                     encoded: Err(e.clone()),
@@ -430,10 +490,9 @@ fn run_encode(model: &Embedder, batch: Vec<EncodeJob>, metrics: &Metrics) {
         Err(_) => {
             for job in batch {
                 let alone = Instant::now();
-                let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-                let r = encode_caught(model, &texts, &job.req);
+                let r = encode_caught(model, &[&job.inputs], &job.req);
                 let took = alone.elapsed();
-                metrics.observe_batch(texts.len(), r.as_ref().map_or(0, tokens), took);
+                metrics.observe_batch(job.inputs.len(), r.as_ref().map_or(0, tokens), took);
                 let _ = job.reply.send(EncodeDone {
                     encoded: r,
                     queue_time: start.saturating_duration_since(job.enqueued),

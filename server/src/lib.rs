@@ -323,9 +323,12 @@ pub fn load(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Vec<Model>, String> 
                 (model_name(&kind), kind)
             }
             Task::Embedding => {
-                let engine = match Engine::from_model_file(file, &opts).map_err(failed)? {
-                    Engine::Bert(e) => Arc::new(*e),
-                    Engine::Static(_) => {
+                let engine = match Engine::from_model_file(file, &opts)
+                    .map_err(failed)?
+                    .into_embedder()
+                {
+                    Ok(e) => Arc::new(e),
+                    Err(_) => {
                         return Err(format!(
                             "{}: static word-embedding models are not served (only encoder models)",
                             path.display()

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::batcher::{EncodeJob, Job};
+use crate::batcher::{EncodeInputs, EncodeJob, Job};
 use crate::body::read_json;
 use crate::error::{ApiError, Dialect, ErrorType};
 use crate::{AppState, EmbedModel, RerankModel};
@@ -503,7 +503,12 @@ async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiEr
             ));
         }
         opts.normalize = None;
-        let texts = texts_of(inputs, "/embed_all on a multi-vector model")?;
+        let texts = inputs_of(
+            inputs,
+            model,
+            opts.truncation,
+            "/embed_all on a multi-vector model",
+        )?;
         let ask = EncodeRequest {
             outputs: vec![OutputKind::MultiVector],
             task,
@@ -579,19 +584,50 @@ fn require_outputs(model: &EmbedModel, kinds: &[OutputKind]) -> Result<(), ApiEr
     }
 }
 
-/// The texts of `inputs`: the output stage tokenizes itself, so token ids
-/// are refused (422).
-fn texts_of(inputs: Vec<Input>, route: &str) -> Result<Vec<String>, ApiError> {
+/// The inputs of an output-stage request: texts (the output stage
+/// tokenizes them itself), or token ids of the model's vocabulary without
+/// the special tokens (as TEI takes them), framed here as `truncation` says.
+/// Texts and ids are not mixed in one request (422).
+fn inputs_of(
+    inputs: Vec<Input>,
+    model: &EmbedModel,
+    truncation: Truncation,
+    route: &str,
+) -> Result<EncodeInputs, ApiError> {
+    if !inputs.iter().any(|x| matches!(x, Input::Ids(_))) {
+        let texts = inputs
+            .into_iter()
+            .filter_map(|x| match x {
+                Input::Text(t) => Some(t),
+                Input::Ids(_) => None,
+            })
+            .collect();
+        return Ok(EncodeInputs::Texts(texts));
+    }
     inputs
         .into_iter()
         .enumerate()
         .map(|(i, x)| match x {
-            Input::Text(t) => Ok(t),
-            Input::Ids(_) => Err(ApiError::validation(format!(
-                "input {i} is token ids; {route} takes texts only"
+            Input::Ids(raw) if raw.is_empty() => {
+                Err(ApiError::empty(format!("input {i} has no token ids")))
+            }
+            Input::Ids(raw) => model
+                .engine
+                .wrap_ids(&raw, truncation)
+                .map(|(ids, _)| ids)
+                .map_err(|e| {
+                    ApiError::from_engine(&embedder::Error::new(
+                        e.kind(),
+                        format!("input {i}: {}", e.message()),
+                    ))
+                }),
+            Input::Text(_) => Err(ApiError::validation(format!(
+                "input {i} is a text and another input is token ids; {route} takes texts or \
+                 token ids, not both in one request"
             ))),
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(EncodeInputs::Ids)
 }
 
 /// What one output-stage request came to.
@@ -616,7 +652,8 @@ impl EncodedInputs {
     }
 }
 
-/// Queues `texts` for [`embedder::Embedder::encode`] on the model's engine
+/// Queues `inputs` for [`embedder::Embedder::encode`] (texts) or
+/// [`embedder::Embedder::encode_ids`] (token ids) on the model's engine
 /// thread (the batcher: one engine call at a time per model, on the
 /// engine's workers, so the cores are never oversubscribed; requests with
 /// the same options share a call, and `encode` gives each text the same
@@ -624,13 +661,13 @@ impl EncodedInputs {
 async fn encode_texts(
     st: &AppState,
     model: &EmbedModel,
-    texts: Vec<String>,
+    inputs: EncodeInputs,
     ask: EncodeRequest,
 ) -> Result<EncodedInputs, ApiError> {
-    if texts.len() > st.cfg.max_client_batch_size {
+    if inputs.len() > st.cfg.max_client_batch_size {
         return Err(ApiError::too_large(format!(
             "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
-            texts.len(),
+            inputs.len(),
             st.cfg.max_client_batch_size
         )));
     }
@@ -638,10 +675,13 @@ async fn encode_texts(
     if ask.top_k == Some(0) {
         return Err(ApiError::validation("`top_k` is 0; ask for at least 1"));
     }
-    let characters = texts.iter().map(|t| t.chars().count()).sum();
-    let n = texts.len();
+    let characters = match &inputs {
+        EncodeInputs::Texts(t) => t.iter().map(|t| t.chars().count()).sum(),
+        EncodeInputs::Ids(_) => 0,
+    };
+    let n = inputs.len();
     let (tx, rx) = oneshot::channel();
-    let job = EncodeJob::new(texts, ask, model.engine.max_seq_length(), tx);
+    let job = EncodeJob::new(inputs, ask, model.engine.max_seq_length(), tx);
     let queued = model.batcher.submit_encode(job).is_ok();
     let done = engine_answer(queued, rx).await?;
     st.metrics.observe_queue(done.queue_time);
@@ -700,7 +740,7 @@ async fn embed_sparse(State(st): State<St>, req: Request) -> Result<Response, Ap
         ..CallOptions::default()
     };
     let model = embed_model(&st, req.model.as_deref())?;
-    let texts = texts_of(inputs, "/embed_sparse")?;
+    let texts = inputs_of(inputs, model, call.truncation, "/embed_sparse")?;
     let ask = EncodeRequest {
         outputs: vec![OutputKind::Sparse],
         task,
@@ -825,7 +865,7 @@ async fn encode(State(st): State<St>, req: Request) -> Result<Response, ApiError
         .embedder(req.model.as_deref())
         .map_err(ApiError::backend)?;
     let outputs = parse_outputs(req.outputs.as_ref(), model)?;
-    let texts = texts_of(inputs, "/encode")?;
+    let texts = inputs_of(inputs, model, call.truncation, "/encode")?;
     let ask = EncodeRequest {
         outputs,
         task,

@@ -156,16 +156,44 @@ fn embed_sparse_matches_the_splade_reference_and_the_engine() {
         "backend",
     );
     assert!(msg.contains("its outputs: sparse"), "{msg}");
-    // Token ids: the output stage takes texts.
-    tei_error(
+    // Token ids without the special tokens, as TEI takes them: the vectors
+    // of the texts they are the ids of, bit for bit; texts and ids are not
+    // mixed in one request; an id beyond the vocabulary is named.
+    let ids: Vec<Vec<u32>> = texts[..4]
+        .iter()
+        .map(|t| {
+            let full = e.tokenize(t);
+            full[1..full.len() - 1].to_vec()
+        })
+        .collect();
+    let by_ids = ok(&post(srv.addr, "/embed_sparse", &json!({ "inputs": ids })));
+    assert_eq!(by_ids.as_array().unwrap()[..], got[..4]);
+    let one = ok(&post(
+        srv.addr,
+        "/embed_sparse",
+        &json!({ "inputs": ids[2] }),
+    ));
+    assert_eq!(one[0], got[2]);
+    let msg = tei_error(
         &post(
             srv.addr,
             "/embed_sparse",
-            &json!({"inputs": [[7592, 2088]]}),
+            &json!({"inputs": [texts[0], ids[0]]}),
         ),
         422,
         "validation",
     );
+    assert!(msg.contains("not both"), "{msg}");
+    let msg = tei_error(
+        &post(
+            srv.addr,
+            "/embed_sparse",
+            &json!({"inputs": [[7592, 99_999_999]]}),
+        ),
+        422,
+        "validation",
+    );
+    assert!(msg.contains("99999999"), "{msg}");
     // truncate false on a text over the 256 tokens: 413.
     let long = vec!["garden river"; 200].join(" ");
     tei_error(

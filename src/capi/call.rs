@@ -407,7 +407,7 @@ pub unsafe extern "C" fn embd_encode_tokens(
             return Err(Fail::null("texts"));
         }
         check_batch(n_texts)?;
-        let e = m.embedder.as_bert().ok_or_else(|| {
+        let e = m.embedder.as_embedder().ok_or_else(|| {
             Fail::new(
                 embd_status::Unsupported,
                 "token vectors need an encoder model; this is a static word-embedding model",

@@ -70,7 +70,7 @@ pub unsafe extern "C" fn embd_has_output(model: *const embd_model, name: *const 
                 format!("output '{name}' is not one of dense, sparse, multi-vector"),
             )
         })?;
-        let has = match m.embedder.as_bert() {
+        let has = match m.embedder.as_embedder() {
             Some(e) => e.outputs().contains(&kind),
             None => kind == OutputKind::Dense,
         };
@@ -91,7 +91,7 @@ pub extern "C" fn embd_multi_vector_dim(model: *const embd_model) -> usize {
     ffi_boundary_or("embd_multi_vector_dim", 0, || {
         let m = handles::resolve(model, "model")?;
         Ok(m.embedder
-            .as_bert()
+            .as_embedder()
             .and_then(|e| e.multi_vector_dim())
             .unwrap_or(0))
     })
@@ -118,7 +118,7 @@ unsafe fn encode_one(
         return Err(Fail::null("texts"));
     }
     check_batch(n_texts)?;
-    let e = m.embedder.as_bert().ok_or_else(|| {
+    let e = m.embedder.as_embedder().ok_or_else(|| {
         Fail::new(
             embd_status::Unsupported,
             format!(

@@ -107,14 +107,14 @@ impl Embedder {
             0
         } else {
             // As at open: the prompt's ids with [CLS], without [SEP].
-            self.tokenizer
-                .encode(&prompt, Some(self.max_seq_length))
+            self.tokenizer()
+                .encode(&prompt, Some(self.max_seq_length()))
                 .len()
                 - 1
         };
         let dim = match opts.dimensions {
             None => self.dim,
-            k => check_dimensions(k, self.model.output_dim())?,
+            k => check_dimensions(k, self.rt.encoder().output_dim())?,
         };
         Ok(CallPlan {
             prompt,
@@ -155,8 +155,8 @@ impl Embedder {
         plan.pass.tokens = true;
         // Token vectors are the hidden states: the Dense modules after
         // pooling, if any, do not apply to them (nor their width).
-        if self.model.output_dim() != self.model.hidden_size() {
-            plan.pass.dim = check_dimensions(opts.dimensions, self.model.hidden_size())?;
+        if self.rt.encoder().output_dim() != self.rt.encoder().hidden_size() {
+            plan.pass.dim = check_dimensions(opts.dimensions, self.rt.encoder().hidden_size())?;
         }
         Ok(plan)
     }
@@ -173,10 +173,10 @@ impl Embedder {
     pub fn tokenize_planned(&self, text: &str, plan: &CallPlan) -> Result<(Vec<u32>, TextInfo)> {
         let text = self.prompted_text(text, plan)?;
         let text = text.as_ref();
-        let max = self.max_seq_length;
+        let max = self.max_seq_length();
         if plan.truncation == Truncation::Right {
             let mut ids = Vec::new();
-            let cut = self.tokenizer.encode_into_checked(text, max, &mut ids);
+            let cut = self.tokenizer().encode_into_checked(text, max, &mut ids);
             let tokens = ids.len();
             return Ok((
                 ids,
@@ -187,8 +187,8 @@ impl Embedder {
             ));
         }
         let mut raw = Vec::new();
-        self.tokenizer.encode_raw(text, &mut raw);
-        let (pre, post) = self.tokenizer.single_frame();
+        self.tokenizer().encode_raw(text, &mut raw);
+        let (pre, post) = self.tokenizer().single_frame();
         let body = max.saturating_sub(pre.len() + post.len());
         if plan.truncation == Truncation::Left && raw.len() > body && plan.pass.pool_from > 0 {
             return Err(Error::invalid_argument(
@@ -233,13 +233,13 @@ impl Embedder {
     /// vocabulary size; [`ErrorKind::LimitExceeded`] for too many ids with
     /// [`Truncation::Refuse`].
     pub fn wrap_ids(&self, raw: &[u32], truncation: Truncation) -> Result<(Vec<u32>, TextInfo)> {
-        let vocab = self.cfg.vocab_size;
+        let vocab = self.config().vocab_size;
         if let Some((j, id)) = raw.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
             return Err(Error::invalid_argument(format!(
                 "token id {id} at position {j} is not below the vocabulary size {vocab}"
             )));
         }
-        self.wrap(raw, truncation, self.max_seq_length)
+        self.wrap(raw, truncation, self.max_seq_length())
     }
 
     pub(super) fn wrap(
@@ -250,7 +250,7 @@ impl Embedder {
     ) -> Result<(Vec<u32>, TextInfo)> {
         // The frame the tokenizer puts around one text ([CLS] ... [SEP],
         // <s> ... </s>).
-        let (pre, post) = self.tokenizer.single_frame();
+        let (pre, post) = self.tokenizer().single_frame();
         let frame = pre.len() + post.len();
         let body = max.saturating_sub(frame);
         let kept = if raw.len() <= body {
@@ -311,7 +311,7 @@ impl Embedder {
             ));
         }
         self.check_id_inputs(seqs)?;
-        let mut track = Track::new(self.progress.as_ref(), seqs.len());
+        let mut track = Track::new(self.rt.progress(), seqs.len());
         self.run(Seqs::untyped(seqs), plan.pass, &mut out[..need], &mut track)
     }
 
@@ -338,7 +338,7 @@ impl Embedder {
         let dim = plan.dim();
         let need = check_batch(texts, out.len(), dim)?;
         check_info(texts.len(), info.as_deref())?;
-        let mut track = Track::new(self.progress.as_ref(), texts.len());
+        let mut track = Track::new(self.rt.progress(), texts.len());
         for (g, (group, dst)) in texts
             .chunks(TEXT_GROUP)
             .zip(out[..need].chunks_mut(TEXT_GROUP * dim.max(1)))
@@ -373,7 +373,7 @@ impl Embedder {
         let dim = plan.dim();
         check_batch(texts, 0, 0)?;
         check_info(texts.len(), info.as_deref())?;
-        let mut track = Track::new(self.progress.as_ref(), texts.len());
+        let mut track = Track::new(self.rt.progress(), texts.len());
         let mut out = Vec::with_capacity(texts.len());
         for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
             let base = g * TEXT_GROUP;
@@ -403,6 +403,7 @@ impl Embedder {
         info: Option<&mut [TextInfo]>,
     ) -> Result<Vec<Vec<u32>>> {
         let seqs: Vec<(Vec<u32>, TextInfo)> = self
+            .rt
             .map_parallel(0..group.len(), |k| {
                 self.tokenize_planned(group[k].as_ref(), plan).map_err(|e| {
                     Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))

@@ -10,19 +10,42 @@
 //! Router's query route (an inference-free SPLADE's static weights), and
 //! ColBERT's markers, query expansion and skip-list.
 
-use std::ops::Range;
-
-use rayon::prelude::*;
-
-use super::{chunk_ends, cut_rows, Embedder, Pass, TextInfo, Track, TEXT_GROUP};
+use super::{cut_rows, CallPlan, Embedder, Pass, TextInfo, TEXT_GROUP};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernels::Par;
-use crate::model::encoder::HeadScratch;
+use crate::model::encoder::{HeadScratch, Seqs};
 use crate::model::multi_vector::{ColbertFrame, MultiVector};
 use crate::model::outputs::{EncodeTask, OutputKind};
 use crate::model::pooling::SentencePooling;
 use crate::model::sparse::SparseVector;
 use crate::options::{CallOptions, Truncation};
+use crate::runtime::Track;
+
+/// The [`Encoded`] of `kinds` from each input's outputs.
+fn assemble(
+    kinds: &[OutputKind],
+    dim: usize,
+    mut outs: Vec<SeqOut>,
+    info: Vec<TextInfo>,
+) -> Encoded {
+    let has = |k: OutputKind| kinds.contains(&k);
+    Encoded {
+        dim,
+        dense: has(OutputKind::Dense)
+            .then(|| outs.iter().flat_map(|o| o.dense.iter().copied()).collect()),
+        sparse: has(OutputKind::Sparse).then(|| {
+            outs.iter_mut()
+                .map(|o| o.sparse.take().unwrap_or_default())
+                .collect()
+        }),
+        multi_vector: has(OutputKind::MultiVector).then(|| {
+            outs.iter_mut()
+                .map(|o| o.multi.take().unwrap_or_default())
+                .collect()
+        }),
+        info,
+    }
+}
 
 /// What [`Embedder::encode`] computes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,7 +96,7 @@ pub struct Encoded {
 
 /// How a call's texts become outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
+pub(super) enum Route {
     /// Through the encoder as for dense vectors.
     Encoder,
     /// An inference-free model's static query weights (no encoder).
@@ -84,18 +107,18 @@ enum Route {
 
 /// One sequence's outputs.
 #[derive(Default)]
-struct SeqOut {
-    dense: Vec<f32>,
-    sparse: Option<SparseVector>,
-    multi: Option<MultiVector>,
+pub(super) struct SeqOut {
+    pub(super) dense: Vec<f32>,
+    pub(super) sparse: Option<SparseVector>,
+    pub(super) multi: Option<MultiVector>,
 }
 
 /// What the heads compute for a call.
-struct Want<'a> {
-    kinds: &'a [OutputKind],
-    pass: Pass,
-    top_k: Option<usize>,
-    route: Route,
+pub(super) struct Want<'a> {
+    pub(super) kinds: &'a [OutputKind],
+    pub(super) pass: Pass,
+    pub(super) top_k: Option<usize>,
+    pub(super) route: Route,
 }
 
 impl Embedder {
@@ -136,7 +159,7 @@ impl Embedder {
         texts: &[S],
         req: &EncodeRequest,
     ) -> Result<Encoded> {
-        let mut track = Track::new(self.progress(), texts.len());
+        let mut track = Track::new(self.rt.progress(), texts.len());
         self.encode_tracked(texts, req, &mut track)
     }
 
@@ -146,14 +169,113 @@ impl Embedder {
         req: &EncodeRequest,
         track: &mut Track<'_>,
     ) -> Result<Encoded> {
-        if texts.len() > crate::MAX_BATCH {
+        let (kinds, route, plan) = self.resolve(texts.len(), req)?;
+        let want = Want {
+            kinds: &kinds,
+            pass: plan.pass,
+            top_k: req.top_k.or(self.heads.top_k),
+            route,
+        };
+        let mut outs: Vec<SeqOut> = Vec::with_capacity(texts.len());
+        let mut info: Vec<TextInfo> = Vec::with_capacity(texts.len());
+        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
+            let base = g * TEXT_GROUP;
+            if let (Some(overlap), Route::Encoder) = (self.window_overlap, route) {
+                let (o, i) = self.encode_windows(group, overlap, &want)?;
+                outs.extend(o);
+                info.extend(i);
+                track.report(base + group.len())?;
+                continue;
+            }
+            let framed = self.rt.map_parallel(0..group.len(), |i| {
+                self.frame(group[i].as_ref(), &plan, route).map_err(|e| {
+                    Error::new(e.kind(), format!("text {}: {}", base + i, e.message()))
+                })
+            });
+            let framed: Vec<(Vec<u32>, TextInfo, usize)> =
+                framed.into_iter().collect::<Result<_>>()?;
+            let seqs: Vec<&[u32]> = framed.iter().map(|(s, _, _)| s.as_slice()).collect();
+            info.extend(framed.iter().map(|(_, i, _)| *i));
+            if route == Route::StaticQuery {
+                let q = self.heads.static_query.as_ref();
+                outs.extend(seqs.iter().map(|ids| SeqOut {
+                    sparse: q.map(|q| {
+                        let mut v = q.apply(ids);
+                        if let Some(k) = want.top_k {
+                            v.keep_top(k);
+                        }
+                        v
+                    }),
+                    ..SeqOut::default()
+                }));
+            } else {
+                let keys: Vec<usize> = framed.iter().map(|(_, _, k)| *k).collect();
+                let keyed = framed.iter().any(|(s, _, k)| *k < s.len());
+                track.base = base;
+                outs.extend(self.run_heads(&seqs, keyed.then_some(&keys[..]), &want, track)?);
+            }
+            if track.done < base + group.len() {
+                track.report(base + group.len())?;
+            }
+        }
+        Ok(assemble(&kinds, plan.dim(), outs, info))
+    }
+
+    /// Encodes already tokenized inputs (each framed with the tokenizer's
+    /// special tokens, at most `max_seq_length` ids, every id below the
+    /// vocabulary size, as [`Embedder::embed_ids`] takes them) into the
+    /// outputs `req` asks for. No prompt is added and every token is pooled;
+    /// `req.call` sets the normalization and dimensions.
+    ///
+    /// # Errors
+    /// As [`Embedder::encode`]; [`ErrorKind::InvalidArgument`] naming the
+    /// first bad input; [`ErrorKind::Unsupported`] on ColBERT and on a
+    /// Router's query route, which frame texts themselves.
+    pub fn encode_ids(&self, ids: &[&[u32]], req: &EncodeRequest) -> Result<Encoded> {
+        let (kinds, route, plan) = self.resolve(ids.len(), req)?;
+        if route != Route::Encoder {
+            return Err(Error::unsupported(
+                "token-id inputs take the encoder's route only: ColBERT's markers and query \
+                 expansion, and an inference-free model's query route, are made from texts",
+            ));
+        }
+        self.check_id_inputs(ids)?;
+        let want = Want {
+            kinds: &kinds,
+            pass: Pass {
+                pool_from: 0,
+                ..plan.pass
+            },
+            top_k: req.top_k.or(self.heads.top_k),
+            route,
+        };
+        let mut track = Track::new(self.rt.progress(), ids.len());
+        let mut outs: Vec<SeqOut> = Vec::with_capacity(ids.len());
+        for (g, group) in ids.chunks(TEXT_GROUP).enumerate() {
+            let base = g * TEXT_GROUP;
+            track.base = base;
+            outs.extend(self.run_heads(group, None, &want, &mut track)?);
+            if track.done < base + group.len() {
+                track.report(base + group.len())?;
+            }
+        }
+        let info = ids
+            .iter()
+            .map(|s| TextInfo {
+                tokens: s.len(),
+                truncated: false,
+            })
+            .collect();
+        Ok(assemble(&kinds, plan.dim(), outs, info))
+    }
+
+    /// A request's outputs (checked against the model's), route and plan,
+    /// for `n` inputs.
+    fn resolve(&self, n: usize, req: &EncodeRequest) -> Result<(Vec<OutputKind>, Route, CallPlan)> {
+        if n > crate::MAX_BATCH {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
-                format!(
-                    "{} texts exceed the batch limit of {}",
-                    texts.len(),
-                    crate::MAX_BATCH
-                ),
+                format!("{n} texts exceed the batch limit of {}", crate::MAX_BATCH),
             ));
         }
         let kinds: Vec<OutputKind> = if req.outputs.is_empty() {
@@ -196,81 +318,13 @@ impl Embedder {
                 call.prompt_name = Some(t.name().to_string());
             }
         }
-        if self.window_overlap.is_some() {
-            if kinds != [OutputKind::Dense] || route != Route::Encoder {
-                return Err(Error::unsupported(
-                    "sparse and multi-vector outputs are not available on a model opened with \
-                     long-text windows (window_overlap)",
-                ));
-            }
-            let mut out = vec![0f32; texts.len() * self.dim()];
-            let mut info = vec![TextInfo::default(); texts.len()];
-            self.embed_with(texts, &call, &mut out, Some(&mut info))?;
-            return Ok(Encoded {
-                dim: self.dim(),
-                dense: Some(out),
-                info,
-                ..Encoded::default()
-            });
+        if self.window_overlap.is_some() && matches!(route, Route::Colbert(_)) {
+            return Err(Error::unsupported(
+                "long-text windows (window_overlap) do not apply to ColBERT, which frames \
+                 queries and documents at its own query and document lengths",
+            ));
         }
-        let plan = self.plan(&call)?;
-        let want = Want {
-            kinds: &kinds,
-            pass: plan.pass,
-            top_k: req.top_k.or(self.heads.top_k),
-            route,
-        };
-        let mut outs: Vec<SeqOut> = Vec::with_capacity(texts.len());
-        let mut info: Vec<TextInfo> = Vec::with_capacity(texts.len());
-        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
-            let base = g * TEXT_GROUP;
-            let framed = self.map_parallel(0..group.len(), |i| {
-                self.frame(group[i].as_ref(), &plan, route).map_err(|e| {
-                    Error::new(e.kind(), format!("text {}: {}", base + i, e.message()))
-                })
-            });
-            let framed: Vec<(Vec<u32>, TextInfo, usize)> =
-                framed.into_iter().collect::<Result<_>>()?;
-            let seqs: Vec<&[u32]> = framed.iter().map(|(s, _, _)| s.as_slice()).collect();
-            info.extend(framed.iter().map(|(_, i, _)| *i));
-            if route == Route::StaticQuery {
-                let q = self.heads.static_query.as_ref();
-                outs.extend(seqs.iter().map(|ids| SeqOut {
-                    sparse: q.map(|q| {
-                        let mut v = q.apply(ids);
-                        if let Some(k) = want.top_k {
-                            v.keep_top(k);
-                        }
-                        v
-                    }),
-                    ..SeqOut::default()
-                }));
-            } else {
-                let keys: Vec<usize> = framed.iter().map(|(_, _, k)| *k).collect();
-                let keyed = framed.iter().any(|(s, _, k)| *k < s.len());
-                outs.extend(self.run_heads(&seqs, keyed.then_some(&keys[..]), &want)?);
-            }
-            track.base = base;
-            track.report(base + group.len())?;
-        }
-        let dim = plan.dim();
-        let has = |k: OutputKind| kinds.contains(&k);
-        Ok(Encoded {
-            dim,
-            dense: has(OutputKind::Dense)
-                .then(|| outs.iter().flat_map(|o| o.dense.iter().copied()).collect()),
-            sparse: has(OutputKind::Sparse).then(|| {
-                outs.iter_mut()
-                    .map(|o| o.sparse.take().unwrap_or_default())
-                    .collect()
-            }),
-            multi_vector: has(OutputKind::MultiVector).then(|| {
-                outs.iter_mut()
-                    .map(|o| o.multi.take().unwrap_or_default())
-                    .collect()
-            }),
-            info,
-        })
+        Ok((kinds, route, self.plan(&call)?))
     }
 
     /// The ids of `text` on `route` under `plan`, its [`TextInfo`], and how
@@ -295,14 +349,20 @@ impl Embedder {
             }
             Route::StaticQuery => {
                 // The query's ids without special tokens, cut at
-                // max_seq_length ids (SparseStaticEmbedding's tokenizer call).
+                // max_seq_length ids (SparseStaticEmbedding's tokenizer call);
+                // with long-text windows, not cut (static weights need no
+                // window).
                 let text = self.prompted_text(text, plan)?;
-                let max = self.max_seq_length;
+                let max = match self.window_overlap {
+                    Some(_) => usize::MAX - 1,
+                    None => self.max_seq_length(),
+                };
                 let mut raw = Vec::new();
                 if plan.truncation() == Truncation::Left {
-                    self.tokenizer.encode_raw(&text, &mut raw);
+                    self.tokenizer().encode_raw(&text, &mut raw);
                 } else {
-                    self.tokenizer.encode_raw_bounded(&text, max + 1, &mut raw);
+                    self.tokenizer()
+                        .encode_raw_bounded(&text, max + 1, &mut raw);
                 }
                 let truncated = raw.len() > max;
                 if truncated {
@@ -344,11 +404,11 @@ impl Embedder {
                 } else {
                     f.document_length
                 };
-                let len = len.min(self.max_seq_length);
+                let len = len.min(self.max_seq_length());
                 // [CLS] marker text [SEP]: the text's frame one token
                 // shorter, the marker after the frame's prefix.
                 let (mut ids, mut info) = self.colbert_ids(text, plan, len - 1)?;
-                let (pre, _) = self.tokenizer.single_frame();
+                let (pre, _) = self.tokenizer().single_frame();
                 let at = pre.len().min(ids.len());
                 ids.insert(
                     at,
@@ -384,61 +444,32 @@ impl Embedder {
         let text = self.prompted_text(text, plan)?;
         let mut raw = Vec::new();
         if plan.truncation() == Truncation::Left {
-            self.tokenizer.encode_raw(&text, &mut raw);
+            self.tokenizer().encode_raw(&text, &mut raw);
         } else {
-            self.tokenizer.encode_raw_bounded(&text, max + 1, &mut raw);
+            self.tokenizer()
+                .encode_raw_bounded(&text, max + 1, &mut raw);
         }
         self.wrap(&raw, plan.truncation(), max)
     }
 
-    /// Runs validated sequences through the encoder in chunks over the
-    /// workers (as [`Embedder::run`]) and the heads `want` names.
-    fn run_heads(
+    /// Runs validated sequences through the runtime and the heads `want`
+    /// names (keys: each sequence's attention-key limit), reporting to
+    /// `track`.
+    pub(super) fn run_heads(
         &self,
         seqs: &[&[u32]],
         keys: Option<&[usize]>,
         want: &Want<'_>,
+        track: &mut Track<'_>,
     ) -> Result<Vec<SeqOut>> {
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
-        self.with_packing(total, || {
-            let mut ranges: Vec<Range<usize>> = Vec::new();
-            let mut start = 0;
-            for end in chunk_ends(seqs, total, self.threads) {
-                ranges.push(start..end);
-                start = end;
-            }
-            let run = |r: Range<usize>, par: Par| -> Result<Vec<SeqOut>> {
-                let mut ws = self.take_workspace();
-                let chunk = &seqs[r.clone()];
-                let k = keys.map(|k| &k[r]);
-                let res = self
-                    .model
-                    .forward_hidden(chunk, k, &mut ws, par, |hidden, scratch| {
-                        self.apply_heads(chunk, hidden, scratch, par, want)
-                    });
-                self.put_workspace(ws);
-                res
-            };
-            let per_chunk: Vec<Vec<SeqOut>> = match &self.pool {
-                None => ranges
-                    .into_iter()
-                    .map(|r| run(r, Par::Serial))
-                    .collect::<Result<_>>()?,
-                Some(pool) if ranges.len() >= self.threads => pool.install(|| {
-                    ranges
-                        .into_par_iter()
-                        .map(|r| run(r, Par::Serial))
-                        .collect::<Result<_>>()
-                })?,
-                Some(pool) => pool.install(|| {
-                    ranges
-                        .into_iter()
-                        .map(|r| run(r, Par::Threads(self.threads)))
-                        .collect::<Result<_>>()
-                })?,
-            };
-            Ok(per_chunk.into_iter().flatten().collect())
-        })
+        let mut outs = Vec::with_capacity(seqs.len());
+        self.rt.run(
+            Seqs::untyped(seqs).with_keys(keys),
+            track,
+            |chunk, hidden, scratch, par| self.apply_heads(chunk.ids, hidden, scratch, par, want),
+            |_, o: Vec<SeqOut>| outs.extend(o),
+        )?;
+        Ok(outs)
     }
 
     /// The heads of one chunk.
@@ -450,20 +481,22 @@ impl Embedder {
         par: Par,
         want: &Want<'_>,
     ) -> Vec<SeqOut> {
-        let h = self.model.hidden_size();
+        let h = self.rt.encoder().hidden_size();
         let mut outs: Vec<SeqOut> = seqs.iter().map(|_| SeqOut::default()).collect();
         if want.kinds.contains(&OutputKind::Dense) {
-            let od = self.model.output_dim();
+            let od = self.rt.encoder().output_dim();
             let pooling = SentencePooling {
                 skip: want.pass.pool_from,
-                ..SentencePooling::new(self.cfg.pooling, want.pass.normalize)
+                ..SentencePooling::new(self.config().pooling, want.pass.normalize)
             };
             let (mut full, mut tmp) = (vec![0f32; od], Vec::new());
             let mut o = 0;
             for (s, out) in seqs.iter().zip(outs.iter_mut()) {
                 let rows = &hidden[o * h..(o + s.len()) * h];
                 o += s.len();
-                self.model.pool_sequence(rows, pooling, &mut tmp, &mut full);
+                self.rt
+                    .encoder()
+                    .pool_sequence(rows, pooling, &mut tmp, &mut full);
                 out.dense = vec![0f32; want.pass.dim];
                 if want.pass.dim == od {
                     out.dense.copy_from_slice(&full);

@@ -11,8 +11,7 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::kernels::Par;
-use crate::model::encoder::{Encoder, Stage, Trace, Workspace};
-use crate::model::pooling::{Pooling, SentencePooling};
+use crate::model::encoder::{Encoder, Seqs, Stage, Trace, Workspace};
 use crate::model::precision::Calibration;
 use crate::tokenizer::Tokenizer;
 
@@ -63,7 +62,6 @@ fn calibrate_serial(model: &Encoder, seqs: &[Vec<u32>]) -> Result<Calibration> {
         return Ok(calib);
     }
     let mut ws = Workspace::default();
-    let mut out = vec![0.0f32; seqs.len() * model.hidden_size()];
     let tokens: usize = seqs.iter().map(Vec::len).sum();
     let mut record = |layer: usize, stage: Stage, x: &[f32]| {
         let Stage::Input(p) = stage else {
@@ -85,14 +83,12 @@ fn calibrate_serial(model: &Encoder, seqs: &[Vec<u32>]) -> Result<Calibration> {
     };
     let t: Trace<'_> = &mut record;
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-    model.forward_traced(
-        &refs,
-        None,
+    model.forward(
+        Seqs::untyped(&refs),
         &mut ws,
         Par::Serial,
-        SentencePooling::new(Pooling::Mean, false),
-        &mut out,
         Some(t),
+        |_, _| (),
     )?;
     Ok(calib)
 }

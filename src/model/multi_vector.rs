@@ -218,6 +218,11 @@ impl MultiVectorHead {
         self.dim
     }
 
+    /// Whether the first token of each sequence gives no vector (BGE-M3).
+    pub fn skips_first(&self) -> bool {
+        self.skip_first
+    }
+
     /// The vectors of each sequence from its tokens' hidden states
     /// (`[total x h]`, packed); `keep(s, i)` says whether token `i` of
     /// sequence `s` gives a vector (after the head's own rule).

@@ -11,7 +11,7 @@ use crate::formats::{ModelFile, ReadOptions};
 use crate::kernels::Par;
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
-use crate::model::encoder::{Encoder, Stage, Trace, Workspace};
+use crate::model::encoder::{Encoder, Seqs, Stage, Trace, Workspace};
 use crate::model::pooling::SentencePooling;
 use crate::model::precision::LayerPrecision;
 use crate::model::precision::Precision;
@@ -124,14 +124,14 @@ pub fn precision_report(
                 }
             };
             let t: Trace<'_> = &mut trace;
-            model.forward_traced(
-                &[s.as_slice()],
-                None,
+            let pooling = SentencePooling::new(cfg.pooling, cfg.normalize);
+            let ids = [s.as_slice()];
+            model.forward(
+                Seqs::untyped(&ids),
                 &mut ws,
                 Par::Serial,
-                SentencePooling::new(cfg.pooling, cfg.normalize),
-                o,
                 Some(t),
+                |h, _| model.pool_into(&ids, h, pooling, o),
             )?;
         }
         Ok((out, hidden))

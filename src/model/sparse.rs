@@ -148,7 +148,12 @@ pub enum SpladeActivation {
 
 impl SpladeActivation {
     fn apply(self, x: f32) -> f32 {
-        let r = x.max(0.0).ln_1p();
+        // relu first: no logarithm for the (many) non-positive logits, whose
+        // weight is 0 either way.
+        if x.is_nan() || x <= 0.0 {
+            return 0.0;
+        }
+        let r = x.ln_1p();
         match self {
             SpladeActivation::Relu => r,
             SpladeActivation::Log1pRelu => r.ln_1p(),
@@ -435,6 +440,33 @@ impl SparseHead {
                 s.apply(hidden, &lens, scratch, par)
             }
             SparseHead::Lexical(l) => l.apply(hidden, seqs, h),
+        }
+    }
+
+    /// One text's sparse vector from those of its long-text windows, as the
+    /// head pools tokens: the largest weight per id (SPLADE max pooling,
+    /// BGE-M3's lexical weights: the vector of all the windows' tokens), or
+    /// the sum per id (SPLADE sum pooling; tokens in two windows' overlap
+    /// count twice). One window: its vector unchanged.
+    pub fn merge(&self, mut parts: Vec<SparseVector>) -> SparseVector {
+        if parts.len() == 1 {
+            return parts.pop().unwrap_or_default();
+        }
+        let pairs = parts
+            .iter()
+            .flat_map(|v| v.indices.iter().copied().zip(v.values.iter().copied()));
+        match self {
+            SparseHead::Splade(s) if s.pooling == SpladePooling::Sum => {
+                let mut m: BTreeMap<u32, f32> = BTreeMap::new();
+                for (id, w) in pairs {
+                    *m.entry(id).or_insert(0.0) += w;
+                }
+                SparseVector {
+                    indices: m.keys().copied().collect(),
+                    values: m.values().copied().collect(),
+                }
+            }
+            _ => SparseVector::from_max_pairs(pairs),
         }
     }
 }

@@ -505,3 +505,145 @@ fn colbert_stanford_layout_and_mlm_transformer_name() {
         );
     }
 }
+
+/// Long-text windows on the sparse and multi-vector outputs (BGE-M3's
+/// three, SPLADE's): a text that fits gets bit for bit what it gets without
+/// windows; a longer one gets the dense vector of the dense windows path,
+/// every token's ColBERT vector once (the first window's as the truncated
+/// text's), and sparse weights of its own tokens, each at least the
+/// truncated text's weight (max pooling over more tokens).
+#[test]
+fn windows_apply_to_sparse_and_multi_vectors() {
+    let max = 16;
+    let open_with = |name: &str, windows: bool| {
+        let opts = Options {
+            max_seq_length: Some(max),
+            window_overlap: windows.then_some(6),
+            threads: Some(2),
+            ..Options::default()
+        };
+        Embedder::open(arch_dir(name), &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    for name in ["bgem3-tiny", "splade-tiny"] {
+        let (win, cut) = (open_with(name, true), open_with(name, false));
+        let t: Vec<String> = texts(&reference(name)).into_iter().take(80).collect();
+        let long = t
+            .iter()
+            .filter(|s| cut.tokenize_full(s).len() > max + 10)
+            .count();
+        assert!(long >= 5, "{name}: {long} texts need windows");
+        let w = win.encode(&t, &EncodeRequest::default()).unwrap();
+        let c = cut.encode(&t, &EncodeRequest::default()).unwrap();
+        let wt = win
+            .encode(
+                &t,
+                &EncodeRequest {
+                    top_k: Some(3),
+                    ..EncodeRequest::default()
+                },
+            )
+            .unwrap();
+        let specials = {
+            let sp = cut.tokenizer().vocab().specials();
+            [sp.cls, sp.sep, sp.pad, sp.unk]
+        };
+        if let Some(d) = &w.dense {
+            assert_eq!(
+                d,
+                &win.embed(&t).unwrap(),
+                "{name}: dense = the windows path"
+            );
+        }
+        for (i, s) in t.iter().enumerate() {
+            let full = cut.tokenize_full(s);
+            assert_eq!(w.info[i].tokens, full.len(), "{name} {i}: tokens");
+            let (ws, cs) = (
+                &w.sparse.as_ref().unwrap()[i],
+                &c.sparse.as_ref().unwrap()[i],
+            );
+            if full.len() <= max {
+                assert_eq!(ws, cs, "{name} {i}: a text that fits");
+                if let (Some(wm), Some(cm)) = (&w.multi_vector, &c.multi_vector) {
+                    assert_eq!(wm[i], cm[i], "{name} {i}: a text that fits");
+                }
+                if let (Some(wd), Some(cd)) = (&w.dense, &c.dense) {
+                    let r = i * w.dim..(i + 1) * w.dim;
+                    assert_eq!(wd[r.clone()], cd[r], "{name} {i}: a text that fits");
+                }
+                continue;
+            }
+            let mut top = ws.clone();
+            top.keep_top(3);
+            assert_eq!(
+                &wt.sparse.as_ref().unwrap()[i],
+                &top,
+                "{name} {i}: top-k of the text"
+            );
+            for (id, v) in cs.indices.iter().zip(&cs.values) {
+                let k = ws.indices.binary_search(id).unwrap_or_else(|_| {
+                    panic!("{name} {i}: id {id} of the truncated text is missing")
+                });
+                assert!(
+                    ws.values[k] >= *v,
+                    "{name} {i}: id {id}: {} < {v}",
+                    ws.values[k]
+                );
+            }
+            if name == "bgem3-tiny" {
+                // Lexical weights: the text's own non-special tokens.
+                assert!(
+                    ws.indices
+                        .iter()
+                        .all(|id| full.contains(id) && !specials.contains(id)),
+                    "{name} {i}: an id outside the text"
+                );
+                let (wm, cm) = (
+                    &w.multi_vector.as_ref().unwrap()[i],
+                    &c.multi_vector.as_ref().unwrap()[i],
+                );
+                assert_eq!(wm.rows(), full.len() - 1, "{name} {i}: a vector per token");
+                for r in 0..cm.rows() - 1 {
+                    assert_eq!(wm.row(r), cm.row(r), "{name} {i}: first window, row {r}");
+                }
+            }
+        }
+    }
+}
+
+/// Token-id inputs (framed with the model's special tokens) give every
+/// output of the texts they are the ids of, bit for bit; ColBERT and a
+/// Router's query route, which frame texts themselves, refuse them by name;
+/// bad ids are named.
+#[test]
+fn encode_ids_matches_encode() {
+    for name in ["bgem3-tiny", "splade-tiny", "splade-inference-free-tiny"] {
+        let e = open(name, Precision::F32, 2);
+        let t: Vec<String> = texts(&reference(name)).into_iter().take(30).collect();
+        let ids: Vec<Vec<u32>> = t.iter().map(|s| e.tokenize(s)).collect();
+        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        let req = EncodeRequest::default();
+        let (a, b) = (
+            e.encode(&t, &req).unwrap(),
+            e.encode_ids(&refs, &req).unwrap(),
+        );
+        assert_eq!(
+            (a.dense, a.sparse, a.multi_vector),
+            (b.dense, b.sparse, b.multi_vector),
+            "{name}"
+        );
+        let bad: &[u32] = &[ids[0][0], 999_999_999, ids[0][ids[0].len() - 1]];
+        let err = e.encode_ids(&[bad], &req).unwrap_err();
+        assert!(err.message().contains("999999999"), "{name}: {err}");
+    }
+    let q = EncodeRequest::new(&[OutputKind::Sparse]).task(EncodeTask::Query);
+    let e = open("splade-inference-free-tiny", Precision::F32, 1);
+    let ids = e.tokenize("a query");
+    let err = e.encode_ids(&[&ids[..]], &q).unwrap_err();
+    assert!(err.message().contains("made from texts"), "{err}");
+    let e = open("colbert-tiny", Precision::F32, 1);
+    let ids = e.tokenize("a document");
+    let err = e
+        .encode_ids(&[&ids[..]], &EncodeRequest::default())
+        .unwrap_err();
+    assert!(err.message().contains("made from texts"), "{err}");
+}

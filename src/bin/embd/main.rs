@@ -671,7 +671,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 // A model without a dense output prints the outputs it has.
                 let emb = open_model(&model, precision.precision, &embed)?;
                 if let Some(e) = emb
-                    .as_bert()
+                    .as_embedder()
                     .filter(|e| !e.outputs().contains(&OutputKind::Dense))
                 {
                     let names: Vec<&str> = e.outputs().iter().map(|k| k.name()).collect();
@@ -708,7 +708,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 }
                 let texts = input.read()?;
                 let emb = open_model(&model, precision.precision, &embed)?;
-                let e = emb.as_bert().ok_or_else(|| {
+                let e = emb.as_embedder().ok_or_else(|| {
                     Error::unsupported(
                         "token vectors need an encoder model; this is a static word-embedding model",
                     )
@@ -952,7 +952,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             emit,
         } => {
             let emb = open_model(&model, precision.precision, &embed)?;
-            let kind = match (&emit, emb.as_bert()) {
+            let kind = match (&emit, emb.as_embedder()) {
                 (Some(e), _) => match OutputKind::parse_list(e)?.as_slice() {
                     [k] => *k,
                     _ => {
@@ -965,7 +965,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 _ => OutputKind::Dense,
             };
             if kind != OutputKind::Dense {
-                let e = emb.as_bert().ok_or_else(|| {
+                let e = emb.as_embedder().ok_or_else(|| {
                     Error::unsupported("sparse and multi-vector outputs need an encoder model")
                 })?;
                 return similarity_outputs(e, kind, &texts);
@@ -1131,7 +1131,7 @@ fn encode_outputs(
         .unwrap_or_default();
     let texts = input.read()?;
     let emb = open_model(model, precision.precision, embed)?;
-    let e = emb.as_bert().ok_or_else(|| {
+    let e = emb.as_embedder().ok_or_else(|| {
         Error::unsupported("sparse and multi-vector outputs need an encoder model")
     })?;
     let req = EncodeRequest {

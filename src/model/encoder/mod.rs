@@ -119,6 +119,69 @@ impl Workspace {
     }
 }
 
+/// The sequences of one forward pass: ids, per-token token types when the
+/// model reads them (cross-encoder pairs; `None`: type 0 everywhere), and
+/// per-sequence attention-key limits (`keys[s]`: only the first `keys[s]`
+/// tokens of sequence `s` are attended to, as ColBERT's query expansion
+/// wants; `None`: all of them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seqs<'a> {
+    /// Each sequence's ids.
+    pub ids: &'a [&'a [u32]],
+    /// Each sequence's token types, as long as its ids.
+    pub types: Option<&'a [&'a [u32]]>,
+    /// Each sequence's attention-key limit.
+    pub keys: Option<&'a [usize]>,
+}
+
+impl<'a> Seqs<'a> {
+    /// Sequences of token type 0, every token a key.
+    pub fn untyped(ids: &'a [&'a [u32]]) -> Self {
+        Seqs {
+            ids,
+            ..Seqs::default()
+        }
+    }
+
+    /// Sequences with a token type per token (`types[i]` as long as `ids[i]`).
+    pub fn typed(ids: &'a [&'a [u32]], types: &'a [&'a [u32]]) -> Self {
+        Seqs {
+            ids,
+            types: Some(types),
+            keys: None,
+        }
+    }
+
+    /// The same sequences with attention-key limits.
+    pub fn with_keys(self, keys: Option<&'a [usize]>) -> Self {
+        Seqs { keys, ..self }
+    }
+
+    /// Sequences.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// No sequences.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Tokens in all sequences.
+    pub fn tokens(&self) -> usize {
+        self.ids.iter().map(|s| s.len()).sum()
+    }
+
+    /// Sequences `r`.
+    pub fn slice(&self, r: std::ops::Range<usize>) -> Self {
+        Seqs {
+            ids: &self.ids[r.clone()],
+            types: self.types.map(|t| &t[r.clone()]),
+            keys: self.keys.map(|k| &k[r]),
+        }
+    }
+}
+
 /// Buffers an output head may use after the encoder ran (parts of the
 /// workspace the encoder no longer needs), kept between calls.
 pub struct HeadScratch<'a> {
@@ -627,66 +690,55 @@ impl Encoder {
             + if par.tasks() > 1 { max_len * cw } else { 0 }
     }
 
-    /// Runs the encoder over a chunk of sequences packed contiguously and writes
-    /// one pooled vector of `hidden` floats per sequence into `out`. Every
-    /// token has token type 0.
+    /// Runs the encoder over a chunk of sequences packed contiguously (with
+    /// their token types and attention-key limits when `seqs` has them) and
+    /// hands `f` the last hidden states of every token (`[total_tokens x
+    /// hidden]`, the sequences one after another) with the workspace's spare
+    /// buffers for the output heads. `trace(layer, stage, hidden)`, when
+    /// given, sees the hidden states of all tokens after each sub-layer
+    /// (calibration, precision reports).
     ///
     /// Ids must be below the vocabulary size and sequences no longer than the
     /// position table (the caller validates; violations return an internal
     /// error rather than panicking).
-    pub fn forward(
+    pub fn forward<R>(
         &self,
-        seqs: &[&[u32]],
+        seqs: Seqs<'_>,
         ws: &mut Workspace,
         par: Par,
-        pooling: SentencePooling,
-        out: &mut [f32],
-    ) -> Result<()> {
-        self.forward_traced(seqs, None, ws, par, pooling, out, None)
-    }
-
-    /// [`Encoder::forward`] with a token type per token (`types[s]` has the
-    /// length of `seqs[s]`; cross-encoders give the second text type 1).
-    pub fn forward_typed(
-        &self,
-        seqs: &[&[u32]],
-        types: &[&[u32]],
-        ws: &mut Workspace,
-        par: Par,
-        pooling: SentencePooling,
-        out: &mut [f32],
-    ) -> Result<()> {
-        self.forward_traced(seqs, Some(types), ws, par, pooling, out, None)
-    }
-
-    /// [`Encoder::forward`] (with token types when `types` is given), calling
-    /// `trace(layer, stage, hidden)` with the hidden states of all tokens
-    /// (`[total_tokens x hidden]`) after each sub-layer (for precision
-    /// reports).
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward_traced(
-        &self,
-        seqs: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        ws: &mut Workspace,
-        par: Par,
-        pooling: SentencePooling,
-        out: &mut [f32],
         mut trace: Option<Trace<'_>>,
-    ) -> Result<()> {
-        let (h, od) = (self.hidden, self.output_dim());
-        if !self.check_inputs(seqs, types, out.len(), seqs.len() * od)? {
-            return Ok(());
+        f: impl FnOnce(&[f32], HeadScratch<'_>) -> R,
+    ) -> Result<R> {
+        let total = seqs.tokens();
+        if self.check_inputs(seqs)? {
+            self.hidden_states(seqs, ws, par, &mut trace)?;
         }
-        self.hidden_states(seqs, types, ws, par, &mut trace)?;
-        let mut o = 0;
-        let mut pooled = Vec::new();
-        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(od)) {
-            let rows = &ws.hidden[o * h..(o + s.len()) * h];
+        let Workspace {
+            hidden, inter, lin, ..
+        } = ws;
+        Ok(f(
+            &hidden[..total * self.hidden],
+            HeadScratch { buf: inter, lin },
+        ))
+    }
+
+    /// The sentence vector of each sequence of `ids` (`output_dim` floats
+    /// each, into `out`) from their tokens' last hidden states `hidden`
+    /// ([`Encoder::forward`]'s layout).
+    pub fn pool_into(
+        &self,
+        ids: &[&[u32]],
+        hidden: &[f32],
+        pooling: SentencePooling,
+        out: &mut [f32],
+    ) {
+        let (h, od) = (self.hidden, self.output_dim());
+        let (mut o, mut pooled) = (0, Vec::new());
+        for (s, dst) in ids.iter().zip(out.chunks_exact_mut(od)) {
+            let rows = &hidden[o * h..(o + s.len()) * h];
             self.pool_sequence(rows, pooling, &mut pooled, dst);
             o += s.len();
         }
-        Ok(())
     }
 
     /// One sequence's sentence vector (`output_dim` floats into `dst`) from
@@ -718,117 +770,44 @@ impl Encoder {
         }
     }
 
-    /// Runs the encoder like [`Encoder::forward_typed`] (token types when
-    /// `types` is given) and writes the last hidden state of every token,
-    /// un-pooled: `hidden` floats per token, the sequences' tokens one after
-    /// another (`out` holds at least `total_tokens x hidden` floats).
-    pub fn forward_tokens(
-        &self,
-        seqs: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        ws: &mut Workspace,
-        par: Par,
-        out: &mut [f32],
-    ) -> Result<()> {
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
-        let n = total * self.hidden;
-        if !self.check_inputs(seqs, types, out.len(), n)? {
-            return Ok(());
-        }
-        self.hidden_states(seqs, types, ws, par, &mut None)?;
-        out[..n].copy_from_slice(&ws.hidden[..n]);
-        Ok(())
-    }
-
-    /// Runs the encoder over a chunk of sequences (token type 0; sequence `s`
-    /// with only its first `keys[s]` tokens as attention keys when `keys` is
-    /// given) and hands `f` the last hidden states of every token
-    /// (`[total_tokens x hidden]`, the sequences one after another) with the
-    /// workspace's spare buffers for the output heads.
-    ///
-    /// # Errors
-    /// As [`Encoder::forward`], and keys for a different number of sequences.
-    pub fn forward_hidden<R>(
-        &self,
-        seqs: &[&[u32]],
-        keys: Option<&[usize]>,
-        ws: &mut Workspace,
-        par: Par,
-        f: impl FnOnce(&[f32], HeadScratch<'_>) -> R,
-    ) -> Result<R> {
-        if keys.is_some_and(|k| k.len() != seqs.len()) {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                "forward: attention keys for a different number of sequences",
-            ));
-        }
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
-        if self.check_inputs(seqs, None, usize::MAX, 0)? {
-            self.hidden_states_keyed(seqs, None, keys, ws, par, &mut None)?;
-        }
-        let Workspace {
-            hidden, inter, lin, ..
-        } = ws;
-        Ok(f(
-            &hidden[..total * self.hidden],
-            HeadScratch { buf: inter, lin },
-        ))
-    }
-
-    /// The checks of every forward pass: an output of at least `need`
-    /// floats, sequences within the position table, one type row per
-    /// sequence. `Ok(false)`: no tokens, nothing to run. (The caller
-    /// validated the inputs; a violation is an internal error, not a panic.)
-    fn check_inputs(
-        &self,
-        seqs: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        out_len: usize,
-        need: usize,
-    ) -> Result<bool> {
-        let total: usize = seqs.iter().map(|s| s.len()).sum();
-        let max_len = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        if total == 0 {
+    /// The checks of every forward pass: sequences within the position
+    /// table, one type row and one key limit per sequence. `Ok(false)`: no
+    /// tokens, nothing to run. (The caller validated the inputs; a violation
+    /// is an internal error, not a panic.)
+    fn check_inputs(&self, seqs: Seqs<'_>) -> Result<bool> {
+        let max_len = seqs.ids.iter().map(|s| s.len()).max().unwrap_or(0);
+        if seqs.tokens() == 0 {
             return Ok(false);
         }
         let internal = |m: &str| Error::new(ErrorKind::Internal, m);
-        if out_len < need {
-            return Err(internal("forward: output buffer too small"));
-        }
         if max_len + self.embeddings.first_position() > self.max_position {
             return Err(internal("forward: sequence longer than the position table"));
         }
-        if types.is_some_and(|t| t.len() != seqs.len()) {
+        if seqs.types.is_some_and(|t| t.len() != seqs.len()) {
             return Err(internal(
                 "forward: token types for a different number of sequences",
+            ));
+        }
+        if seqs.keys.is_some_and(|k| k.len() != seqs.len()) {
+            return Err(internal(
+                "forward: attention keys for a different number of sequences",
             ));
         }
         Ok(true)
     }
 
-    /// The last hidden states of every token into `ws.hidden[..total * h]`.
+    /// The last hidden states of every token into `ws.hidden[..total * h]`
+    /// (sequence `s` with only its first `keys[s]` tokens as attention keys
+    /// when `seqs` has key limits).
     fn hidden_states(
         &self,
-        seqs: &[&[u32]],
-        types: Option<&[&[u32]]>,
+        seqs: Seqs<'_>,
         ws: &mut Workspace,
         par: Par,
         trace: &mut Option<Trace<'_>>,
     ) -> Result<()> {
-        self.hidden_states_keyed(seqs, types, None, ws, par, trace)
-    }
-
-    /// [`Encoder::hidden_states`] where sequence `s` has only its first
-    /// `keys[s]` tokens as attention keys (when `keys` is given).
-    fn hidden_states_keyed(
-        &self,
-        seqs: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        keys: Option<&[usize]>,
-        ws: &mut Workspace,
-        par: Par,
-        trace: &mut Option<Trace<'_>>,
-    ) -> Result<()> {
+        let (types, keys) = (seqs.types, seqs.keys);
+        let seqs = seqs.ids;
         let h = self.hidden;
         let (qw, cw, d) = (self.heads.qkv_width(), self.heads.ctx_width(), self.heads.d);
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
