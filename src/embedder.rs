@@ -11,62 +11,27 @@
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::formats::{FormatKind, ModelFile};
+use crate::formats::ModelFile;
 use crate::model::config::ModelConfig;
 use crate::model::encoder::Seqs;
 use crate::model::head::Task;
 use crate::model::outputs::{OutputHeads, OutputKind};
-use crate::model::pooling::{Pooling, SentencePooling};
-use crate::options::{Options, Precision};
+use crate::model::pooling::SentencePooling;
+use crate::model::precision::Precision;
+use crate::options::Options;
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
 use crate::runtime::{Runtime, Track};
 use crate::tokenizer::Tokenizer;
 
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
-pub use crate::runtime::CHUNK_TOKENS;
+pub(crate) use crate::runtime::check_info;
+pub use crate::runtime::{ModelInfo, TextInfo, CHUNK_TOKENS};
 
 mod call;
 mod outputs;
 mod windows;
 pub use call::CallPlan;
 pub use outputs::{EncodeRequest, Encoded};
-
-/// Facts about an open model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelInfo {
-    /// `model_name` metadata.
-    pub name: String,
-    /// Container the model was read from.
-    pub format: FormatKind,
-    /// Output dimension.
-    pub dim: usize,
-    /// Encoder layers.
-    pub num_layers: usize,
-    /// Attention heads.
-    pub num_heads: usize,
-    /// Hidden size.
-    pub hidden_size: usize,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// Effective maximum sequence length (after the option override).
-    pub max_seq_length: usize,
-    /// Pooling.
-    pub pooling: Pooling,
-    /// Effective L2 normalization (after the option override).
-    pub normalize: bool,
-    /// Arithmetic of the dense layers in use (after the option override).
-    pub precision: Precision,
-}
-
-/// What one text became in an embedding call ([`Embedder::embed_into_ex`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct TextInfo {
-    /// Tokens the model saw, `[CLS]` and `[SEP]` included, after truncation
-    /// (static word-embedding models: whitespace-separated words).
-    pub tokens: usize,
-    /// The text had more tokens than `max_seq_length`, and the rest was cut.
-    pub truncated: bool,
-}
 
 /// Texts tokenized ahead of the forward pass in [`Embedder::embed_into`]; ids of
 /// at most this many texts are held at once.
@@ -129,7 +94,7 @@ impl Embedder {
     /// (metadata `task` = `classification`).
     pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Embedder> {
         if Task::of(&file.metadata)? == Task::Classification {
-            return Err(crate::reranker::not_an_embedder());
+            return Err(crate::model::head::not_an_embedder());
         }
         let (rt, file) = Runtime::open(file, opts)?;
         let cfg = rt.config();
@@ -686,17 +651,6 @@ pub(crate) fn parse_prompts(
             ))
         }),
         None => Ok(Default::default()),
-    }
-}
-
-/// Checks that `info`, when given, has room for `n` texts.
-pub(crate) fn check_info(n: usize, info: Option<&[TextInfo]>) -> Result<()> {
-    match info {
-        Some(i) if i.len() < n => Err(Error::new(
-            ErrorKind::BufferTooSmall,
-            format!("info holds {} entries, {n} texts need one each", i.len()),
-        )),
-        _ => Ok(()),
     }
 }
 

@@ -488,7 +488,7 @@ impl Engine {
     pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Engine> {
         if crate::model::head::Task::of(&file.metadata)? == crate::model::head::Task::Classification
         {
-            return Err(crate::reranker::not_an_embedder());
+            return Err(crate::model::head::not_an_embedder());
         }
         let model: Box<dyn Embed> =
             match file.metadata.get("architecture").map(String::as_str) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::quantize::OutputRanges;
 
-pub use crate::model::precision::Precision;
+use crate::model::precision::Precision;
 
 /// How to open a model. Every field has a sensible default; `Options::new()`
 /// gives the model's own settings, all threads of the machine and verified

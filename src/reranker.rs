@@ -21,7 +21,6 @@
 
 use std::path::Path;
 
-use crate::embedder::{ModelInfo, TextInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 use crate::kernels::Par;
@@ -30,8 +29,10 @@ use crate::model::encoder::{HeadScratch, Seqs};
 use crate::model::head::{ClassificationHead, ScoreActivation, Task, CLASSIFIER_POOLING};
 use crate::model::pair_template::{self, PairTemplate};
 use crate::model::pooling::{Pooling, SentencePooling};
-use crate::options::{Options, Precision};
+use crate::model::precision::Precision;
+use crate::options::Options;
 use crate::runtime::{open_model_file, Runtime, Track};
+use crate::runtime::{ModelInfo, TextInfo};
 use crate::tokenizer::template::Template;
 use crate::tokenizer::Tokenizer;
 
@@ -291,29 +292,11 @@ impl std::fmt::Debug for Reranker {
     }
 }
 
-/// The message refusing an embedding model where a reranker is expected.
-pub(crate) fn not_a_classifier() -> Error {
-    Error::model(
-        "this is an embedding model (no classification head, metadata 'task' is not \
-         'classification'): open it as an embedder (Engine / Embedder, embd_open, embd encode), \
-         not as a Reranker; a cross-encoder is converted from a HF *ForSequenceClassification folder",
-    )
-}
-
 /// The message refusing a prompt for a cross-encoder without a template.
 fn no_prompt_template() -> Error {
     Error::invalid_argument(
         "this cross-encoder takes no prompt: only an LLM reranker with a prompt template \
          (Qwen3-Reranker) scores pairs under an instruction",
-    )
-}
-
-/// The message refusing a classifier where an embedder is expected.
-pub(crate) fn not_an_embedder() -> Error {
-    Error::model(
-        "this is a cross-encoder (metadata 'task' = 'classification'): it scores text pairs \
-         and gives no embeddings; open it with Reranker (embd_rerank_open, embd rerank), \
-         not as an embedder",
     )
 }
 
@@ -341,7 +324,7 @@ impl Reranker {
     /// As [`Reranker::open`].
     pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<Reranker> {
         if Task::of(&file.metadata)? != Task::Classification {
-            return Err(not_a_classifier());
+            return Err(crate::model::head::not_a_classifier());
         }
         let template = match file.metadata.get(pair_template::KEY) {
             Some(j) => Some(PairTemplate::from_json(j)?),
@@ -739,7 +722,7 @@ impl Reranker {
                 ));
             }
         }
-        crate::embedder::check_info(n, info.as_deref())?;
+        crate::runtime::check_info(n, info.as_deref())?;
         let mut track = Track::new(self.rt.progress(), n);
         let enc = self.rt.encoder();
         let (hidden, pooling) = (enc.output_dim(), SentencePooling::new(self.pooling, false));

@@ -519,6 +519,24 @@ fn dot(a: &[f32], b: &[f32]) -> f64 {
         .sum()
 }
 
+/// The message refusing an embedding model where a reranker is expected.
+pub(crate) fn not_a_classifier() -> Error {
+    Error::model(
+        "this is an embedding model (no classification head, metadata 'task' is not \
+         'classification'): open it as an embedder (Engine / Embedder, embd_open, embd encode), \
+         not as a Reranker; a cross-encoder is converted from a HF *ForSequenceClassification folder",
+    )
+}
+
+/// The message refusing a classifier where an embedder is expected.
+pub(crate) fn not_an_embedder() -> Error {
+    Error::model(
+        "this is a cross-encoder (metadata 'task' = 'classification'): it scores text pairs \
+         and gives no embeddings; open it with Reranker (embd_rerank_open, embd rerank), \
+         not as an embedder",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

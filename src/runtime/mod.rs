@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use crate::embedder::ModelInfo;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::{FormatKind, ModelFile};
 use crate::kernels::Par;
@@ -30,12 +29,61 @@ use crate::model::config::ModelConfig;
 use crate::model::encoder::{Encoder, HeadScratch, Seqs, Workspace};
 use crate::model::pooling::Pooling;
 use crate::model::precision::LayerPrecision;
-use crate::options::{Options, Precision, ProgressFn};
+use crate::model::precision::Precision;
+use crate::options::{Options, ProgressFn};
 use crate::threads::JoinOnDrop;
 use crate::tokenizer::Tokenizer;
 
 pub(crate) use open::open_model_file;
 pub(crate) use progress::Track;
+
+/// Facts about an open model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `model_name` metadata.
+    pub name: String,
+    /// Container the model was read from.
+    pub format: FormatKind,
+    /// Output dimension.
+    pub dim: usize,
+    /// Encoder layers.
+    pub num_layers: usize,
+    /// Attention heads.
+    pub num_heads: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Effective maximum sequence length (after the option override).
+    pub max_seq_length: usize,
+    /// Pooling.
+    pub pooling: Pooling,
+    /// Effective L2 normalization (after the option override).
+    pub normalize: bool,
+    /// Arithmetic of the dense layers in use (after the option override).
+    pub precision: Precision,
+}
+
+/// What one text became in an embedding call ([`crate::Embedder::embed_into_ex`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct TextInfo {
+    /// Tokens the model saw, `[CLS]` and `[SEP]` included, after truncation
+    /// (static word-embedding models: whitespace-separated words).
+    pub tokens: usize,
+    /// The text had more tokens than `max_seq_length`, and the rest was cut.
+    pub truncated: bool,
+}
+
+/// Checks that `info`, when given, has room for `n` texts.
+pub(crate) fn check_info(n: usize, info: Option<&[TextInfo]>) -> Result<()> {
+    match info {
+        Some(i) if i.len() < n => Err(Error::new(
+            ErrorKind::BufferTooSmall,
+            format!("info holds {} entries, {n} texts need one each", i.len()),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// Tokens processed together by one worker in one forward pass. A batch is
 /// cut into chunks of whole sequences of at most this many tokens (a single
