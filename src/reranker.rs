@@ -310,7 +310,7 @@ impl Reranker {
     /// `window_overlap`) are refused.
     ///
     /// # Errors
-    /// As [`Embedder::open`]; [`ErrorKind::Model`] naming the mistake for an
+    /// As [`crate::Embedder::open`]; [`ErrorKind::Model`] naming the mistake for an
     /// embedding model; [`ErrorKind::InvalidArgument`] for an embedding option.
     pub fn open(path: impl AsRef<Path>, opts: &Options) -> Result<Reranker> {
         let path = path.as_ref();
