@@ -506,6 +506,7 @@ async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiEr
         let texts = inputs_of(
             inputs,
             model,
+            task,
             opts.truncation,
             "/embed_all on a multi-vector model",
         )?;
@@ -591,9 +592,19 @@ fn require_outputs(model: &EmbedModel, kinds: &[OutputKind]) -> Result<(), ApiEr
 fn inputs_of(
     inputs: Vec<Input>,
     model: &EmbedModel,
+    task: Option<EncodeTask>,
     truncation: Truncation,
     route: &str,
 ) -> Result<EncodeInputs, ApiError> {
+    if let Some(i) = inputs.iter().position(|x| matches!(x, Input::Ids(_))) {
+        if !model.engine.takes_token_ids(task) {
+            return Err(ApiError::validation(format!(
+                "input {i} is token ids; {route} on this model takes texts only (ColBERT's \
+                 markers and query expansion, and an inference-free model's query route, are \
+                 made from texts)"
+            )));
+        }
+    }
     if !inputs.iter().any(|x| matches!(x, Input::Ids(_))) {
         let texts = inputs
             .into_iter()
@@ -740,7 +751,7 @@ async fn embed_sparse(State(st): State<St>, req: Request) -> Result<Response, Ap
         ..CallOptions::default()
     };
     let model = embed_model(&st, req.model.as_deref())?;
-    let texts = inputs_of(inputs, model, call.truncation, "/embed_sparse")?;
+    let texts = inputs_of(inputs, model, task, call.truncation, "/embed_sparse")?;
     let ask = EncodeRequest {
         outputs: vec![OutputKind::Sparse],
         task,
@@ -865,7 +876,7 @@ async fn encode(State(st): State<St>, req: Request) -> Result<Response, ApiError
         .embedder(req.model.as_deref())
         .map_err(ApiError::backend)?;
     let outputs = parse_outputs(req.outputs.as_ref(), model)?;
-    let texts = inputs_of(inputs, model, call.truncation, "/encode")?;
+    let texts = inputs_of(inputs, model, task, call.truncation, "/encode")?;
     let ask = EncodeRequest {
         outputs,
         task,

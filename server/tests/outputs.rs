@@ -159,26 +159,32 @@ fn embed_sparse_matches_the_splade_reference_and_the_engine() {
     // Token ids without the special tokens, as TEI takes them: the vectors
     // of the texts they are the ids of, bit for bit; texts and ids are not
     // mixed in one request; an id beyond the vocabulary is named.
-    let ids: Vec<Vec<u32>> = texts[..4]
+    let some: Vec<usize> = (0..texts.len())
+        .filter(|&k| !texts[k].is_empty())
+        .take(4)
+        .collect();
+    let ids: Vec<Vec<u32>> = some
         .iter()
-        .map(|t| {
-            let full = e.tokenize(t);
+        .map(|&k| {
+            let full = e.tokenize(&texts[k]);
             full[1..full.len() - 1].to_vec()
         })
         .collect();
     let by_ids = ok(&post(srv.addr, "/embed_sparse", &json!({ "inputs": ids })));
-    assert_eq!(by_ids.as_array().unwrap()[..], got[..4]);
+    for (j, &k) in some.iter().enumerate() {
+        assert_eq!(by_ids[j], got[k], "{:?} as ids", texts[k]);
+    }
     let one = ok(&post(
         srv.addr,
         "/embed_sparse",
         &json!({ "inputs": ids[2] }),
     ));
-    assert_eq!(one[0], got[2]);
+    assert_eq!(one[0], got[some[2]]);
     let msg = tei_error(
         &post(
             srv.addr,
             "/embed_sparse",
-            &json!({"inputs": [texts[0], ids[0]]}),
+            &json!({"inputs": [texts[some[0]], ids[0]]}),
         ),
         422,
         "validation",

@@ -144,6 +144,18 @@ impl Embedder {
                 .is_some_and(|m| m.colbert.is_some())
     }
 
+    /// Whether [`Embedder::encode_ids`] takes token ids for `task`: not on
+    /// ColBERT or a Router's query route, which frame texts themselves.
+    pub fn takes_token_ids(&self, task: Option<EncodeTask>) -> bool {
+        let colbert = self
+            .heads
+            .multi_vector
+            .as_ref()
+            .is_some_and(|m| m.colbert.is_some());
+        let static_query = task == Some(EncodeTask::Query) && self.heads.static_query.is_some();
+        !colbert && !static_query
+    }
+
     /// Encodes `texts` into the outputs `req` asks for, from one forward
     /// pass per text. Every output is bit-identical whatever the batch and
     /// thread count.
