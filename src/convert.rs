@@ -70,6 +70,12 @@ pub fn quantize_int8_per_row(values: &[f32], rows: usize, cols: usize) -> (Vec<i
 /// FLOAT32 sources are re-typed; converting between reduced precisions would
 /// compound rounding).
 pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> {
+    if crate::model::packed::is_packed(src) {
+        return Err(Error::invalid_argument(format!(
+            "the source stores its weights packed for running (metadata '{}'); convert from the f32 model",
+            crate::model::packed::LAYOUT_KEY
+        )));
+    }
     let mut md = src.metadata.clone();
     let mut tensors = Vec::with_capacity(src.tensors.len());
     let smoothed = match target {
@@ -141,6 +147,81 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
     }
     if target == TargetDType::Int8 {
         md.insert("quantization".to_string(), "int8_per_row".to_string());
+    }
+    let mut out = ModelFile::new(
+        src.format,
+        src.backing().clone(),
+        md,
+        src.vocab.clone(),
+        tensors,
+    )?;
+    out.details = src.details.clone();
+    out.report = src.report.clone();
+    Ok(out)
+}
+
+/// `src` (a model converted to bf16 or int8 by [`convert_dtype`]) with its
+/// encoder layers' weights stored packed in the layout of this CPU's bf16 or
+/// int8 kernels ([`crate::model::packed`]), so that opening it maps them in
+/// place; the file then runs in that precision by default. Other targets,
+/// and files without an encoder, are returned unchanged.
+///
+/// # Errors
+/// The model's load errors (a missing or misshapen tensor, named).
+pub fn pack_for_run(src: ModelFile, target: TargetDType) -> Result<ModelFile> {
+    use crate::model::config::ModelConfig;
+    use crate::model::encoder::Encoder;
+    use crate::model::precision::{LayerPrecision, Precision};
+    let precision = match target {
+        TargetDType::BF16 => Precision::Bf16,
+        TargetDType::Int8 => Precision::Int8,
+        TargetDType::F32 | TargetDType::F16 => return Ok(src),
+    };
+    let Ok(cfg) = ModelConfig::from_metadata(&src.metadata) else {
+        return Ok(src);
+    };
+    let src = std::sync::Arc::new(src);
+    let plan = LayerPrecision::for_family(precision, cfg.family()?);
+    let encoder = Encoder::load(&src, &cfg, plan, None)?;
+    let mut layout = None;
+    let mut replaced = std::collections::HashSet::new();
+    let mut packed = Vec::new();
+    for lin in encoder.linears() {
+        let Some((tensors, names)) = lin.packed_tensors() else {
+            continue;
+        };
+        let this = lin.packed_layout();
+        if layout.is_some() && layout != this {
+            return Err(Error::new(
+                crate::error::ErrorKind::Internal,
+                format!("layers packed in two layouts: {layout:?} and {this:?}"),
+            ));
+        }
+        layout = this;
+        replaced.extend(names);
+        packed.extend(tensors);
+    }
+    drop(encoder);
+    let src = std::sync::Arc::try_unwrap(src).map_err(|_| {
+        Error::new(
+            crate::error::ErrorKind::Internal,
+            "pack_for_run: the model is still in use",
+        )
+    })?;
+    let Some(layout) = layout else {
+        return Ok(src);
+    };
+    let mut md = src.metadata.clone();
+    md.insert(crate::model::packed::LAYOUT_KEY.to_string(), layout);
+    let mut tensors: Vec<TensorEntry> = Vec::with_capacity(src.tensors.len());
+    let mut packed = Some(packed);
+    for t in &src.tensors {
+        if replaced.contains(&t.name) {
+            // The packed layers go where the first of their tensors was.
+            tensors.extend(packed.take().into_iter().flatten());
+        } else {
+            tensors.push(t.clone());
+        }
     }
     let mut out = ModelFile::new(
         src.format,

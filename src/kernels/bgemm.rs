@@ -597,6 +597,100 @@ impl PackedBf16 {
         }
     }
 
+    /// The name of the byte layout [`PackedBf16::words`] has for `isa`'s
+    /// kernels: two ISAs with the same name read the same words. Stored
+    /// with packed weights so that a file is mapped in place only where its
+    /// layout is the one the kernels in use read.
+    pub fn layout(isa: Isa) -> String {
+        format!("bf16-nr{}-kc{}", isa.nr(), isa.kc())
+    }
+
+    /// Words and panel exponents in this layout for an `n x k` weight, as
+    /// (words, panels); `None` for a layout name this build does not know.
+    pub fn stored_lens(layout: &str, n: usize, k: usize) -> Option<(usize, usize)> {
+        let (nr, _) = parse_layout(layout)?;
+        let n_pad = n.next_multiple_of(nr);
+        Some((k.div_ceil(2) * n_pad, n_pad / nr))
+    }
+
+    /// Packed weights stored earlier ([`PackedBf16::words`] and
+    /// [`PackedBf16::panel_exps`] of a weight packed for an ISA of the same
+    /// [`PackedBf16::layout`]), read in place from `buf`.
+    ///
+    /// # Errors
+    /// A message when the sizes do not fit `n x k` for `isa` or the CPU lacks
+    /// `isa`.
+    pub fn from_stored(
+        isa: Isa,
+        n: usize,
+        k: usize,
+        buf: PackBuf,
+        panel_exp: Vec<i16>,
+    ) -> Result<PackedBf16, String> {
+        if !isa.supported() {
+            return Err(format!("the CPU lacks the {isa:?} bf16 kernels"));
+        }
+        let (words, panels) = Self::stored_lens(&Self::layout(isa), n, k)
+            .ok_or_else(|| "unknown layout".to_string())?;
+        if buf.as_slice().len() != words || panel_exp.len() != panels {
+            return Err(format!(
+                "{} packed words and {} panel exponents, expected {words} and {panels} for [{n}, {k}]",
+                buf.as_slice().len(),
+                panel_exp.len()
+            ));
+        }
+        Ok(PackedBf16 {
+            isa,
+            k,
+            n,
+            n_pad: n.next_multiple_of(isa.nr()),
+            buf,
+            panel_exp,
+        })
+    }
+
+    /// The `[n x k]` weight (each value bf16, as f32) of `words` packed in
+    /// `layout` (any ISA's), for packing again for other kernels; `None` for
+    /// an unknown layout or a wrong length.
+    pub fn unpack(layout: &str, words: &[u32], n: usize, k: usize) -> Option<Vec<f32>> {
+        let (nr, kcb) = parse_layout(layout)?;
+        let (kp, n_pad) = (k.div_ceil(2), n.next_multiple_of(nr));
+        if words.len() != kp * n_pad {
+            return None;
+        }
+        let mut w = vec![0f32; n * k];
+        let mut q0 = 0;
+        while q0 < kp {
+            let kc = kcb.min(kp - q0);
+            for j0 in (0..n).step_by(nr) {
+                let panel = &words[q0 * n_pad + j0 * kc..][..kc * nr];
+                for jj in 0..nr.min(n - j0) {
+                    let row = &mut w[(j0 + jj) * k..(j0 + jj + 1) * k];
+                    for q in 0..kc {
+                        let (word, p) = (panel[q * nr + jj], 2 * (q0 + q));
+                        row[p] = f32::from_bits(word & 0xffff_0000);
+                        if p + 1 < k {
+                            row[p + 1] = f32::from_bits(word << 16);
+                        }
+                    }
+                }
+            }
+            q0 += kc;
+        }
+        Some(w)
+    }
+
+    /// Per column panel, the smallest biased exponent of its values (what
+    /// [`PackedBf16::from_stored`] takes back).
+    pub fn panel_exps(&self) -> &[i16] {
+        &self.panel_exp
+    }
+
+    /// Whether the packed words are read in place from a file.
+    pub fn is_shared(&self) -> bool {
+        self.buf.is_shared()
+    }
+
     /// The kernel family this was packed for ([`product`] runs it).
     pub fn isa(&self) -> Isa {
         self.isa
@@ -617,8 +711,8 @@ impl PackedBf16 {
         self.k.div_ceil(2) * self.n_pad * 4
     }
 
-    /// The packed words.
-    fn words(&self) -> &[u32] {
+    /// The packed words (what [`PackedBf16::from_stored`] takes back).
+    pub fn words(&self) -> &[u32] {
         let f = self.buf.as_slice();
         // SAFETY: u32 and f32 have the same size and alignment and every bit
         // pattern is valid for both; the slice borrows `self.buf`.
@@ -640,6 +734,14 @@ impl PackedBf16 {
             w as u16
         }
     }
+}
+
+/// `(nr, kc)` of a [`PackedBf16::layout`] name.
+fn parse_layout(layout: &str) -> Option<(usize, usize)> {
+    let rest = layout.strip_prefix("bf16-nr")?;
+    let (nr, kc) = rest.split_once("-kc")?;
+    let (nr, kc) = (nr.parse().ok()?, kc.parse().ok()?);
+    (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
 }
 
 /// The words of a packing buffer, writable.

@@ -4,6 +4,12 @@
 //! of thousands of 4 KiB ones, and streaming it through the kernels on every
 //! call needs few TLB entries. Elsewhere (or if the mapping fails) it is a
 //! plain heap allocation.
+//!
+//! A buffer can also be a read-only view of bytes someone else keeps alive
+//! ([`PackBuf::shared`]): weights stored packed in a memory-mapped model file
+//! are read in place, shared by every handle and process that maps the file.
+
+use std::sync::Arc;
 
 /// Huge-page size the mapping is aligned to.
 #[cfg(target_os = "linux")]
@@ -20,6 +26,12 @@ enum Storage {
     },
     /// Heap fallback; the floats start at index `start` (64-byte aligned).
     Heap { buf: Vec<f32>, start: usize },
+    /// Read-only floats at `data`, inside memory that `_owner` keeps alive
+    /// and never changes (a read-only file mapping).
+    Shared {
+        _owner: Arc<dyn Send + Sync>,
+        data: *const f32,
+    },
 }
 
 /// `len` floats, zero-initialised, 64-byte aligned.
@@ -28,9 +40,10 @@ pub struct PackBuf {
     len: usize,
 }
 
-// SAFETY: `PackBuf` exclusively owns its memory (the mapping or the Vec); the
-// raw pointers are never shared outside `&self` / `&mut self` borrows, so it is
-// as thread-safe as a `Vec<f32>`.
+// SAFETY: `PackBuf` exclusively owns its memory (the mapping or the Vec), or
+// holds an `Arc` to the owner of read-only memory; the raw pointers are never
+// shared outside `&self` / `&mut self` borrows, so it is as thread-safe as a
+// `Vec<f32>`.
 unsafe impl Send for PackBuf {}
 // SAFETY: as above: shared access only hands out `&[f32]`.
 unsafe impl Sync for PackBuf {}
@@ -48,6 +61,28 @@ impl PackBuf {
             storage: Storage::Heap { buf, start },
             len,
         }
+    }
+
+    /// A read-only view of `bytes` (packed weights read in place), kept
+    /// alive by `owner`, which must never change or free them while it
+    /// lives. `None` unless `bytes` is 64-byte aligned and a whole number of
+    /// floats.
+    pub fn shared(owner: Arc<dyn Send + Sync>, bytes: &[u8]) -> Option<PackBuf> {
+        if bytes.as_ptr() as usize % 64 != 0 || bytes.len() % 4 != 0 {
+            return None;
+        }
+        Some(PackBuf {
+            storage: Storage::Shared {
+                _owner: owner,
+                data: bytes.as_ptr().cast(),
+            },
+            len: bytes.len() / 4,
+        })
+    }
+
+    /// Whether the floats are read in place from memory owned elsewhere.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.storage, Storage::Shared { .. })
     }
 
     #[cfg(target_os = "linux")]
@@ -96,10 +131,18 @@ impl PackBuf {
             // by the kernel and only written through `as_mut_slice`.
             Storage::Mapped { data, .. } => unsafe { std::slice::from_raw_parts(*data, self.len) },
             Storage::Heap { buf, start } => &buf[*start..*start + self.len],
+            // SAFETY: `data` points at `len` floats (checked aligned in
+            // `shared`) of memory `_owner` keeps alive and unchanged; any bit
+            // pattern is a valid f32.
+            Storage::Shared { data, .. } => unsafe { std::slice::from_raw_parts(*data, self.len) },
         }
     }
 
     /// The floats, writable.
+    ///
+    /// # Panics
+    /// For a [`PackBuf::shared`] view (read-only memory): only buffers made
+    /// by [`PackBuf::zeroed`] are filled.
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
         match &mut self.storage {
             #[cfg(target_os = "linux")]
@@ -109,6 +152,7 @@ impl PackBuf {
                 std::slice::from_raw_parts_mut(*data, self.len)
             },
             Storage::Heap { buf, start } => &mut buf[*start..*start + self.len],
+            Storage::Shared { .. } => panic!("PackBuf: a shared view is read-only"),
         }
     }
 }
@@ -140,5 +184,22 @@ mod tests {
             }
             assert!(b.as_slice().iter().enumerate().all(|(i, &x)| x == i as f32));
         }
+    }
+
+    #[test]
+    fn shared_views_aligned_whole_floats_only() {
+        let mut owner = PackBuf::zeroed(64);
+        for (i, x) in owner.as_mut_slice().iter_mut().enumerate() {
+            *x = i as f32;
+        }
+        let owner = Arc::new(owner);
+        // SAFETY: reading the owner's initialised floats as bytes.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(owner.as_slice().as_ptr().cast::<u8>(), 256) };
+        let v = PackBuf::shared(owner.clone(), &bytes[64..192]).unwrap();
+        assert!(v.is_shared());
+        assert_eq!(v.as_slice(), &owner.as_slice()[16..48]);
+        assert!(PackBuf::shared(owner.clone(), &bytes[4..68]).is_none());
+        assert!(PackBuf::shared(owner.clone(), &bytes[0..63]).is_none());
     }
 }

@@ -429,6 +429,100 @@ impl PackedI8 {
         }
     }
 
+    /// The name of the byte layout [`PackedI8::packed_bytes`] has for
+    /// `isa`'s kernels: two ISAs with the same name read the same bytes
+    /// (see [`PackedBf16::layout`](super::bgemm::PackedBf16::layout)).
+    pub fn layout(isa: Isa) -> String {
+        format!("int8-nr{}-k4", isa.nr())
+    }
+
+    /// Packed bytes in this layout for an `n x k` weight; `None` for a
+    /// layout name this build does not know.
+    pub fn stored_len(layout: &str, n: usize, k: usize) -> Option<usize> {
+        let nr = parse_layout(layout)?;
+        Some(k.next_multiple_of(4) * n.next_multiple_of(nr))
+    }
+
+    /// Packed weights stored earlier ([`PackedI8::packed_bytes`],
+    /// [`PackedI8::scales`] and [`PackedI8::weight_sums`] of a weight packed
+    /// for an ISA of the same [`PackedI8::layout`]), read in place from `data`.
+    ///
+    /// # Errors
+    /// A message when the sizes do not fit `n x k` for `isa` or the CPU lacks
+    /// `isa`.
+    pub fn from_stored(
+        isa: Isa,
+        n: usize,
+        k: usize,
+        data: PackBuf,
+        scale: Vec<f32>,
+        wsum: Vec<i32>,
+    ) -> Result<PackedI8, String> {
+        if !isa.supported() {
+            return Err(format!("the CPU lacks the {isa:?} int8 kernels"));
+        }
+        let (kp, n_pad) = (k.next_multiple_of(4), n.next_multiple_of(isa.nr()));
+        if data.as_slice().len() * 4 != kp * n_pad || scale.len() != n || wsum.len() != n {
+            return Err(format!(
+                "{} packed bytes, {} scales and {} sums, expected {}, {n} and {n} for [{n}, {k}]",
+                data.as_slice().len() * 4,
+                scale.len(),
+                wsum.len(),
+                kp * n_pad
+            ));
+        }
+        Ok(PackedI8 {
+            isa,
+            k,
+            kp,
+            n,
+            n_pad,
+            data,
+            scale,
+            wsum,
+        })
+    }
+
+    /// The `[n x k]` int8 weight of `bytes` packed in `layout` (any ISA's),
+    /// for packing again for other kernels; `None` for an unknown layout or
+    /// a wrong length.
+    pub fn unpack(layout: &str, bytes: &[u8], n: usize, k: usize) -> Option<Vec<i8>> {
+        let nr = parse_layout(layout)?;
+        let kp = k.next_multiple_of(4);
+        if bytes.len() != kp * n.next_multiple_of(nr) {
+            return None;
+        }
+        let mut q = vec![0i8; n * k];
+        for (j, row) in q.chunks_exact_mut(k.max(1)).enumerate().take(n) {
+            let base = (j / nr) * kp * nr;
+            for (p, v) in row.iter_mut().enumerate() {
+                *v = bytes[base + (p / 4) * nr * 4 + (j % nr) * 4 + p % 4] as i8;
+            }
+        }
+        Some(q)
+    }
+
+    /// The packed weights as bytes (what [`PackedI8::from_stored`] takes
+    /// back).
+    pub fn packed_bytes(&self) -> &[u8] {
+        packbuf_bytes(&self.data)
+    }
+
+    /// One scale per output channel.
+    pub fn scales(&self) -> &[f32] {
+        &self.scale
+    }
+
+    /// Per output channel, the sum of its int8 weights.
+    pub fn weight_sums(&self) -> &[i32] {
+        &self.wsum
+    }
+
+    /// Whether the packed bytes are read in place from a file.
+    pub fn is_shared(&self) -> bool {
+        self.data.is_shared()
+    }
+
     /// The kernel family this was packed for.
     pub fn isa(&self) -> Isa {
         self.isa
@@ -465,6 +559,16 @@ impl PackedI8 {
         let nr = self.isa.nr();
         packbuf_bytes(&self.data)[(j0 / nr) * self.kp * nr..].as_ptr()
     }
+}
+
+/// `nr` of a [`PackedI8::layout`] name.
+fn parse_layout(layout: &str) -> Option<usize> {
+    let nr: usize = layout
+        .strip_prefix("int8-nr")?
+        .strip_suffix("-k4")?
+        .parse()
+        .ok()?;
+    (nr > 0 && nr <= 64).then_some(nr)
 }
 
 fn packbuf_bytes(b: &PackBuf) -> &[u8] {

@@ -7,17 +7,24 @@
 //! |---|---|---|
 //! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]) | [`sgemm`] (or `matrixmultiply` without AVX2) |
 //! | int8 | [`PackedI8`]: int8 per output channel + scales + column sums, built at open (from the file's int8 tensors, or quantized from f32) | [`qgemm`] on activations quantized per row |
+//! | bf16 | [`PackedBf16`]: rounded pairs in the bf16 kernels' panels, built at open | [`bgemm`] |
+//!
+//! A file converted with `embd convert --dtype bf16|int8` stores the int8 and
+//! bf16 forms packed ([`crate::model::packed`]); they are then read in place
+//! from the mapped file where the kernels in use read that layout.
 
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
+use crate::formats::TensorEntry;
 use crate::kernels::bgemm::{self, PackedBf16};
 use crate::kernels::gemm::{self, Epilogue};
 use crate::kernels::qgemm::{self, PackedI8, QuantRows};
 use crate::kernels::sgemm::{self, PackedB};
 use crate::kernels::Par;
-use crate::model::param::{load_int8, load_param, Param};
+use crate::model::packed;
+use crate::model::param::{int8_smooth, load_int8, load_param, Param};
 use crate::model::precision::Precision;
 
 /// Per-call scratch memory of the reduced-precision products (the quantized
@@ -56,6 +63,8 @@ pub struct Linear {
     k: usize,
     /// Output features of each segment.
     widths: Vec<usize>,
+    /// The segments' weight tensors (empty for weights computed at load).
+    names: Vec<String>,
     repr: Repr,
 }
 
@@ -84,6 +93,30 @@ impl Linear {
         act_absmax: Option<&[f32]>,
     ) -> Result<Linear> {
         let n = widths.iter().sum();
+        let linear = |repr| Linear {
+            n,
+            k,
+            widths: widths.to_vec(),
+            names: names.to_vec(),
+            repr,
+        };
+        // Weights stored in the layout of the kernels in use: read in place.
+        if let Some(stored) = packed::find(file, names, widths, k)? {
+            let in_place = match precision {
+                Precision::Bf16 => {
+                    packed::bf16_in_place(file, &stored, bgemm::isa(), n, k)?.map(Repr::Bf16)
+                }
+                Precision::Int8 if act_absmax.is_none() || has_smoothing(file, names) => {
+                    packed::int8_in_place(file, &stored, qgemm::isa(), n, k)?
+                        .map(|p| Ok::<_, Error>(Repr::Int8(p, smooth_of(file, names, k)?)))
+                        .transpose()?
+                }
+                _ => None,
+            };
+            if let Some(repr) = in_place {
+                return Ok(linear(repr));
+            }
+        }
         let repr = match precision {
             Precision::Int8 => {
                 let w = int8_weights(file, names, widths, k, int8_file, act_absmax)?;
@@ -94,6 +127,19 @@ impl Linear {
                 let w = stacked_f32(file, names, widths, k, int8_file)?;
                 Repr::Bf16(PackedBf16::from_linear(bgemm::isa(), &w, n, k))
             }
+            Precision::F32 if packed::find(file, names, widths, k)?.is_some() => {
+                let w = stacked_f32(file, names, widths, k, int8_file)?;
+                let mut rows = w.chunks_exact(k.max(1));
+                Repr::F32 {
+                    segs: widths
+                        .iter()
+                        .map(|&wd| {
+                            Param::Owned(rows.by_ref().take(wd).flatten().copied().collect())
+                        })
+                        .collect(),
+                    packed: OnceLock::new(),
+                }
+            }
             Precision::F32 => Repr::F32 {
                 segs: names
                     .iter()
@@ -103,12 +149,41 @@ impl Linear {
                 packed: OnceLock::new(),
             },
         };
-        Ok(Linear {
-            n,
-            k,
-            widths: widths.to_vec(),
-            repr,
-        })
+        Ok(linear(repr))
+    }
+
+    /// The tensors that store this layer packed for the kernels it was
+    /// loaded for ([`crate::model::packed`]), with the names of the tensors
+    /// they replace; `None` for an f32 layer or one computed at load.
+    pub(crate) fn packed_tensors(&self) -> Option<(Vec<TensorEntry>, Vec<String>)> {
+        if self.names.is_empty() {
+            return None;
+        }
+        let (tensors, replaced) = match &self.repr {
+            Repr::F32 { .. } => return None,
+            Repr::Bf16(p) => (
+                packed::bf16_tensors(&self.names, &self.widths, p),
+                self.names.clone(),
+            ),
+            Repr::Int8(p, _) => (
+                packed::int8_tensors(&self.names, &self.widths, p),
+                self.names
+                    .iter()
+                    .flat_map(|n| [n.clone(), format!("{n}_scale")])
+                    .collect(),
+            ),
+        };
+        Some((tensors, replaced))
+    }
+
+    /// The layout name of a packed layer ([`PackedBf16::layout`],
+    /// [`PackedI8::layout`]); `None` for f32.
+    pub(crate) fn packed_layout(&self) -> Option<String> {
+        match &self.repr {
+            Repr::F32 { .. } => None,
+            Repr::Bf16(p) => Some(PackedBf16::layout(p.isa())),
+            Repr::Int8(p, _) => Some(PackedI8::layout(p.isa())),
+        }
     }
 
     /// A layer over weights computed at load (`w` = `[n x k]`, the HF
@@ -133,6 +208,7 @@ impl Linear {
             n,
             k,
             widths: vec![n],
+            names: Vec::new(),
             repr,
         };
         pack_f32_layer(&[&l]);
@@ -181,6 +257,8 @@ impl Linear {
                 let mapped = segs.iter().filter(|p| p.is_mapped()).count();
                 (mapped, segs.len() - mapped)
             }
+            Repr::Int8(p, _) if p.is_shared() => (1, 0),
+            Repr::Bf16(p) if p.is_shared() => (1, 0),
             Repr::Int8(..) | Repr::Bf16(_) => (0, self.widths.len()),
         }
     }
@@ -197,7 +275,9 @@ impl Linear {
                         .map(|p| 4 * p.as_slice().len())
                         .sum::<usize>()
             }
+            Repr::Int8(p, f) if p.is_shared() => 8 * p.n() + f.as_ref().map_or(0, |f| 4 * f.len()),
             Repr::Int8(p, f) => p.bytes() + f.as_ref().map_or(0, |f| 4 * f.len()),
+            Repr::Bf16(p) if p.is_shared() => 2 * p.panel_exps().len(),
             Repr::Bf16(p) => p.bytes(),
         }
     }
@@ -278,11 +358,25 @@ pub fn int8_weights(
     act_absmax: Option<&[f32]>,
 ) -> Result<Int8Weights> {
     let n = widths.iter().sum();
-    let stored: Vec<_> = names
-        .iter()
-        .zip(widths)
-        .map(|(name, &w)| load_int8(file, name, [w, k], int8_file))
-        .collect::<Result<_>>()?;
+    let packed = packed::find(file, names, widths, k)?;
+    if let Some(stored) = &packed {
+        let smooth = smooth_of(file, names, k)?;
+        if smooth.is_some() || act_absmax.is_none() {
+            if let Some((q, scales)) = packed::unpack_int8(file, stored, n, k)? {
+                return Ok(Int8Weights { q, scales, smooth });
+            }
+        }
+    }
+    let stored: Vec<_> = if packed.is_some() {
+        // Packed bf16 (or int8 to smooth here): quantized from the values.
+        vec![None]
+    } else {
+        names
+            .iter()
+            .zip(widths)
+            .map(|(name, &w)| load_int8(file, name, [w, k], int8_file))
+            .collect::<Result<_>>()?
+    };
     let smoothed = stored.iter().flatten().any(|s| s.smooth.is_some());
     if stored.iter().all(Option::is_some) && (smoothed || act_absmax.is_none()) {
         let mut w = Int8Weights {
@@ -327,13 +421,34 @@ fn stacked_f32(
     k: usize,
     int8_file: bool,
 ) -> Result<Vec<f32>> {
-    let mut w = Vec::with_capacity(widths.iter().sum::<usize>() * k);
+    let n: usize = widths.iter().sum();
+    if let Some(stored) = packed::find(file, names, widths, k)? {
+        let smooth = smooth_of(file, names, k)?;
+        return packed::unpack_f32(file, &stored, n, k, smooth.as_deref());
+    }
+    let mut w = Vec::with_capacity(n * k);
     for (name, &n) in names.iter().zip(widths) {
         let p = load_param(file, name, &[n, k], int8_file)?;
         w.extend_from_slice(p.as_slice());
         p.release_pages();
     }
     Ok(w)
+}
+
+/// The smoothing factors stored for the int8 layer with segments `names`
+/// (they share one input, hence one set: the first segment's).
+fn smooth_of(file: &ModelFile, names: &[String], k: usize) -> Result<Option<Vec<f32>>> {
+    match names.first() {
+        Some(first) => int8_smooth(file, first, k),
+        None => Ok(None),
+    }
+}
+
+/// Whether the file stores smoothing factors for the layer.
+fn has_smoothing(file: &ModelFile, names: &[String]) -> bool {
+    names
+        .first()
+        .is_some_and(|n| file.tensor(&format!("{n}_smooth")).is_some())
 }
 
 /// SmoothQuant's migration strength α (0 = none, 1 = all of the activations'

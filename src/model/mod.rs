@@ -11,6 +11,7 @@ pub mod head;
 pub mod linear;
 pub mod multi_vector;
 pub mod outputs;
+pub mod packed;
 pub mod pair_template;
 pub mod param;
 pub mod pooling;

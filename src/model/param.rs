@@ -142,7 +142,7 @@ pub(crate) fn load_int8(
 
 /// The optional `{name}_smooth` tensor of an int8 matrix with `cols` columns:
 /// f32 `[cols]`, every factor finite and positive.
-fn int8_smooth(file: &ModelFile, name: &str, cols: usize) -> Result<Option<Vec<f32>>> {
+pub(crate) fn int8_smooth(file: &ModelFile, name: &str, cols: usize) -> Result<Option<Vec<f32>>> {
     let smooth_name = format!("{name}_smooth");
     let Some(st) = file.tensor(&smooth_name) else {
         return Ok(None);
@@ -241,6 +241,13 @@ pub(crate) fn load_param(
 pub enum Table {
     /// Float rows.
     F32(Param),
+    /// f16 or bf16 rows read in place, converted one looked-up row at a time.
+    Half {
+        /// Keeps the mapping alive.
+        file: Arc<ModelFile>,
+        /// Index into `file.tensors`.
+        index: usize,
+    },
     /// int8 rows with one scale each.
     Int8 {
         /// Keeps the mapping alive.
@@ -270,6 +277,12 @@ impl Table {
                 scales,
             });
         }
+        if matches!(file.tensors[index].dtype, DType::BF16 | DType::F16) {
+            return Ok(Table::Half {
+                file: Arc::clone(file),
+                index,
+            });
+        }
         load_param(file, name, &shape, int8).map(Table::F32)
     }
 
@@ -285,6 +298,24 @@ impl Table {
                 }
                 None => false,
             },
+            Table::Half { file, index } => {
+                let Some(t) = file.tensors.get(*index) else {
+                    return false;
+                };
+                let Some(b) = file.tensor_bytes(t).get(2 * r * cols..2 * (r + 1) * cols) else {
+                    return false;
+                };
+                let bf16 = t.dtype == DType::BF16;
+                for (d, c) in dst.iter_mut().zip(b.chunks_exact(2)) {
+                    let bits = u16::from_le_bytes([c[0], c[1]]);
+                    *d = if bf16 {
+                        half::bf16::from_bits(bits).to_f32()
+                    } else {
+                        half::f16::from_bits(bits).to_f32()
+                    };
+                }
+                true
+            }
             Table::Int8 {
                 file,
                 index,
@@ -308,7 +339,7 @@ impl Table {
     pub fn is_mapped(&self) -> bool {
         match self {
             Table::F32(p) => p.is_mapped(),
-            Table::Int8 { file, index, .. } => file
+            Table::Half { file, index } | Table::Int8 { file, index, .. } => file
                 .tensors
                 .get(*index)
                 .is_some_and(|t| file.tensor_file_range(t).is_some()),
@@ -319,7 +350,7 @@ impl Table {
     pub(crate) fn file_range(&self) -> Option<(Arc<ModelFile>, std::ops::Range<usize>)> {
         match self {
             Table::F32(p) => p.file_range(),
-            Table::Int8 { file, index, .. } => {
+            Table::Half { file, index } | Table::Int8 { file, index, .. } => {
                 let r = file.tensor_file_range(file.tensors.get(*index)?)?;
                 Some((Arc::clone(file), r))
             }

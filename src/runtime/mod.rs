@@ -196,11 +196,7 @@ impl Runtime {
         }
         let format = file.format;
         let file = Arc::new(file);
-        let precision = opts.precision.unwrap_or(if open::file_is_int8(&file) {
-            Precision::Int8
-        } else {
-            Precision::F32
-        });
+        let precision = opts.precision.unwrap_or(open::file_precision(&file));
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()

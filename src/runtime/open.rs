@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::formats::{Backing, ChecksumStatus, ModelFile, ReadHint, ReadOptions};
+use crate::model::precision::Precision;
 use crate::options::Options;
 use crate::threads::JoinOnDrop;
 
@@ -67,9 +68,18 @@ pub(super) fn has_stored_smoothing(file: &ModelFile) -> bool {
         .any(|t| t.name.ends_with(".weight_smooth"))
 }
 
-/// True for files converted with `--dtype int8` (metadata `quantization`).
-pub(super) fn file_is_int8(file: &ModelFile) -> bool {
-    file.metadata
+/// The precision a file runs in unless asked otherwise: int8 for files
+/// converted with `--dtype int8` (metadata `quantization`), bf16 for files
+/// whose weights are stored packed for the bf16 kernels
+/// ([`crate::model::packed`]), else f32.
+pub(super) fn file_precision(file: &ModelFile) -> Precision {
+    let int8 = file
+        .metadata
         .get("quantization")
-        .is_some_and(|q| q.trim() == "int8_per_row")
+        .is_some_and(|q| q.trim() == "int8_per_row");
+    if int8 {
+        Precision::Int8
+    } else {
+        crate::model::packed::file_precision(file).unwrap_or(Precision::F32)
+    }
 }

@@ -210,3 +210,165 @@ fn cli_convert_inspect_verify() {
     assert_eq!(msg.lines().count(), 1, "{msg}");
     assert!(msg.contains("checksum"), "{msg}");
 }
+
+/// A folder of `shared/reference/architectures`, imported.
+fn arch_model(name: &str) -> ModelFile {
+    let dir = crate::common::shared_dir()
+        .join("reference/architectures")
+        .join(name);
+    ModelFile::open_hf_dir(&dir, &HfOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn embed_bits(m: ModelFile, opts: &embedder::Options, texts: &[&str]) -> (Vec<u32>, usize) {
+    let e = embedder::Embedder::from_model_file(m, opts).unwrap();
+    let v = e.embed(texts).unwrap();
+    (v.iter().map(|x| x.to_bits()).collect(), e.packed_layers().1)
+}
+
+/// `embd convert --dtype bf16|int8` stores the layers packed for this CPU's
+/// kernels (issue 32, item 5): opening maps them in place (no owned copy of
+/// the weights), runs in the file's precision by default and gives the
+/// unpacked file's vectors bit for bit; other precisions unpack them to the
+/// same values; a damaged packed layer is refused by name.
+#[test]
+fn packed_files_map_in_place() {
+    use embedder::convert::pack_for_run;
+    use embedder::{Options, Precision};
+    let texts = [
+        "The quick brown fox jumps over the lazy dog.",
+        "Packed weights are read in place from the mapped file.",
+        "short",
+    ];
+    let tmp = TempDir::new("convert-packed");
+    let mut models: Vec<(String, ModelFile)> = [
+        "qwen3-embedding-tiny",
+        "embeddinggemma-tiny",
+        "modernbert-tiny",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), arch_model(n)))
+    .collect();
+    if let Some(m) = hf_model("packed_files_map_in_place") {
+        models.push(("all-MiniLM-L6-v2".into(), m));
+    }
+    let read = |p: &std::path::Path| ModelFile::open(p, ReadOptions::default()).unwrap();
+    for (name, src) in &models {
+        for (target, precision) in [
+            (TargetDType::BF16, Precision::Bf16),
+            (TargetDType::Int8, Precision::Int8),
+        ] {
+            let tag = format!("{name} {target}");
+            let plain = convert_dtype(src, target).unwrap();
+            let packed = pack_for_run(convert_dtype(src, target).unwrap(), target).unwrap();
+            assert!(packed.metadata.contains_key("packed_layout"), "{tag}");
+            let layers: Vec<&str> = packed
+                .tensors
+                .iter()
+                .filter_map(|t| t.name.strip_suffix("_packed"))
+                .collect();
+            assert!(!layers.is_empty(), "{tag}");
+            for l in &layers {
+                assert!(plain.tensor(l).is_some(), "{tag}: {l}");
+                assert!(
+                    packed.tensor(l).is_none(),
+                    "{tag}: {l} replaced by its packed form"
+                );
+            }
+            let (a, b) = (
+                tmp.path().join(format!("{name}-{target}.weights")),
+                tmp.path().join(format!("{name}-{target}-packed.weights")),
+            );
+            for (m, p) in [(&plain, &a), (&packed, &b)] {
+                write_file(m, p, &WriteOptions::default(), &mut |_, _| {}).unwrap();
+            }
+            let opts = Options::new().threads(2).prepack_weights(false);
+            let (want, copied) = embed_bits(read(&a), &opts.clone().precision(precision), &texts);
+            let e = embedder::Embedder::from_model_file(read(&b), &opts).unwrap();
+            assert_eq!(
+                e.precision(),
+                precision,
+                "{tag}: the file's precision by default"
+            );
+            let got: Vec<u32> = e
+                .embed(&texts)
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            assert_eq!(got, want, "{tag}: packed and unpacked files differ");
+            let (layers, owned) = e.packed_layers();
+            assert!(layers > 0, "{tag}");
+            // What stays owned: bf16 panel exponents, int8 scales and sums.
+            assert!(
+                owned * 3 < copied,
+                "{tag}: {owned} bytes owned with the packed file, {copied} without"
+            );
+            // Another precision unpacks to the values stored: the same bits
+            // as the unpacked file in that precision.
+            for other in [Precision::F32, Precision::Bf16, Precision::Int8] {
+                let o = opts.clone().precision(other);
+                assert_eq!(
+                    embed_bits(read(&b), &o, &texts).0,
+                    embed_bits(read(&a), &o, &texts).0,
+                    "{tag} opened in {other:?}"
+                );
+            }
+            // A packed file is not a conversion source.
+            let err = convert_dtype(&read(&b), TargetDType::F32).unwrap_err();
+            assert!(err.message().contains("packed_layout"), "{tag}: {err}");
+        }
+    }
+
+    // Damage, each named: a companion tensor gone, a layout of other sizes,
+    // a layout this build does not know, the metadata key gone.
+    let src = convert_dtype(&models[0].1, TargetDType::BF16).unwrap();
+    let packed = pack_for_run(src, TargetDType::BF16).unwrap();
+    let first = packed
+        .tensors
+        .iter()
+        .find(|t| t.name.ends_with("_packed"))
+        .unwrap()
+        .name
+        .clone();
+    let rebuild = |md: std::collections::BTreeMap<String, String>, drop: &str| {
+        ModelFile::new(
+            packed.format,
+            packed.backing().clone(),
+            md,
+            packed.vocab.clone(),
+            packed
+                .tensors
+                .iter()
+                .filter(|t| t.name != drop)
+                .cloned()
+                .collect(),
+        )
+        .unwrap()
+    };
+    let open_err = |m: ModelFile| {
+        embedder::Embedder::from_model_file(m, &Options::new().threads(1))
+            .err()
+            .expect("refused")
+            .message()
+            .to_string()
+    };
+    let e = open_err(rebuild(packed.metadata.clone(), &format!("{first}_exp")));
+    assert!(e.contains(&format!("'{first}_exp' is missing")), "{e}");
+    let e = open_err(rebuild(packed.metadata.clone(), &format!("{first}_rows")));
+    assert!(e.contains(&format!("'{first}_rows' is missing")), "{e}");
+    let mut md = packed.metadata.clone();
+    md.insert("packed_layout".into(), "bf16-nr8-kc64".into());
+    let e = open_err(rebuild(md, ""));
+    assert!(
+        e.contains(&format!("tensor '{first}")) && e.contains("in layout 'bf16-nr8-kc64'"),
+        "{e}"
+    );
+    let mut md = packed.metadata.clone();
+    md.insert("packed_layout".into(), "fp8-nr16".into());
+    let e = open_err(rebuild(md, ""));
+    assert!(e.contains("'fp8-nr16' is not a layout"), "{e}");
+    let mut md = packed.metadata.clone();
+    md.remove("packed_layout");
+    let e = open_err(rebuild(md, ""));
+    assert!(e.contains("metadata 'packed_layout' is missing"), "{e}");
+}

@@ -25,9 +25,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("quantize", &["formats"]),
     ("options", &["model::precision", "quantize"]),
     ("model::param", &["formats"]),
+    ("model::packed", &["formats", "model::precision"]),
     (
         "model::linear",
-        &["formats", "model::param", "model::precision"],
+        &[
+            "formats",
+            "model::packed",
+            "model::param",
+            "model::precision",
+        ],
     ),
     // HF folders onto our layout: containers and the model's tables.
     (
@@ -75,6 +81,7 @@ const KNOWN_CIRCLE: &[&str] = &[
     "model::blocks",
     "model::config",
     "model::linear",
+    "model::packed",
     "model::param",
 ];
 

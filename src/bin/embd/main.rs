@@ -96,6 +96,11 @@ enum Cmd {
         /// of `encode --output-precision int8|uint8` (EMBD output only).
         #[arg(long, value_name = "FILE")]
         output_ranges_corpus: Option<String>,
+        /// With `--dtype bf16|int8`: store the weights row by row (as other
+        /// readers and older versions read them) instead of packed in the
+        /// kernels' layout of this CPU, which opening maps in place.
+        #[arg(long)]
+        unpacked: bool,
     },
     /// Print a model file's header, metadata, vocabulary and tensor table.
     Inspect {
@@ -560,6 +565,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             to,
             amb_quant,
             output_ranges_corpus,
+            unpacked,
         } => {
             let model = if hf::detect(&src).is_some() {
                 hf::import_dir(
@@ -581,6 +587,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 m
             };
             let mut converted = convert_dtype(&model, dtype)?;
+            if to.kind == FormatKind::Embd && !unpacked {
+                converted = embedder::convert::pack_for_run(converted, dtype)?;
+            }
             if let Some(corpus) = &output_ranges_corpus {
                 if to.kind != FormatKind::Embd {
                     return Err(Error::invalid_argument(

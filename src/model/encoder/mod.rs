@@ -595,6 +595,11 @@ impl Encoder {
             .for_each(f);
     }
 
+    /// Every layer's `Linear`s, layer by layer.
+    pub(crate) fn linears(&self) -> impl Iterator<Item = &Linear> {
+        self.layers.iter().flat_map(|l| l.linears())
+    }
+
     /// The precision of each kind of product.
     pub fn plan(&self) -> LayerPrecision {
         self.plan
