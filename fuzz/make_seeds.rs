@@ -777,6 +777,21 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         out.push(("embd", format!("{n}.embd"), b.clone()));
         out.push(("model_file", format!("{n}.embd"), b.clone()));
     }
+    // Weights packed in the kernels' run layout (`model::packed`).
+    for (n, target) in [
+        (
+            "tiny_bert_packed_bf16",
+            embedder::convert::TargetDType::BF16,
+        ),
+        (
+            "tiny_bert_packed_int8",
+            embedder::convert::TargetDType::Int8,
+        ),
+    ] {
+        let converted = embedder::convert::convert_dtype(&bert, target).expect("convert");
+        let packed = embedder::convert::pack_for_run(converted, target).expect("pack");
+        out.push(("embedder", format!("{n}.embd"), embd_bytes(&packed, true)));
+    }
     out.push(("legacy", "tiny_bert.legacy".into(), legacy_file.clone()));
     out.push(("model_file", "tiny_bert.legacy".into(), legacy_file.clone()));
     out.push(("embedder", "tiny_bert.legacy".into(), legacy_file));

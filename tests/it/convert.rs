@@ -372,3 +372,49 @@ fn packed_files_map_in_place() {
     let e = open_err(rebuild(md, ""));
     assert!(e.contains("metadata 'packed_layout' is missing"), "{e}");
 }
+
+/// The CLI: `embd convert --dtype bf16` writes packed layers (`inspect` shows
+/// `packed_layout`, `verify` passes, `encode` runs in bf16 by default and
+/// gives the `--unpacked` file's bf16 vectors); `--unpacked` writes rows.
+#[test]
+fn cli_convert_packs_unless_unpacked() {
+    let dir = crate::common::shared_dir().join("reference/architectures/qwen3-embedding-tiny");
+    let tmp = TempDir::new("cli-packed");
+    let run = |args: &[&str]| {
+        let o = Command::new(embd_bin()).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o.stdout
+    };
+    let (packed, rows) = (tmp.path().join("p.weights"), tmp.path().join("r.weights"));
+    let (p, r) = (packed.to_str().unwrap(), rows.to_str().unwrap());
+    let d = dir.to_str().unwrap();
+    run(&["convert", d, "--dtype", "bf16", "-o", p]);
+    run(&["convert", d, "--dtype", "bf16", "--unpacked", "-o", r]);
+    let meta = |f: &str| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_slice(&run(&["inspect", "--json", f])).unwrap();
+        v["metadata"].clone()
+    };
+    assert_eq!(
+        meta(p)["packed_layout"]
+            .as_str()
+            .map(|s| s.starts_with("bf16-nr")),
+        Some(true)
+    );
+    assert!(meta(r).get("packed_layout").is_none());
+    run(&["verify", p]);
+    let input = tmp.path().join("in.txt");
+    std::fs::write(&input, "a packed file\nanother line of text\n").unwrap();
+    let i = input.to_str().unwrap();
+    let from_packed = run(&["encode", "-m", p, "--input", i]);
+    let from_rows = run(&["encode", "-m", r, "--input", i, "--precision", "bf16"]);
+    assert_eq!(from_packed, from_rows);
+    assert_ne!(
+        from_packed,
+        run(&["encode", "-m", r, "--input", i]),
+        "rows run in f32"
+    );
+}
