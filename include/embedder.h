@@ -386,7 +386,8 @@ typedef int32_t embd_output_precision;
 
 /**
  * The model file's own precision (the default): `EMBD_PRECISION_INT8` for
- * files converted with `--dtype int8`, `EMBD_PRECISION_F32` otherwise. Only an
+ * files converted with `--dtype int8`, `EMBD_PRECISION_BF16` for `--dtype
+ * bf16` (packed), `EMBD_PRECISION_F32` otherwise. Only an
  * option value: `embd_model_precision` never returns it for a live model.
  */
 #define EMBD_PRECISION_DEFAULT 0
@@ -525,7 +526,8 @@ embd_status embd_options_set_prepack_weights(embd_options *options, int prepack)
  *
  * - `options`: borrowed for the duration of the call.
  * - `precision`: one of `EMBD_PRECISION_DEFAULT` (the file's own: int8 for
- *   files converted with `--dtype int8`, f32 otherwise; the default),
+ *   files converted with `--dtype int8`, bf16 for `--dtype bf16` (packed),
+ *   f32 otherwise; the default),
  *   `EMBD_PRECISION_F32`, `EMBD_PRECISION_BF16`, `EMBD_PRECISION_INT8`.
  *
  * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,

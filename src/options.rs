@@ -33,7 +33,8 @@ pub struct Options {
     pub prepack_weights: bool,
     /// Arithmetic of the encoder's dense layers; `None` = the file's own
     /// ([`Precision::Int8`] for files converted with `--dtype int8`,
-    /// [`Precision::F32`] otherwise). Asking for a lower precision than the
+    /// [`Precision::Bf16`] for `--dtype bf16` (packed), [`Precision::F32`]
+    /// otherwise). Asking for a lower precision than the
     /// file's converts the weights at open.
     pub precision: Option<Precision>,
     /// Matryoshka truncation: keep only the first `K` components of every

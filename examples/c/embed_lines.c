@@ -6,7 +6,8 @@
  *
  * Usage: embed_lines [--array] [--batch N] [--threads N] [--precision P] [MODEL]
  *   MODEL defaults to $EMBD_MODEL. P is f32, bf16, int8 or default (the
- *   file's own: int8 for files converted with --dtype int8, else f32). Lines end with "\n" (a trailing "\r" is
+ *   file's own: int8 for files converted with --dtype int8, bf16 for
+ *   --dtype bf16, else f32). Lines end with "\n" (a trailing "\r" is
  *   dropped); a final newline does not start another text; an empty line is
  *   the empty text. Input must be UTF-8.
  *

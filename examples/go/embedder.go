@@ -242,7 +242,8 @@ type Precision int32
 // The embd_precision values.
 const (
 	// PrecisionDefault is the model file's own precision: int8 for files
-	// converted with --dtype int8, float32 otherwise. Only an option value:
+	// converted with --dtype int8, bfloat16 for --dtype bf16 (packed), float32
+	// otherwise. Only an option value:
 	// Model.Precision never returns it.
 	PrecisionDefault Precision = C.EMBD_PRECISION_DEFAULT
 	// PrecisionF32 is float32 weights and activations: the reference numbers.

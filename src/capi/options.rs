@@ -195,7 +195,8 @@ pub extern "C" fn embd_options_set_prepack_weights(
 ///
 /// - `options`: borrowed for the duration of the call.
 /// - `precision`: one of `EMBD_PRECISION_DEFAULT` (the file's own: int8 for
-///   files converted with `--dtype int8`, f32 otherwise; the default),
+///   files converted with `--dtype int8`, bf16 for `--dtype bf16` (packed),
+///   f32 otherwise; the default),
 ///   `EMBD_PRECISION_F32`, `EMBD_PRECISION_BF16`, `EMBD_PRECISION_INT8`.
 ///
 /// Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT`,

@@ -17,7 +17,8 @@ use crate::Precision;
 pub type embd_precision = i32;
 
 /// The model file's own precision (the default): `EMBD_PRECISION_INT8` for
-/// files converted with `--dtype int8`, `EMBD_PRECISION_F32` otherwise. Only an
+/// files converted with `--dtype int8`, `EMBD_PRECISION_BF16` for `--dtype
+/// bf16` (packed), `EMBD_PRECISION_F32` otherwise. Only an
 /// option value: `embd_model_precision` never returns it for a live model.
 pub const EMBD_PRECISION_DEFAULT: embd_precision = 0;
 

@@ -68,7 +68,7 @@ impl PackBuf {
     /// lives. `None` unless `bytes` is 64-byte aligned and a whole number of
     /// floats.
     pub fn shared(owner: Arc<dyn Send + Sync>, bytes: &[u8]) -> Option<PackBuf> {
-        if bytes.as_ptr() as usize % 64 != 0 || bytes.len() % 4 != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(64) || !bytes.len().is_multiple_of(4) {
             return None;
         }
         Some(PackBuf {

@@ -31,10 +31,13 @@ const READ_HINT: ReadHint = ReadHint {
     read_first: Some(is_encoder_tensor),
 };
 
-/// The encoder's tensors (`encoder.` names): what the first embedding reads
-/// right after opening (the word-embedding table is read a few rows at a time).
+/// The encoder's tensors (`encoder.` names, and every family's layers:
+/// `layers.` for ModernBERT and the decoders): what the first embedding reads
+/// right after opening (the word-embedding table is read a few rows at a
+/// time).
 fn is_encoder_tensor(name: &str) -> bool {
     name.starts_with(crate::model::arch::ENCODER_PREFIX)
+        || crate::model::arch::split_layer_name(name).is_some()
 }
 
 /// Maps the encoder weights of a memory-mapped file in on a short-lived

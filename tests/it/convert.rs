@@ -345,13 +345,11 @@ fn packed_files_map_in_place() {
         )
         .unwrap()
     };
-    let open_err = |m: ModelFile| {
-        embedder::Embedder::from_model_file(m, &Options::new().threads(1))
-            .err()
-            .expect("refused")
-            .message()
-            .to_string()
-    };
+    let open_err =
+        |m: ModelFile| match embedder::Embedder::from_model_file(m, &Options::new().threads(1)) {
+            Ok(_) => panic!("a damaged packed file opened"),
+            Err(e) => e.message().to_string(),
+        };
     let e = open_err(rebuild(packed.metadata.clone(), &format!("{first}_exp")));
     assert!(e.contains(&format!("'{first}_exp' is missing")), "{e}");
     let e = open_err(rebuild(packed.metadata.clone(), &format!("{first}_rows")));

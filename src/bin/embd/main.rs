@@ -349,7 +349,8 @@ struct ModelArgs {
 #[derive(clap::Args)]
 struct PrecisionArg {
     /// Arithmetic of the dense layers: f32, bf16 or int8 (default: the file's
-    /// own, int8 for files converted with --dtype int8, else f32). A lower
+    /// own, int8 for files converted with --dtype int8, bf16 for --dtype bf16,
+    /// else f32). A lower
     /// precision than the file's converts the weights at open.
     #[arg(long, value_name = "f32|bf16|int8", value_parser = parse_precision)]
     precision: Option<Precision>,
