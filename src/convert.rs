@@ -51,7 +51,7 @@ impl fmt::Display for TargetDType {
 }
 
 fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
-    crate::model::arch::is_layer_linear_weight(&t.name, &t.shape)
+    crate::model::names::is_layer_linear_weight(&t.name, &t.shape)
 }
 
 /// Quantizes a row-major `[rows, cols]` matrix to int8 with one scale per row:

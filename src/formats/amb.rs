@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::bytes::{self, Cursor};
 use super::{Backing, DType, FormatKind, ModelFile, ReadOptions, TensorData, TensorEntry};
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::arch::canonical_name;
+use crate::model::names::canonical_name;
 use crate::tokenizer::vocab::{SpecialIds, Vocab};
 
 /// The file magic.
@@ -682,7 +682,7 @@ fn read_records(b: &[u8], start: usize, end: usize) -> Result<Vec<TensorEntry>> 
 }
 
 fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
-    crate::model::arch::is_layer_linear_weight(&t.name, &t.shape)
+    crate::model::names::is_layer_linear_weight(&t.name, &t.shape)
 }
 
 fn config_value(ek: &str, v: &str) -> Value {

@@ -334,7 +334,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
         }
     };
     // cpp_embedder wrote BERT's (HF) tensor names.
-    let names = &crate::model::arch::bert::FAMILY.names;
+    let names = &crate::model::names::BERT;
     let weight = |module: &str| format!("{module}.weight");
     let (vocab_rows, hidden) = find2(&weight(names.word))?;
     if vocab_rows != vocab_len {
@@ -351,13 +351,16 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
     let layers: BTreeSet<&str> = tensors
         .iter()
         .filter_map(|t| {
-            let rest = t.name.strip_prefix(crate::model::arch::LAYER_PREFIX)?;
+            let rest = t.name.strip_prefix(crate::model::names::LAYER_PREFIX)?;
             let (n, _) = rest.split_once('.')?;
             (!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())).then_some(n)
         })
         .collect();
-    let (intermediate, _) =
-        find2(&crate::model::arch::bert::FAMILY.layer_tensor(0, names.ffn_up[0], "weight"))?;
+    let (intermediate, _) = find2(&format!(
+        "{}0.{}.weight",
+        crate::model::names::LAYER_PREFIX,
+        names.ffn_up[0]
+    ))?;
     let heads = if hidden % GUESSED_HEAD_DIM == 0 {
         hidden / GUESSED_HEAD_DIM
     } else {

@@ -10,6 +10,7 @@ pub mod encoder;
 pub mod head;
 pub mod linear;
 pub mod multi_vector;
+pub mod names;
 pub mod outputs;
 pub mod packed;
 pub mod pair_template;

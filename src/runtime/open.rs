@@ -36,8 +36,8 @@ const READ_HINT: ReadHint = ReadHint {
 /// right after opening (the word-embedding table is read a few rows at a
 /// time).
 fn is_encoder_tensor(name: &str) -> bool {
-    name.starts_with(crate::model::arch::ENCODER_PREFIX)
-        || crate::model::arch::split_layer_name(name).is_some()
+    name.starts_with(crate::model::names::ENCODER_PREFIX)
+        || crate::model::names::split_layer_name(name).is_some()
 }
 
 /// Maps the encoder weights of a memory-mapped file in on a short-lived

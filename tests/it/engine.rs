@@ -8,7 +8,8 @@ use std::sync::Arc;
 use embedder::formats::{Backing, TensorEntry};
 use embedder::import::hf::HfOptions;
 use embedder::kernels::sgemm;
-use embedder::model::arch::{bert::FAMILY, LAYER_PREFIX};
+use embedder::model::arch::bert::FAMILY;
+use embedder::model::names::LAYER_PREFIX;
 use embedder::model::reference;
 use embedder::testutil::TinyBert;
 use embedder::{

@@ -138,7 +138,7 @@ pub fn safetensors_entries(backing: &Backing, what: &str) -> Result<Vec<TensorEn
     let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
     names.sort();
     for raw in names {
-        let Some(name) = crate::model::arch::canonical_name(&raw) else {
+        let Some(name) = crate::model::names::canonical_name(&raw) else {
             continue;
         };
         let view = st
@@ -174,7 +174,7 @@ pub fn tensor_order_key(name: &str) -> (u32, u32, String) {
     if name.starts_with("embeddings.") {
         return (0, 0, name.to_string());
     }
-    if let Some((n, tail)) = crate::model::arch::split_layer_name(name) {
+    if let Some((n, tail)) = crate::model::names::split_layer_name(name) {
         return (1, n, tail.to_string());
     }
     (2, 0, name.to_string())

@@ -4,37 +4,17 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::kernels::Par;
 use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
+use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 
 /// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
 /// modules).
-pub const NAMES: TensorNames = TensorNames {
-    word: "embeddings.word_embeddings",
-    position: Some("embeddings.position_embeddings"),
-    token_type: Some("embeddings.token_type_embeddings"),
-    emb_ln: Some("embeddings.LayerNorm"),
-    qkv: &[
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-    ],
-    attn_out: "attention.output.dense",
-    attn_ln: "attention.output.LayerNorm",
-    ffn_up: &["intermediate.dense"],
-    ffn_down: "output.dense",
-    ffn_ln: "output.LayerNorm",
-    final_norm: None,
-    relative_bias: None,
-    q_norm: None,
-    k_norm: None,
-    post_attn_ln: None,
-    post_ffn_ln: None,
-};
+pub const NAMES: TensorNames = crate::model::names::BERT;
 
 /// The BERT layer (HF `BertLayer`), shared by BERT, MPNet, RoBERTa and
 /// XLM-R: post-norm, every product with a bias.
@@ -88,7 +68,7 @@ pub(crate) const FAMILY_BLOCKS: Family = Family {
     name: "bert",
     hf_model_types: &["bert"],
     hf_prefix: "bert.",
-    layer_prefix: super::LAYER_PREFIX,
+    layer_prefix: crate::model::names::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,

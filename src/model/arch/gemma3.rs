@@ -23,10 +23,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{add_rows, Layer, LayerRun, Stage, Traced};
+use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 
 /// The Gemma3 family.
@@ -34,7 +35,7 @@ pub static FAMILY: Family = Family {
     name: "gemma3",
     hf_model_types: &["gemma3_text"],
     hf_prefix: "model.",
-    layer_prefix: "layers.",
+    layer_prefix: crate::model::names::LAYERS_PREFIX,
     names: TensorNames {
         ffn_ln: "pre_feedforward_layernorm",
         post_attn_ln: Some("post_attention_layernorm"),

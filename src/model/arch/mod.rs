@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun};
+use crate::model::names::TensorNames;
 use crate::model::precision::{LayerPrecision, Precision, Product};
 
 pub mod bert;
@@ -130,54 +131,6 @@ impl SpecialTokens {
     }
 }
 
-/// Tensor names of a family (canonical: without the HF model prefix).
-/// Per-layer names are relative to `{layer_prefix}{l}.` and name a module:
-/// the tensors are `{name}.weight` and, where the family has biases,
-/// `{name}.bias`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TensorNames {
-    /// Word embedding table `[vocab x hidden]`.
-    pub word: &'static str,
-    /// Absolute position table `[max_position x hidden]`, if the family has
-    /// one.
-    pub position: Option<&'static str>,
-    /// Token type table `[type_vocab x hidden]` (row 0 is added to every
-    /// token), if the family has one.
-    pub token_type: Option<&'static str>,
-    /// Embedding norm module, if any.
-    pub emb_ln: Option<&'static str>,
-    /// Query, key and value projections: three modules stacked, or one
-    /// fused (`[3h x h]`).
-    pub qkv: &'static [&'static str],
-    /// Attention output projection.
-    pub attn_out: &'static str,
-    /// The norm of the attention block (after it in a post-norm family,
-    /// before it in a pre-norm one).
-    pub attn_ln: &'static str,
-    /// Feed-forward up projection (gated: `gate | up`, one fused module or
-    /// two stacked).
-    pub ffn_up: &'static [&'static str],
-    /// Feed-forward down projection.
-    pub ffn_down: &'static str,
-    /// The norm of the feed-forward block.
-    pub ffn_ln: &'static str,
-    /// The norm after the last layer, if any.
-    pub final_norm: Option<&'static str>,
-    /// The per-head query norm, if any (Qwen3, Gemma3: `self_attn.q_norm`).
-    pub q_norm: Option<&'static str>,
-    /// The per-head key norm, if any.
-    pub k_norm: Option<&'static str>,
-    /// The norm of the attention block's output before its residual add,
-    /// if any (Gemma3's `post_attention_layernorm`).
-    pub post_attn_ln: Option<&'static str>,
-    /// The norm of the feed-forward block's output before its residual
-    /// add, if any (Gemma3's `post_feedforward_layernorm`).
-    pub post_ffn_ln: Option<&'static str>,
-    /// Relative attention bias table `[buckets x heads]`
-    /// ([`AttentionBias::RelativeBuckets`]).
-    pub relative_bias: Option<&'static str>,
-}
-
 /// Reads a family's own `config.json` keys into EMBD metadata.
 pub type HfConfigHook = fn(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()>;
 
@@ -234,15 +187,6 @@ pub struct Family {
     pub forward: LayerForward,
 }
 
-/// Prefix of every tensor of the encoder stack of the BERT-shaped families
-/// (the layers, and MPNet's relative attention bias): what an embedding
-/// reads right after the embedding lookup.
-pub const ENCODER_PREFIX: &str = "encoder.";
-
-/// Prefix of every per-layer tensor name of the BERT-shaped families,
-/// followed by the layer index (`encoder.layer.{l}.{module}.{kind}`).
-pub const LAYER_PREFIX: &str = "encoder.layer.";
-
 impl Family {
     /// Name of module `module` of layer `l` (`{layer_prefix}{l}.{module}`);
     /// its tensors are `.weight` and `.bias` after it.
@@ -276,48 +220,6 @@ impl LayerPrecision {
         }
         plan
     }
-}
-
-/// The layer index of a per-layer tensor name of any family, and the rest
-/// of the name.
-pub fn split_layer_name(name: &str) -> Option<(u32, &str)> {
-    FAMILIES.iter().find_map(|f| {
-        let rest = name.strip_prefix(f.layer_prefix)?;
-        let (num, tail) = rest.split_once('.')?;
-        Some((num.parse().ok()?, tail))
-    })
-}
-
-/// HF checkpoints name encoder tensors in several ways; this returns the
-/// canonical (prefix-free, `weight`/`bias`) name, or `None` for tensors the
-/// encoder never uses and that are dropped (heads, buffers). The prefixes
-/// stripped are those of the registered families (`bert.`, `mpnet.`).
-pub fn canonical_name(name: &str) -> Option<String> {
-    let n = FAMILIES
-        .iter()
-        .find_map(|f| name.strip_prefix(f.hf_prefix))
-        .unwrap_or(name);
-    if n.starts_with("cls.") || n.starts_with("lm_head.") || n.ends_with("position_ids") {
-        return None;
-    }
-    let n = if let Some(base) = n.strip_suffix("LayerNorm.gamma") {
-        format!("{base}LayerNorm.weight")
-    } else if let Some(base) = n.strip_suffix("LayerNorm.beta") {
-        format!("{base}LayerNorm.bias")
-    } else {
-        n.to_string()
-    };
-    Some(n)
-}
-
-/// Whether a tensor is the weight matrix of an encoder layer's linear
-/// projection (2-D, under [`LAYER_PREFIX`], `.weight`, not a LayerNorm): the
-/// tensors the converters quantize.
-pub fn is_layer_linear_weight(name: &str, shape: &[usize]) -> bool {
-    shape.len() == 2
-        && split_layer_name(name).is_some()
-        && name.ends_with(".weight")
-        && !name.contains("LayerNorm")
 }
 
 /// A number of `config.json`.
@@ -475,6 +377,26 @@ fn float_large(n: u64, exact: u64, max_distance: usize, span: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::names::{
+        canonical_name, ENCODER_PREFIX, HF_PREFIXES, LAYER_PREFIX, LAYER_PREFIXES,
+    };
+
+    /// Every family's prefixes are among the name conventions the containers
+    /// read (`model::names`), and every convention is some family's.
+    #[test]
+    fn family_prefixes_are_the_known_ones() {
+        for f in FAMILIES {
+            assert!(HF_PREFIXES.contains(&f.hf_prefix), "{}", f.name);
+            assert!(LAYER_PREFIXES.contains(&f.layer_prefix), "{}", f.name);
+        }
+        for p in HF_PREFIXES {
+            assert!(FAMILIES.iter().any(|f| f.hf_prefix == p), "{p}");
+        }
+        for p in LAYER_PREFIXES {
+            assert!(FAMILIES.iter().any(|f| f.layer_prefix == p), "{p}");
+        }
+    }
 
     #[test]
     fn canonical_names() {

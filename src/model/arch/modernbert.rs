@@ -21,10 +21,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
+use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 
 /// The ModernBERT family.
@@ -32,7 +33,7 @@ pub static FAMILY: Family = Family {
     name: "modernbert",
     hf_model_types: &["modernbert"],
     hf_prefix: "model.",
-    layer_prefix: "layers.",
+    layer_prefix: crate::model::names::LAYERS_PREFIX,
     names: TensorNames {
         word: "embeddings.tok_embeddings",
         position: None,

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
+use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 
 /// The MPNet family.
@@ -21,7 +22,7 @@ pub static FAMILY: Family = Family {
     name: "mpnet",
     hf_model_types: &["mpnet"],
     hf_prefix: "mpnet.",
-    layer_prefix: super::LAYER_PREFIX,
+    layer_prefix: crate::model::names::LAYER_PREFIX,
     names: TensorNames {
         word: "embeddings.word_embeddings",
         position: Some("embeddings.position_embeddings"),

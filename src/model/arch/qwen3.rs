@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
+use crate::model::names::TensorNames;
 
 /// The tensor names of Qwen3 (and, with its extra norms, Gemma3's).
 pub(crate) const NAMES: TensorNames = TensorNames {
@@ -45,7 +46,7 @@ pub static FAMILY: Family = Family {
     name: "qwen3",
     hf_model_types: &["qwen3"],
     hf_prefix: "model.",
-    layer_prefix: "layers.",
+    layer_prefix: crate::model::names::LAYERS_PREFIX,
     names: NAMES,
     positions: Positions::Sequential,
     attention_bias: AttentionBias::None,

@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens, TensorNames};
+use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::Result;
+use crate::model::names::TensorNames;
 
 /// The same modules as BERT.
 const NAMES: TensorNames = super::bert::NAMES;
@@ -34,7 +35,7 @@ pub static ROBERTA: Family = Family {
     name: "roberta",
     hf_model_types: &["roberta"],
     hf_prefix: "roberta.",
-    layer_prefix: super::LAYER_PREFIX,
+    layer_prefix: crate::model::names::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::AfterPadding,
     attention_bias: AttentionBias::None,
@@ -49,7 +50,7 @@ pub static XLM_ROBERTA: Family = Family {
     name: "xlm-roberta",
     hf_model_types: &["xlm-roberta"],
     hf_prefix: "roberta.",
-    layer_prefix: super::LAYER_PREFIX,
+    layer_prefix: crate::model::names::LAYER_PREFIX,
     names: NAMES,
     positions: Positions::AfterPadding,
     attention_bias: AttentionBias::None,
