@@ -50,6 +50,25 @@ impl fmt::Display for TargetDType {
     }
 }
 
+/// `src` with other metadata and tensors (its container kind, backing,
+/// vocabulary, details and read report kept).
+fn rebuilt(
+    src: &ModelFile,
+    md: std::collections::BTreeMap<String, String>,
+    tensors: Vec<TensorEntry>,
+) -> Result<ModelFile> {
+    let mut out = ModelFile::new(
+        src.format,
+        src.backing().clone(),
+        md,
+        src.vocab.clone(),
+        tensors,
+    )?;
+    out.details = src.details.clone();
+    out.report = src.report.clone();
+    Ok(out)
+}
+
 fn is_encoder_linear_weight(t: &TensorEntry) -> bool {
     crate::model::names::is_layer_linear_weight(&t.name, &t.shape)
 }
@@ -148,16 +167,7 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
     if target == TargetDType::Int8 {
         md.insert("quantization".to_string(), "int8_per_row".to_string());
     }
-    let mut out = ModelFile::new(
-        src.format,
-        src.backing().clone(),
-        md,
-        src.vocab.clone(),
-        tensors,
-    )?;
-    out.details = src.details.clone();
-    out.report = src.report.clone();
-    Ok(out)
+    rebuilt(src, md, tensors)
 }
 
 /// `src` (a model converted to bf16 or int8 by [`convert_dtype`]) with its
@@ -223,16 +233,7 @@ pub fn pack_for_run(src: ModelFile, target: TargetDType) -> Result<ModelFile> {
             tensors.push(t.clone());
         }
     }
-    let mut out = ModelFile::new(
-        src.format,
-        src.backing().clone(),
-        md,
-        src.vocab.clone(),
-        tensors,
-    )?;
-    out.details = src.details.clone();
-    out.report = src.report.clone();
-    Ok(out)
+    rebuilt(&src, md, tensors)
 }
 
 /// For a BERT encoder whose dense weights are all floats: its int8 weights
@@ -332,16 +333,7 @@ pub fn with_output_ranges(src: &ModelFile, texts: &[String], threads: usize) -> 
     ));
     let mut md = src.metadata.clone();
     md.insert("output_ranges_texts".to_string(), texts.len().to_string());
-    let mut out = ModelFile::new(
-        src.format,
-        src.backing().clone(),
-        md,
-        src.vocab.clone(),
-        tensors,
-    )?;
-    out.details = src.details.clone();
-    out.report = src.report.clone();
-    Ok(out)
+    rebuilt(src, md, tensors)
 }
 
 /// The `int8_per_row` tensors of every dense weight of the model in `file`,

@@ -15,6 +15,20 @@ use crate::formats::{Backing, FormatKind, ModelFile, TensorEntry};
 use crate::model::config::ModelConfig;
 use crate::tokenizer::vocab::Vocab;
 
+/// `len` pseudo-random values in `[-r, r)` (xorshift32 from a fixed seed:
+/// the same values on every run, without an RNG crate).
+pub fn pseudo_random(len: usize, r: f32) -> Vec<f32> {
+    let mut s = 0x2545_f491_u32;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 * r - r
+        })
+        .collect()
+}
+
 /// The shape of a tiny BERT encoder and its vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TinyBert {

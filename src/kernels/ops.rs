@@ -897,18 +897,7 @@ mod speed {
         b
     }
 
-    /// Pseudo-random values in `[-r, r)`.
-    fn data(len: usize, r: f32) -> Vec<f32> {
-        let mut s = 0x2545_f491_u32;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 * r - r
-            })
-            .collect()
-    }
+    use crate::testutil::pseudo_random as data;
 
     /// ns per element of `op` on every `n`-float row of a 32 KiB buffer that
     /// is restored before each pass (the restore is timed alone and

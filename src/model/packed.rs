@@ -380,17 +380,8 @@ mod tests {
     use crate::kernels::qgemm::{self, PackedI8};
     use std::sync::Arc;
 
-    /// Deterministic values spanning signs and magnitudes (no RNG crate).
     fn values(len: usize) -> Vec<f32> {
-        let mut s = 0x2545_f491_u32;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32 - 0.5) * 8.0
-            })
-            .collect()
+        crate::testutil::pseudo_random(len, 4.0)
     }
 
     /// Every ISA's bf16 layout unpacks to the values it packed (each rounded
