@@ -186,7 +186,7 @@ impl StaticEmbedder {
             pooling: Pooling::Mean,
             normalize: self.normalize,
             // A table lookup: no dense layers, the stored f32 vectors.
-            precision: crate::Precision::F32,
+            precision: crate::model::precision::Precision::F32,
         }
     }
 }
@@ -422,7 +422,7 @@ impl Engine {
     /// Checks a model file completely, as `embd verify` does: the container
     /// (every checksum it stores) and the model its `architecture` asks for
     /// (static word embeddings, GPT-2 tensor shapes, a cross-encoder built as
-    /// [`crate::Reranker::from_model_file`] builds it, or a BERT-family encoder
+    /// [`crate::reranker::Reranker::from_model_file`] builds it, or a BERT-family encoder
     /// built as [`Embedder::from_model_file`] builds it).
     ///
     /// # Errors
@@ -439,7 +439,7 @@ impl Engine {
             crate::model::head::Task::of(&m.metadata)? == crate::model::head::Task::Classification;
         let model = match arch.as_str() {
             _ if classifier => {
-                let r = crate::Reranker::from_model_file(m, &Options::new())?;
+                let r = crate::reranker::Reranker::from_model_file(m, &Options::new())?;
                 let info = r.info();
                 format!(
                     "cross-encoder '{}' ({}, {} layers, {} label{}, {})",

@@ -166,7 +166,7 @@ impl Embedder {
     /// `max_seq_length - 2`), `[SEP]`; and the text's [`TextInfo`].
     ///
     /// # Errors
-    /// [`ErrorKind::LimitExceeded`] for a text over [`crate::MAX_TEXT_BYTES`],
+    /// [`ErrorKind::LimitExceeded`] for a text over [`crate::limits::MAX_TEXT_BYTES`],
     /// or longer than the model with [`Truncation::Refuse`] (the message gives
     /// the token count); [`ErrorKind::InvalidArgument`] when
     /// [`Truncation::Left`] would cut into a prompt left out of pooling.
@@ -200,19 +200,19 @@ impl Embedder {
     }
 
     /// `text` with the plan's prompt before it, checked against
-    /// [`crate::MAX_TEXT_BYTES`].
+    /// [`crate::limits::MAX_TEXT_BYTES`].
     pub(super) fn prompted_text<'a>(
         &self,
         text: &'a str,
         plan: &CallPlan,
     ) -> Result<std::borrow::Cow<'a, str>> {
-        if text.len() > crate::MAX_TEXT_BYTES {
+        if text.len() > crate::limits::MAX_TEXT_BYTES {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
                 format!(
                     "text has {} bytes, more than the limit of {}",
                     text.len(),
-                    crate::MAX_TEXT_BYTES
+                    crate::limits::MAX_TEXT_BYTES
                 ),
             ));
         }

@@ -284,10 +284,13 @@ impl Embedder {
     /// A request's outputs (checked against the model's), route and plan,
     /// for `n` inputs.
     fn resolve(&self, n: usize, req: &EncodeRequest) -> Result<(Vec<OutputKind>, Route, CallPlan)> {
-        if n > crate::MAX_BATCH {
+        if n > crate::limits::MAX_BATCH {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
-                format!("{n} texts exceed the batch limit of {}", crate::MAX_BATCH),
+                format!(
+                    "{n} texts exceed the batch limit of {}",
+                    crate::limits::MAX_BATCH
+                ),
             ));
         }
         let kinds: Vec<OutputKind> = if req.outputs.is_empty() {
