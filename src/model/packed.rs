@@ -73,19 +73,26 @@ pub(crate) fn is_packed(file: &ModelFile) -> bool {
     file.metadata.contains_key(LAYOUT_KEY)
 }
 
-fn ints<const N: usize, T>(
+/// The companion tensor `{packed}{suffix}` of a packed layer: `len` values
+/// of `dtype`, checked, its errors naming the layout the sizes are for.
+fn companion<const N: usize, T>(
     file: &ModelFile,
-    name: &str,
+    packed: &str,
+    suffix: &str,
     dtype: DType,
     len: usize,
+    layout: &str,
     from: fn([u8; N]) -> T,
 ) -> Result<Vec<T>> {
-    let t = file
-        .tensor(name)
-        .ok_or_else(|| Error::model(format!("required tensor '{name}' is missing")))?;
+    let name = format!("{packed}{suffix}");
+    let t = file.tensor(&name).ok_or_else(|| {
+        Error::model(format!(
+            "required tensor '{name}' is missing in layout '{layout}'"
+        ))
+    })?;
     if t.dtype != dtype || t.shape != [len] || t.byte_len() != len * N {
         return Err(Error::model(format!(
-            "tensor '{name}' has {} {:?}, expected {dtype} [{len}]",
+            "tensor '{name}' has {} {:?}, expected {dtype} [{len}] in layout '{layout}'",
             t.dtype, t.shape
         )));
     }
@@ -122,11 +129,13 @@ pub(crate) fn find<'a>(
             "tensor '{name}' is packed but metadata '{LAYOUT_KEY}' is missing"
         ))
     })?;
-    let rows: Vec<i32> = ints(
+    let rows: Vec<i32> = companion(
         file,
-        &format!("{name}_rows"),
+        &name,
+        "_rows",
         DType::I32,
         widths.len(),
+        layout,
         i32::from_le_bytes,
     )?;
     if rows.iter().zip(widths).any(|(&r, &w)| r as i64 != w as i64) {
@@ -145,14 +154,15 @@ pub(crate) fn find<'a>(
         if t.dtype != DType::U32 || t.shape != [words] || t.byte_len() != 4 * words {
             return Err(wrong(DType::U32, words));
         }
-        let exp = ints(
+        let exp = companion(
             file,
-            &format!("{name}_exp"),
+            &name,
+            "_exp",
             DType::I16,
             panels,
+            layout,
             i16::from_le_bytes,
-        )
-        .map_err(|e| in_layout(e, layout))?;
+        )?;
         return Ok(Some(Stored::Bf16 {
             layout,
             words: t,
@@ -163,22 +173,24 @@ pub(crate) fn find<'a>(
         if t.dtype != DType::I8 || t.shape != [len] || t.byte_len() != len {
             return Err(wrong(DType::I8, len));
         }
-        let scale = ints(
+        let scale = companion(
             file,
-            &format!("{name}_scale"),
+            &name,
+            "_scale",
             DType::F32,
             n,
+            layout,
             f32::from_le_bytes,
-        )
-        .map_err(|e| in_layout(e, layout))?;
-        let wsum = ints(
+        )?;
+        let wsum = companion(
             file,
-            &format!("{name}_sum"),
+            &name,
+            "_sum",
             DType::I32,
             n,
+            layout,
             i32::from_le_bytes,
-        )
-        .map_err(|e| in_layout(e, layout))?;
+        )?;
         return Ok(Some(Stored::Int8 {
             layout,
             bytes: t,
@@ -189,11 +201,6 @@ pub(crate) fn find<'a>(
     Err(Error::unsupported(format!(
         "metadata '{LAYOUT_KEY}' = '{layout}' is not a layout this build reads (bf16-nrN-kcK, int8-nrN-k4)"
     )))
-}
-
-/// `e` saying which layout the sizes were expected for.
-fn in_layout(e: Error, layout: &str) -> Error {
-    Error::model(format!("{} in layout '{layout}'", e.message()))
 }
 
 /// A tensor's bytes as a read-only pack buffer: in place when the file keeps
