@@ -6,8 +6,9 @@
 //!   activation + LayerNorm, then the decoder tied to the word embeddings
 //!   plus its bias) on every token, `log1p(act(logit))`, max or sum over the
 //!   tokens. The vocabulary projection is the largest product of the model:
-//!   it runs in the model's precision, over blocks of [`VOCAB_BLOCK`] ids, so
-//!   that no more than `tokens x VOCAB_BLOCK` logits exist at a time.
+//!   it runs in the model's precision, over blocks of [`VOCAB_BLOCK`] ids and
+//!   [`ROW_BLOCK`] tokens, so that no more than `ROW_BLOCK x VOCAB_BLOCK`
+//!   logits per thread exist at a time, pooled while in cache.
 //! - [`LexicalHead`]: BGE-M3's lexical weights (FlagEmbedding's
 //!   `sparse_linear`): `relu(w · h + b)` per token, the largest per token id,
 //!   special tokens dropped.
@@ -25,6 +26,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::kernels::gemm::Epilogue;
@@ -32,7 +35,7 @@ use crate::kernels::Par;
 use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::config::{Activation, ModelConfig};
 use crate::model::encoder::HeadScratch;
-use crate::model::linear::Linear;
+use crate::model::linear::{Linear, LinearScratch};
 use crate::model::param::{load_param, stores_int8, Param, Table};
 use crate::model::precision::Precision;
 
@@ -52,7 +55,10 @@ pub const SPARSE_TOP_K: &str = "sparse_top_k";
 pub const SPARSE_QUERY: &str = "sparse_query";
 
 /// Vocabulary ids per block of the vocabulary projection.
-pub const VOCAB_BLOCK: usize = 2048;
+pub const VOCAB_BLOCK: usize = 1024;
+/// Rows (tokens) per product of a vocabulary block: the
+/// `ROW_BLOCK x VOCAB_BLOCK` logits of one product are pooled while in cache.
+pub const ROW_BLOCK: usize = 192;
 
 /// A sparse vector: ids ascending, each once, no zero weight.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -257,6 +263,14 @@ impl SpladeHead {
 
     /// The sparse vector of each sequence (`lens`, packed) from the last
     /// hidden states of its tokens.
+    ///
+    /// The vocabulary projection runs block by block ([`VOCAB_BLOCK`] ids),
+    /// the blocks split between `par`'s tasks (each block's products serial,
+    /// in one task), and within a block [`ROW_BLOCK`] rows at a time, whose
+    /// logits are pooled into their sequences' accumulators while they are
+    /// still in the core's cache. Each logit is the same product whatever
+    /// the split (see [`Linear::forward`]), and each sequence pools its rows
+    /// in order, so neither the split nor the thread count changes a bit.
     fn apply(
         &self,
         hidden: &[f32],
@@ -266,13 +280,14 @@ impl SpladeHead {
     ) -> Vec<SparseVector> {
         let h = self.h;
         let total: usize = lens.iter().sum();
-        let mut out = vec![SparseVector::default(); lens.len()];
         if total == 0 {
-            return out;
+            return vec![SparseVector::default(); lens.len()];
         }
-        let (buf, lin) = scratch.floats(total * h + total * VOCAB_BLOCK + VOCAB_BLOCK);
+        let blocks = self.decoder.len();
+        let tasks = par.tasks().clamp(1, blocks.max(1));
+        let per_task = (ROW_BLOCK + lens.len()) * VOCAB_BLOCK;
+        let (buf, lin) = scratch.floats(total * h + tasks * per_task);
         let (t, rest) = buf.split_at_mut(total * h);
-        let (logits, pooled) = rest.split_at_mut(total * VOCAB_BLOCK);
         let b = self.transform_b.as_slice();
         let epi = match self.act {
             Activation::GeluTanh => Epilogue::BiasGeluTanh(b),
@@ -281,52 +296,105 @@ impl SpladeHead {
         self.transform
             .forward(hidden, total, t, h, false, epi, par, lin);
         self.norm.apply(t, h, par);
-        let bias = self.decoder_b.as_slice();
-        let mut start = 0;
-        for dec in &self.decoder {
-            let n = dec.n();
-            let logits = &mut logits[..total * n];
-            let epi = Epilogue::Bias(&bias[start..start + n]);
-            dec.forward(t, total, logits, n, false, epi, par, lin);
-            let acc = &mut pooled[..n];
-            let mut o = 0;
-            for (&len, sv) in lens.iter().zip(out.iter_mut()) {
-                let rows = &logits[o * n..(o + len) * n];
-                // Row by row (contiguous): the max of the logits (log1p(act(.))
-                // is monotone, so the max of the activated values is the
-                // activated max), or the sum of the activated values.
+        let t = &*t;
+        let per = blocks.div_ceil(tasks);
+        let run = |task: usize, work: &mut [f32], lin: &mut LinearScratch| {
+            let mut out = vec![SparseVector::default(); lens.len()];
+            for block in task * per..((task + 1) * per).min(blocks) {
+                self.pool_block(block, t, lens, work, lin, &mut out);
+            }
+            out
+        };
+        let parts: Vec<Vec<SparseVector>> = if tasks == 1 {
+            vec![run(0, rest, lin)]
+        } else {
+            let mut lins: Vec<LinearScratch> = (1..tasks).map(|_| LinearScratch::default()).collect();
+            let lins = std::iter::once(lin).chain(lins.iter_mut());
+            rest.par_chunks_mut(per_task)
+                .zip(lins.collect::<Vec<_>>())
+                .enumerate()
+                .map(|(task, (work, lin))| run(task, work, lin))
+                .collect()
+        };
+        // The tasks' blocks ascend: each sequence's ids stay sorted.
+        let mut out = vec![SparseVector::default(); lens.len()];
+        for part in parts {
+            for (sv, p) in out.iter_mut().zip(part) {
+                sv.indices.extend(p.indices);
+                sv.values.extend(p.values);
+            }
+        }
+        out
+    }
+
+    /// Block `block` of the vocabulary: its logits for every row of `t`,
+    /// pooled per sequence, the nonzero weights appended to `out`. `work`:
+    /// `(ROW_BLOCK + lens.len()) x VOCAB_BLOCK` floats.
+    fn pool_block(
+        &self,
+        block: usize,
+        t: &[f32],
+        lens: &[usize],
+        work: &mut [f32],
+        lin: &mut LinearScratch,
+        out: &mut [SparseVector],
+    ) {
+        let (h, dec) = (self.h, &self.decoder[block]);
+        let (n, start) = (dec.n(), block * VOCAB_BLOCK);
+        let total = t.len() / h;
+        let bias = &self.decoder_b.as_slice()[start..start + n];
+        let (logits, pooled) = work.split_at_mut(ROW_BLOCK * VOCAB_BLOCK);
+        let pooled = &mut pooled[..lens.len() * n];
+        // Max pooling adds the bias after the max: rounding is monotone, so
+        // max_t(x_t + b) and max_t(x_t) + b are the same float, and the
+        // addition runs once per id instead of once per token and id. The
+        // activation log1p(act(.)) is monotone too: the max of the activated
+        // values is the activated max. Sum pooling adds the activated values.
+        let (epi, init) = match self.pooling {
+            SpladePooling::Max => (Epilogue::None, f32::NEG_INFINITY),
+            SpladePooling::Sum => (Epilogue::Bias(bias), 0.0),
+        };
+        pooled.fill(init);
+        let (mut seq, mut seq_end) = (0, lens[0]);
+        for r0 in (0..total).step_by(ROW_BLOCK) {
+            let rows = ROW_BLOCK.min(total - r0);
+            let logits = &mut logits[..rows * n];
+            let x = &t[r0 * h..(r0 + rows) * h];
+            dec.forward(x, rows, logits, n, false, epi, Par::Serial, lin);
+            for (i, row) in logits.chunks_exact(n).enumerate() {
+                while r0 + i >= seq_end {
+                    seq += 1;
+                    seq_end += lens[seq];
+                }
+                let acc = &mut pooled[seq * n..(seq + 1) * n];
                 match self.pooling {
                     SpladePooling::Max => {
-                        acc.fill(f32::NEG_INFINITY);
-                        for r in rows.chunks_exact(n) {
-                            for (a, &x) in acc.iter_mut().zip(r) {
-                                *a = a.max(x);
-                            }
-                        }
-                        for a in acc.iter_mut() {
-                            *a = self.activation.apply(*a);
+                        for (a, &x) in acc.iter_mut().zip(row) {
+                            // One `maxps` per lane (a NaN logit is never
+                            // taken, as `f32::max` would not take it either).
+                            *a = if x > *a { x } else { *a };
                         }
                     }
                     SpladePooling::Sum => {
-                        acc.fill(0.0);
-                        for r in rows.chunks_exact(n) {
-                            for (a, &x) in acc.iter_mut().zip(r) {
-                                *a += self.activation.apply(x);
-                            }
+                        for (a, &x) in acc.iter_mut().zip(row) {
+                            *a += self.activation.apply(x);
                         }
                     }
                 }
-                for (c, &v) in acc.iter().enumerate() {
-                    if v > 0.0 {
-                        sv.indices.push((start + c) as u32);
-                        sv.values.push(v);
-                    }
-                }
-                o += len;
             }
-            start += n;
         }
-        out
+        for (acc, sv) in pooled.chunks_exact(n).zip(out.iter_mut()) {
+            for (c, (&a, &b)) in acc.iter().zip(bias).enumerate() {
+                let v = match self.pooling {
+                    SpladePooling::Max => self.activation.apply(a + b),
+                    SpladePooling::Sum => a,
+                };
+                if v > 0.0 {
+                    sv.indices.push((start + c) as u32);
+                    sv.values.push(v);
+                }
+            }
+        }
     }
 }
 
