@@ -308,7 +308,8 @@ impl SpladeHead {
         let parts: Vec<Vec<SparseVector>> = if tasks == 1 {
             vec![run(0, rest, lin)]
         } else {
-            let mut lins: Vec<LinearScratch> = (1..tasks).map(|_| LinearScratch::default()).collect();
+            let mut lins: Vec<LinearScratch> =
+                (1..tasks).map(|_| LinearScratch::default()).collect();
             let lins = std::iter::once(lin).chain(lins.iter_mut());
             rest.par_chunks_mut(per_task)
                 .zip(lins.collect::<Vec<_>>())
