@@ -389,23 +389,20 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
         res["load_s"] = time.perf_counter() - t0
         q, docs = read_lines(spec["query"])[0], read_lines(spec["docs"])
 
+        kept: list[float] = []  # the first call's scores
+
         def rank() -> list[int]:
             s = np.asarray(score(q, docs), np.float64)
+            if not kept:
+                kept.extend(float(x) for x in s)
             return sorted(range(len(docs)), key=lambda i: (-s[i], i))[:10]
 
-        if spec["runs"] == 0:
-            # One call, timed and scored: no warm-up (each call of a 0.6B
-            # reranker on 100 pairs takes minutes; what a first call adds is
-            # well under 1% of that, for every engine alike).
-            t1 = time.perf_counter()
-            s = np.asarray(score(q, docs), np.float64)
-            sorted(range(len(docs)), key=lambda i: (-s[i], i))[:10]
-            ms = (time.perf_counter() - t1) * 1e3
-            res["scores"] = [float(x) for x in s]
-            res["latency"] = {"median_ms": ms, "p90_ms": ms}
-        else:
-            res["scores"] = [float(x) for x in score(q, docs)]  # also the warm-up call
-            res["latency"] = harness.median_ms(rank, spec["runs"], warmup=0)
+        # --rerank-runs 0: one call, timed and scored, no warm-up (each call
+        # of a 0.6B reranker on 100 pairs takes minutes; what a first call
+        # adds is well under 1% of that, for every engine alike).
+        runs = spec["runs"]
+        res["latency"] = harness.median_ms(rank, max(runs, 1), warmup=int(runs > 0))
+        res["scores"] = kept
         res["seconds"] = res["latency"]["median_ms"] / 1e3
     else:
         encode = embed_encoder(spec, info)

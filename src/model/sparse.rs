@@ -308,11 +308,12 @@ impl SpladeHead {
         let parts: Vec<Vec<SparseVector>> = if tasks == 1 {
             vec![run(0, rest, lin)]
         } else {
-            let mut lins: Vec<LinearScratch> =
+            let mut more: Vec<LinearScratch> =
                 (1..tasks).map(|_| LinearScratch::default()).collect();
-            let lins = std::iter::once(lin).chain(lins.iter_mut());
+            let lins: Vec<&mut LinearScratch> =
+                std::iter::once(lin).chain(more.iter_mut()).collect();
             rest.par_chunks_mut(per_task)
-                .zip(lins.collect::<Vec<_>>())
+                .zip(lins)
                 .enumerate()
                 .map(|(task, (work, lin))| run(task, work, lin))
                 .collect()
