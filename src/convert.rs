@@ -170,11 +170,14 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
     rebuilt(src, md, tensors)
 }
 
-/// `src` (a model converted to bf16 or int8 by [`convert_dtype`]) with its
-/// encoder layers' weights stored packed in the layout of this CPU's bf16 or
-/// int8 kernels ([`crate::model::packed`]), so that opening it maps them in
-/// place; the file then runs in that precision by default. Other targets,
-/// and files without an encoder, are returned unchanged.
+/// `src` (a model converted to f32, bf16 or int8 by [`convert_dtype`]) with
+/// its encoder layers' weights stored packed in the layout of this CPU's
+/// kernels of that precision ([`crate::model::packed`]), so that opening it
+/// maps them in place; the file then runs in that precision by default. f16,
+/// files without an encoder, and f32 where the engine's own f32 kernels do
+/// not run (no AVX2) are returned unchanged; f32 layers whose kernels read
+/// them unpacked (segments of widths not aligned for the panels) stay row by
+/// row.
 ///
 /// # Errors
 /// The model's load errors (a missing or misshapen tensor, named).
@@ -183,9 +186,10 @@ pub fn pack_for_run(src: ModelFile, target: TargetDType) -> Result<ModelFile> {
     use crate::model::encoder::Encoder;
     use crate::model::precision::{LayerPrecision, Precision};
     let precision = match target {
+        TargetDType::F32 => Precision::F32,
         TargetDType::BF16 => Precision::Bf16,
         TargetDType::Int8 => Precision::Int8,
-        TargetDType::F32 | TargetDType::F16 => return Ok(src),
+        TargetDType::F16 => return Ok(src),
     };
     let Ok(cfg) = ModelConfig::from_metadata(&src.metadata) else {
         return Ok(src);
@@ -193,10 +197,14 @@ pub fn pack_for_run(src: ModelFile, target: TargetDType) -> Result<ModelFile> {
     let src = std::sync::Arc::new(src);
     let plan = LayerPrecision::for_family(precision, cfg.family()?);
     let encoder = Encoder::load(&src, &cfg, plan, None)?;
+    // f32 layers are packed on first use (or in the background): now.
+    encoder.prepack(false);
     let mut layout = None;
     let mut replaced = std::collections::HashSet::new();
     let mut packed = Vec::new();
-    for lin in encoder.linears() {
+    // Only the target precision's layers: a file has one layout (the bf16
+    // plan keeps some products in f32, which stay row by row).
+    for lin in encoder.linears().filter(|l| l.precision() == precision) {
         let Some((tensors, names)) = lin.packed_tensors() else {
             continue;
         };

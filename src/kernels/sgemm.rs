@@ -282,6 +282,85 @@ impl PackedB {
         self.isa
     }
 
+    /// The name of the layout [`PackedB::floats`] has for `isa`'s kernels:
+    /// two ISAs with the same name read the same floats. Stored with packed
+    /// f32 weights (`model::packed`) so that a file is read in place only by
+    /// kernels of that layout.
+    pub fn layout(isa: Isa) -> String {
+        format!("f32-nr{}-kc{}", isa.nr(), isa.kc())
+    }
+
+    /// Floats in `layout` for the `k x n` matrix (the weight `[n x k]` of a
+    /// layer); `None` for a layout name this build does not know.
+    pub fn stored_len(layout: &str, n: usize, k: usize) -> Option<usize> {
+        let (nr, _) = parse_layout(layout)?;
+        k.checked_mul(n.next_multiple_of(nr))
+    }
+
+    /// Floats packed earlier ([`PackedB::floats`] of a matrix packed for an
+    /// ISA of the same [`PackedB::layout`]), read in place from `buf`.
+    ///
+    /// # Errors
+    /// A message when the size does not fit `k x n` or the CPU lacks `isa`.
+    pub fn from_stored(isa: Isa, k: usize, n: usize, buf: PackBuf) -> Result<PackedB, String> {
+        if !isa.supported() {
+            return Err(format!("the CPU lacks the {isa:?} f32 kernels"));
+        }
+        let n_pad = n.next_multiple_of(isa.nr());
+        if Some(buf.as_slice().len()) != k.checked_mul(n_pad) {
+            return Err(format!(
+                "{} packed floats, expected {} for [{n}, {k}]",
+                buf.as_slice().len(),
+                k * n_pad
+            ));
+        }
+        Ok(PackedB {
+            isa,
+            k,
+            n,
+            n_pad,
+            buf: Arc::new(buf),
+            start: 0,
+        })
+    }
+
+    /// The weight `[n x k]` (the HF layout, `Bᵀ`) of `floats` packed in
+    /// `layout` (any ISA's), for packing again for other kernels; `None` for
+    /// an unknown layout or a wrong length.
+    pub fn unpack(layout: &str, floats: &[f32], n: usize, k: usize) -> Option<Vec<f32>> {
+        let (nr, kcb) = parse_layout(layout)?;
+        let n_pad = n.next_multiple_of(nr);
+        if Some(floats.len()) != k.checked_mul(n_pad) {
+            return None;
+        }
+        let mut w = vec![0f32; n * k];
+        let mut p0 = 0;
+        while p0 < k {
+            let kc = kcb.min(k - p0);
+            for j0 in (0..n).step_by(nr) {
+                let panel = &floats[p0 * n_pad + j0 * kc..][..kc * nr];
+                for jj in 0..nr.min(n - j0) {
+                    let row = &mut w[(j0 + jj) * k + p0..][..kc];
+                    for (p, v) in row.iter_mut().enumerate() {
+                        *v = panel[p * nr + jj];
+                    }
+                }
+            }
+            p0 += kc;
+        }
+        Some(w)
+    }
+
+    /// This matrix's packed floats (`k · n_pad`, zero-padded panels).
+    pub fn floats(&self) -> &[f32] {
+        &self.buf.as_slice()[self.start..self.start + self.k * self.n_pad]
+    }
+
+    /// Whether the packed floats are read in place from a file.
+    pub fn is_shared(&self) -> bool {
+        self.buf.is_shared()
+    }
+
     /// Bytes of this matrix's packed copy.
     pub fn bytes(&self) -> usize {
         self.k * self.n_pad * 4
@@ -295,6 +374,14 @@ impl PackedB {
         let j0 = j / nr * nr;
         self.buf.as_slice()[self.start + p0 * self.n_pad + j0 * kc + (p - p0) * nr + (j - j0)]
     }
+}
+
+/// `(nr, kc)` of an f32 layout name (`f32-nrN-kcK`).
+fn parse_layout(layout: &str) -> Option<(usize, usize)> {
+    let rest = layout.strip_prefix("f32-nr")?;
+    let (nr, kc) = rest.split_once("-kc")?;
+    let (nr, kc) = (nr.parse().ok()?, kc.parse().ok()?);
+    (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
 }
 
 impl BSource for PackedB {
@@ -829,6 +916,22 @@ mod tests {
                     raw.pack(p0, kc, j0, nr, 5, want.as_mut_ptr());
                 }
                 assert_eq!(panel, want, "{isa:?} fallback pack {n}x{k}");
+                // The stored layout: unpacks to the weight, and read back
+                // from a buffer of its floats it is the same packed matrix.
+                let layout = PackedB::layout(isa);
+                assert_eq!(
+                    PackedB::stored_len(&layout, n, k),
+                    Some(packed.floats().len())
+                );
+                let back = PackedB::unpack(&layout, packed.floats(), n, k).unwrap();
+                assert!(back.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()));
+                let mut buf = PackBuf::zeroed(packed.floats().len());
+                buf.as_mut_slice().copy_from_slice(packed.floats());
+                let stored = PackedB::from_stored(isa, k, n, buf).unwrap();
+                assert_eq!(stored.floats(), packed.floats());
+                assert!(PackedB::from_stored(isa, k + 1, n, PackBuf::zeroed(3)).is_err());
+                assert!(PackedB::unpack(&layout, &packed.floats()[1..], n, k).is_none());
+                assert!(PackedB::unpack("bf16-nr16-kc384", packed.floats(), n, k).is_none());
                 for &m in &[1usize, 5, 12, 13, 250] {
                     let a = rand_vec(m * k, 41);
                     let init = rand_vec(m * n, 42);

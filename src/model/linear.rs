@@ -5,13 +5,14 @@
 //!
 //! | precision | weights | product |
 //! |---|---|---|
-//! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]) | [`sgemm`] (or `matrixmultiply` without AVX2) |
+//! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]), or read packed from the file | [`sgemm`] (or `matrixmultiply` without AVX2) |
 //! | int8 | [`PackedI8`]: int8 per output channel + scales + column sums, built at open (from the file's int8 tensors, or quantized from f32) | [`qgemm`] on activations quantized per row |
 //! | bf16 | [`PackedBf16`]: rounded pairs in the bf16 kernels' panels, built at open | [`bgemm`] |
 //!
-//! A file converted with `embd convert --dtype bf16|int8` stores the int8 and
-//! bf16 forms packed ([`crate::model::packed`]); they are then read in place
-//! from the mapped file where the kernels in use read that layout.
+//! A file converted with `embd convert --dtype bf16|int8` (or `--dtype f32
+//! --packed`) stores the layers packed ([`crate::model::packed`]); they are
+//! then read in place from the mapped file where the kernels in use read that
+//! layout.
 
 use std::sync::{Arc, OnceLock};
 
@@ -42,7 +43,8 @@ impl LinearScratch {
 }
 
 enum Repr {
-    /// f32 segments as read from the file, and their packed copy once made.
+    /// f32 segments as read from the file, and their packed copy once made
+    /// (no segments when the file stores the layer packed).
     F32 {
         segs: Vec<Param>,
         packed: OnceLock<PackedB>,
@@ -103,6 +105,12 @@ impl Linear {
         // Weights stored in the layout of the kernels in use: read in place.
         if let Some(stored) = packed::find(file, names, widths, k)? {
             let in_place = match precision {
+                Precision::F32 => packed::f32_in_place(file, &stored, sgemm::isa(), n, k)?.map(|p| {
+                    Repr::F32 {
+                        segs: Vec::new(),
+                        packed: OnceLock::from(p),
+                    }
+                }),
                 Precision::Bf16 => {
                     packed::bf16_in_place(file, &stored, bgemm::isa(), n, k)?.map(Repr::Bf16)
                 }
@@ -111,7 +119,7 @@ impl Linear {
                         .map(|p| Ok::<_, Error>(Repr::Int8(p, smooth_of(file, names, k)?)))
                         .transpose()?
                 }
-                _ => None,
+                Precision::Int8 => None,
             };
             if let Some(repr) = in_place {
                 return Ok(linear(repr));
@@ -154,13 +162,17 @@ impl Linear {
 
     /// The tensors that store this layer packed for the kernels it was
     /// loaded for ([`crate::model::packed`]), with the names of the tensors
-    /// they replace; `None` for an f32 layer or one computed at load.
+    /// they replace; `None` for an f32 layer not packed (yet) or one computed
+    /// at load.
     pub(crate) fn packed_tensors(&self) -> Option<(Vec<TensorEntry>, Vec<String>)> {
         if self.names.is_empty() {
             return None;
         }
         let (tensors, replaced) = match &self.repr {
-            Repr::F32 { .. } => return None,
+            Repr::F32 { packed, .. } => (
+                packed::f32_tensors(&self.names, &self.widths, packed.get()?),
+                self.names.clone(),
+            ),
             Repr::Bf16(p) => (
                 packed::bf16_tensors(&self.names, &self.widths, p),
                 self.names.clone(),
@@ -177,10 +189,11 @@ impl Linear {
     }
 
     /// The layout name of a packed layer ([`PackedBf16::layout`],
-    /// [`PackedI8::layout`]); `None` for f32.
+    /// [`PackedI8::layout`], [`PackedB::layout`]); `None` for an f32 layer
+    /// not packed.
     pub(crate) fn packed_layout(&self) -> Option<String> {
         match &self.repr {
-            Repr::F32 { .. } => None,
+            Repr::F32 { packed, .. } => packed.get().map(|p| PackedB::layout(p.isa())),
             Repr::Bf16(p) => Some(PackedBf16::layout(p.isa())),
             Repr::Int8(p, _) => Some(PackedI8::layout(p.isa())),
         }
@@ -253,6 +266,7 @@ impl Linear {
     /// (a reduced-precision layer counts as converted).
     pub fn param_counts(&self) -> (usize, usize) {
         match &self.repr {
+            Repr::F32 { packed, .. } if packed.get().is_some_and(PackedB::is_shared) => (1, 0),
             Repr::F32 { segs, .. } => {
                 let mapped = segs.iter().filter(|p| p.is_mapped()).count();
                 (mapped, segs.len() - mapped)
@@ -268,7 +282,10 @@ impl Linear {
     pub fn owned_bytes(&self) -> usize {
         match &self.repr {
             Repr::F32 { segs, packed } => {
-                packed.get().map_or(0, PackedB::bytes)
+                packed
+                    .get()
+                    .filter(|p| !p.is_shared())
+                    .map_or(0, PackedB::bytes)
                     + segs
                         .iter()
                         .filter(|p| !p.is_mapped())

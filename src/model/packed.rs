@@ -1,13 +1,15 @@
 //! Weights stored in the kernels' run layout, so that opening maps them in
 //! place instead of converting and packing them (`embd convert --dtype
-//! bf16|int8`; issue "big models": a 0.6B model's bf16 weights are 1.2 GB).
+//! bf16|int8`, and `--dtype f32 --packed`; issue "big models": a 0.6B
+//! model's bf16 weights are 1.2 GB, its f32 ones 2.4 GB, which an f32 file
+//! stored row by row copies into the SGEMM panels at every open).
 //!
 //! A `Linear` layer whose segments are `X.weight`, `Y.weight`, ... (stacked
 //! along the output dimension, `[n x k]` together) is stored as
 //!
 //! | tensor | dtype, shape | what |
 //! |---|---|---|
-//! | `X.weight_packed` | UINT32 `[words]` (bf16) / INT8 `[bytes]` (int8) | [`PackedBf16::words`] / [`PackedI8::packed_bytes`] |
+//! | `X.weight_packed` | UINT32 `[words]` (bf16) / INT8 `[bytes]` (int8) / FLOAT32 `[floats]` (f32) | [`PackedBf16::words`] / [`PackedI8::packed_bytes`] / [`PackedB::floats`] |
 //! | `X.weight_packed_rows` | INT32 `[segments]` | the segments' widths, in order |
 //! | `X.weight_packed_exp` | INT16 `[panels]` (bf16) | [`PackedBf16::panel_exps`] |
 //! | `X.weight_packed_scale` | FLOAT32 `[n]` (int8) | [`PackedI8::scales`] |
@@ -15,7 +17,8 @@
 //!
 //! in place of the segments' `.weight` (and int8 `_scale`) tensors; int8
 //! smoothing factors stay `X.weight_smooth`. Metadata `packed_layout` names
-//! the byte order ([`PackedBf16::layout`], [`PackedI8::layout`]: it depends
+//! the byte order ([`PackedBf16::layout`], [`PackedI8::layout`],
+//! [`PackedB::layout`]: it depends
 //! on the kernels' panel width). Where the running kernels read that layout
 //! the bytes are used in place (shared by every handle and process mapping
 //! the file); elsewhere (another ISA, another precision asked for) they are
@@ -29,6 +32,7 @@ use crate::formats::{DType, ModelFile, TensorEntry};
 use crate::kernels::bgemm::PackedBf16;
 use crate::kernels::packbuf::PackBuf;
 use crate::kernels::qgemm::PackedI8;
+use crate::kernels::sgemm::{self, PackedB};
 use crate::model::precision::Precision;
 
 /// Metadata key naming the layout of the packed tensors.
@@ -47,6 +51,11 @@ pub(crate) enum Stored<'a> {
         words: &'a TensorEntry,
         exp: Vec<i16>,
     },
+    /// f32 panels.
+    F32 {
+        layout: &'a str,
+        floats: &'a TensorEntry,
+    },
     /// int8 bytes, scales and sums.
     Int8 {
         layout: &'a str,
@@ -63,6 +72,8 @@ pub(crate) fn file_precision(file: &ModelFile) -> Option<Precision> {
         Some(Precision::Bf16)
     } else if layout.starts_with("int8-") {
         Some(Precision::Int8)
+    } else if layout.starts_with("f32-") {
+        Some(Precision::F32)
     } else {
         None
     }
@@ -198,8 +209,14 @@ pub(crate) fn find<'a>(
             wsum,
         }));
     }
+    if let Some(len) = PackedB::stored_len(layout, n, k) {
+        if t.dtype != DType::F32 || t.shape != [len] || Some(t.byte_len()) != len.checked_mul(4) {
+            return Err(wrong(DType::F32, len));
+        }
+        return Ok(Some(Stored::F32 { layout, floats: t }));
+    }
     Err(Error::unsupported(format!(
-        "metadata '{LAYOUT_KEY}' = '{layout}' is not a layout this build reads (bf16-nrN-kcK, int8-nrN-k4)"
+        "metadata '{LAYOUT_KEY}' = '{layout}' is not a layout this build reads (bf16-nrN-kcK, int8-nrN-k4, f32-nrN-kcK)"
     )))
 }
 
@@ -233,6 +250,25 @@ pub(crate) fn bf16_in_place(
             PackedBf16::from_stored(isa, n, k, buffer(file, words), exp.clone())
                 .map(Some)
                 .map_err(|e| Error::model(format!("tensor '{}': {e}", words.name)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The stored f32 weight as `isa`'s kernels read it, when `stored` is in
+/// their layout (`None` otherwise).
+pub(crate) fn f32_in_place(
+    file: &Arc<ModelFile>,
+    stored: &Stored<'_>,
+    isa: Option<sgemm::Isa>,
+    n: usize,
+    k: usize,
+) -> Result<Option<PackedB>> {
+    match (stored, isa) {
+        (Stored::F32 { layout, floats }, Some(isa)) if *layout == PackedB::layout(isa) => {
+            PackedB::from_stored(isa, k, n, buffer(file, floats))
+                .map(Some)
+                .map_err(|e| Error::model(format!("tensor '{}': {e}", floats.name)))
         }
         _ => Ok(None),
     }
@@ -279,11 +315,11 @@ pub(crate) fn unpack_int8(
         } => PackedI8::unpack(layout, file.tensor_bytes(bytes), n, k)
             .map(|q| Some((q, scale.clone())))
             .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", bytes.name))),
-        Stored::Bf16 { .. } => Ok(None),
+        Stored::Bf16 { .. } | Stored::F32 { .. } => Ok(None),
     }
 }
 
-/// The values of a stored weight as f32 `[n x k]`: the bf16 values, or the
+/// The values of a stored weight as f32 `[n x k]`: the f32 or bf16 values, or the
 /// int8 ones times their row's scale (and the column's smoothing factor, as
 /// an unpacked int8 tensor is read).
 pub(crate) fn unpack_f32(
@@ -302,6 +338,15 @@ pub(crate) fn unpack_f32(
                 .collect();
             PackedBf16::unpack(layout, &w, n, k)
                 .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", words.name)))
+        }
+        Stored::F32 { layout, floats } => {
+            let v: Vec<f32> = file
+                .tensor_bytes(floats)
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            PackedB::unpack(layout, &v, n, k)
+                .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", floats.name)))
         }
         Stored::Int8 { .. } => {
             let Some((q, scales)) = unpack_int8(file, stored, n, k)? else {
@@ -343,6 +388,15 @@ pub(crate) fn bf16_tensors(names: &[String], widths: &[usize], p: &PackedBf16) -
             vec![p.panel_exps().len()],
             &exp,
         ),
+    ]
+}
+
+/// The tensors storing a packed f32 layer with segments `names`.
+pub(crate) fn f32_tensors(names: &[String], widths: &[usize], p: &PackedB) -> Vec<TensorEntry> {
+    let name = packed_name(&names[0]);
+    vec![
+        TensorEntry::owned_f32(&name, vec![p.floats().len()], p.floats()),
+        rows_tensor(&name, widths),
     ]
 }
 

@@ -222,14 +222,17 @@ fn arch_model(name: &str) -> ModelFile {
 fn embed_bits(m: ModelFile, opts: &embedder::Options, texts: &[&str]) -> (Vec<u32>, usize) {
     let e = embedder::Embedder::from_model_file(m, opts).unwrap();
     let v = e.embed(texts).unwrap();
+    // f32 layers of a file stored row by row: their packed copy, made now.
+    e.prepack();
     (v.iter().map(|x| x.to_bits()).collect(), e.packed_layers().1)
 }
 
-/// `embd convert --dtype bf16|int8` stores the layers packed for this CPU's
-/// kernels (issue 32, item 5): opening maps them in place (no owned copy of
-/// the weights), runs in the file's precision by default and gives the
-/// unpacked file's vectors bit for bit; other precisions unpack them to the
-/// same values; a damaged packed layer is refused by name.
+/// `embd convert --dtype bf16|int8` (and `--dtype f32 --packed`) stores the
+/// layers packed for this CPU's kernels (issue 32, item 5): opening maps them
+/// in place (no owned copy of the weights), runs in the file's precision by
+/// default and gives the unpacked file's vectors bit for bit; other
+/// precisions unpack them to the same values; a damaged packed layer is
+/// refused by name.
 #[test]
 fn packed_files_map_in_place() {
     use embedder::convert::pack_for_run;
@@ -256,8 +259,13 @@ fn packed_files_map_in_place() {
         for (target, precision) in [
             (TargetDType::BF16, Precision::Bf16),
             (TargetDType::Int8, Precision::Int8),
+            (TargetDType::F32, Precision::F32),
         ] {
             let tag = format!("{name} {target}");
+            if target == TargetDType::F32 && embedder::kernels::sgemm::isa().is_none() {
+                eprintln!("{tag}: no f32 kernels of our own on this CPU (f32 is not packed)");
+                continue;
+            }
             let plain = convert_dtype(src, target).unwrap();
             let packed = pack_for_run(convert_dtype(src, target).unwrap(), target).unwrap();
             assert!(packed.metadata.contains_key("packed_layout"), "{tag}");
@@ -298,7 +306,8 @@ fn packed_files_map_in_place() {
             assert_eq!(got, want, "{tag}: packed and unpacked files differ");
             let (layers, owned) = e.packed_layers();
             assert!(layers > 0, "{tag}");
-            // What stays owned: bf16 panel exponents, int8 scales and sums.
+            // What stays owned: bf16 panel exponents, int8 scales and sums
+            // (f32: nothing).
             assert!(
                 owned * 3 < copied,
                 "{tag}: {owned} bytes owned with the packed file, {copied} without"
@@ -410,9 +419,34 @@ fn cli_convert_packs_unless_unpacked() {
     let from_packed = run(&["encode", "-m", p, "--input", i]);
     let from_rows = run(&["encode", "-m", r, "--input", i, "--precision", "bf16"]);
     assert_eq!(from_packed, from_rows);
-    assert_ne!(
-        from_packed,
-        run(&["encode", "-m", r, "--input", i]),
-        "rows run in f32"
+    let from_rows_f32 = run(&["encode", "-m", r, "--input", i]);
+    assert_ne!(from_packed, from_rows_f32, "rows run in f32");
+    // f32: row by row unless --packed; --packed gives the same vectors.
+    let f32p = tmp.path().join("f32p.weights");
+    let f = f32p.to_str().unwrap();
+    run(&["convert", d, "--dtype", "f32", "--packed", "-o", f]);
+    assert_eq!(
+        meta(f)["packed_layout"]
+            .as_str()
+            .map(|s| s.starts_with("f32-nr")),
+        embedder::kernels::sgemm::isa().map(|_| true)
     );
+    run(&["verify", f]);
+    let from_f32 = run(&["encode", "-m", f, "--input", i]);
+    let from_rows_f32_file = {
+        let f32r = tmp.path().join("f32r.weights");
+        run(&["convert", d, "-o", f32r.to_str().unwrap()]);
+        assert!(meta(f32r.to_str().unwrap()).get("packed_layout").is_none());
+        run(&["encode", "-m", f32r.to_str().unwrap(), "--input", i])
+    };
+    assert_eq!(from_f32, from_rows_f32_file);
+    // --packed is for f32 EMBD files only, and excludes --unpacked.
+    for bad in [
+        &["convert", d, "--dtype", "bf16", "--packed", "-o", f][..],
+        &["convert", d, "--packed", "--unpacked", "-o", f][..],
+    ] {
+        let o = Command::new(embd_bin()).args(bad).output().unwrap();
+        assert!(!o.status.success(), "{bad:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--packed"), "{bad:?}");
+    }
 }

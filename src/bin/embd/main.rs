@@ -99,8 +99,14 @@ enum Cmd {
         /// With `--dtype bf16|int8`: store the weights row by row (as other
         /// readers and older versions read them) instead of packed in the
         /// kernels' layout of this CPU, which opening maps in place.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "packed")]
         unpacked: bool,
+        /// With `--dtype f32` (EMBD output): store the layers' weights packed
+        /// in the layout of this CPU's f32 kernels, which opening maps in
+        /// place instead of packing a copy at every open (for big models;
+        /// other readers and older versions read only row-by-row files).
+        #[arg(long)]
+        packed: bool,
     },
     /// Print a model file's header, metadata, vocabulary and tensor table.
     Inspect {
@@ -567,6 +573,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             amb_quant,
             output_ranges_corpus,
             unpacked,
+            packed,
         } => {
             let model = if hf::detect(&src).is_some() {
                 hf::import_dir(
@@ -588,7 +595,16 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 m
             };
             let mut converted = convert_dtype(&model, dtype)?;
-            if to.kind == FormatKind::Embd && !unpacked {
+            if packed && (to.kind != FormatKind::Embd || dtype != TargetDType::F32) {
+                return Err(Error::invalid_argument(
+                    "--packed applies to --dtype f32 EMBD output (bf16 and int8 EMBD files are packed unless --unpacked)",
+                ));
+            }
+            let pack = match dtype {
+                TargetDType::F32 => packed,
+                _ => !unpacked,
+            };
+            if to.kind == FormatKind::Embd && pack {
                 converted = embedder::convert::pack_for_run(converted, dtype)?;
             }
             if let Some(corpus) = &output_ranges_corpus {
