@@ -436,7 +436,9 @@ def peer_engines(d: str, peers: str, rerank: bool) -> list[tuple[str, str, str]]
     keep = set((peers or "llama,st,ort,ce").split(","))
     out = []
     for name, kind, model in eng:
-        if kind not in keep:
+        # "llama-f16" keeps one GGUF type of llama.cpp, "llama" all of them.
+        gguf = f"llama-{name.rsplit(' ', 1)[-1].lower()}" if kind == "llama" else ""
+        if kind not in keep and gguf not in keep:
             continue
         if model and not os.path.isfile(os.path.join(d, model)):
             print(f"{name}: no {model} (not prepared: see prepare.json)")
@@ -738,7 +740,8 @@ def main() -> None:
         rounds=1,
         limit=200,
         limit_help="first N corpus texts (0 = all 2,000)",
-        peers_help="only these peers: llama,st,ort,ce,stbf16 (default llama,st,ort,ce)",
+        peers_help="only these peers: llama,st,ort,ce,stbf16, or one llama.cpp GGUF type as "
+        "llama-f32|llama-bf16|llama-f16|llama-q8_0 (default llama,st,ort,ce)",
     )
     ap.add_argument(
         "--latency-runs", type=int, default=50, help="single-text calls per latency median (50)"
