@@ -105,12 +105,12 @@ impl Linear {
         // Weights stored in the layout of the kernels in use: read in place.
         if let Some(stored) = packed::find(file, names, widths, k)? {
             let in_place = match precision {
-                Precision::F32 => packed::f32_in_place(file, &stored, sgemm::isa(), n, k)?.map(|p| {
-                    Repr::F32 {
+                Precision::F32 => {
+                    packed::f32_in_place(file, &stored, sgemm::isa(), n, k)?.map(|p| Repr::F32 {
                         segs: Vec::new(),
                         packed: OnceLock::from(p),
-                    }
-                }),
+                    })
+                }
                 Precision::Bf16 => {
                     packed::bf16_in_place(file, &stored, bgemm::isa(), n, k)?.map(Repr::Bf16)
                 }

@@ -447,6 +447,9 @@ fn cli_convert_packs_unless_unpacked() {
     ] {
         let o = Command::new(embd_bin()).args(bad).output().unwrap();
         assert!(!o.status.success(), "{bad:?}");
-        assert!(String::from_utf8_lossy(&o.stderr).contains("--packed"), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--packed"),
+            "{bad:?}"
+        );
     }
 }
