@@ -602,7 +602,7 @@ impl PackedBf16 {
     /// with packed weights so that a file is mapped in place only where its
     /// layout is the one the kernels in use read.
     pub fn layout(isa: Isa) -> String {
-        format!("bf16-nr{}-kc{}", isa.nr(), isa.kc())
+        super::panel_layout("bf16", isa.nr(), isa.kc())
     }
 
     /// Words and panel exponents in this layout for an `n x k` weight, as
@@ -738,10 +738,7 @@ impl PackedBf16 {
 
 /// `(nr, kc)` of a [`PackedBf16::layout`] name.
 fn parse_layout(layout: &str) -> Option<(usize, usize)> {
-    let rest = layout.strip_prefix("bf16-nr")?;
-    let (nr, kc) = rest.split_once("-kc")?;
-    let (nr, kc) = (nr.parse().ok()?, kc.parse().ok()?);
-    (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
+    super::parse_panel_layout(layout, "bf16")
 }
 
 /// The words of a packing buffer, writable.

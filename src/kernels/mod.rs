@@ -106,6 +106,22 @@ impl Par {
     }
 }
 
+/// The name of a panel layout stored in files (`model::packed`):
+/// `{kind}-nr{nr}-kc{kc}` (the f32 and bf16 kernels' column panels of `nr`
+/// in blocks of `kc`).
+pub(crate) fn panel_layout(kind: &str, nr: usize, kc: usize) -> String {
+    format!("{kind}-nr{nr}-kc{kc}")
+}
+
+/// `(nr, kc)` of a [`panel_layout`] name of `kind`; `None` for another kind
+/// or sizes no kernel has.
+pub(crate) fn parse_panel_layout(layout: &str, kind: &str) -> Option<(usize, usize)> {
+    let rest = layout.strip_prefix(kind)?.strip_prefix("-nr")?;
+    let (nr, kc) = rest.split_once("-kc")?;
+    let (nr, kc) = (nr.parse().ok()?, kc.parse().ok()?);
+    (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
+}
+
 /// The row tiles of a block of `m` rows for a kernel of at most `mr` rows:
 /// `(first row, height)`, as few tiles as `mr` allows, their heights
 /// differing by at most one (20 rows with `mr = 6`: 5, 5, 5, 5 rather than

@@ -287,7 +287,7 @@ impl PackedB {
     /// f32 weights (`model::packed`) so that a file is read in place only by
     /// kernels of that layout.
     pub fn layout(isa: Isa) -> String {
-        format!("f32-nr{}-kc{}", isa.nr(), isa.kc())
+        super::panel_layout("f32", isa.nr(), isa.kc())
     }
 
     /// Floats in `layout` for the `k x n` matrix (the weight `[n x k]` of a
@@ -376,12 +376,9 @@ impl PackedB {
     }
 }
 
-/// `(nr, kc)` of an f32 layout name (`f32-nrN-kcK`).
+/// `(nr, kc)` of a [`PackedB::layout`] name.
 fn parse_layout(layout: &str) -> Option<(usize, usize)> {
-    let rest = layout.strip_prefix("f32-nr")?;
-    let (nr, kc) = rest.split_once("-kc")?;
-    let (nr, kc) = (nr.parse().ok()?, kc.parse().ok()?);
-    (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
+    super::parse_panel_layout(layout, "f32")
 }
 
 impl BSource for PackedB {

@@ -329,24 +329,22 @@ pub(crate) fn unpack_f32(
     k: usize,
     smooth: Option<&[f32]>,
 ) -> Result<Vec<f32>> {
+    let words = |t: &TensorEntry| -> Vec<u32> {
+        file.tensor_bytes(t)
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let unpacked = |t: &TensorEntry, w: Option<Vec<f32>>| {
+        w.ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", t.name)))
+    };
     match stored {
-        Stored::Bf16 { layout, words, .. } => {
-            let w: Vec<u32> = file
-                .tensor_bytes(words)
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            PackedBf16::unpack(layout, &w, n, k)
-                .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", words.name)))
-        }
-        Stored::F32 { layout, floats } => {
-            let v: Vec<f32> = file
-                .tensor_bytes(floats)
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            PackedB::unpack(layout, &v, n, k)
-                .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", floats.name)))
+        Stored::Bf16 {
+            layout, words: t, ..
+        } => unpacked(t, PackedBf16::unpack(layout, &words(t), n, k)),
+        Stored::F32 { layout, floats: t } => {
+            let v: Vec<f32> = words(t).into_iter().map(f32::from_bits).collect();
+            unpacked(t, PackedB::unpack(layout, &v, n, k))
         }
         Stored::Int8 { .. } => {
             let Some((q, scales)) = unpack_int8(file, stored, n, k)? else {
