@@ -653,30 +653,15 @@ impl PackedBf16 {
     /// `layout` (any ISA's), for packing again for other kernels; `None` for
     /// an unknown layout or a wrong length.
     pub fn unpack(layout: &str, words: &[u32], n: usize, k: usize) -> Option<Vec<f32>> {
-        let (nr, kcb) = parse_layout(layout)?;
-        let (kp, n_pad) = (k.div_ceil(2), n.next_multiple_of(nr));
-        if words.len() != kp * n_pad {
-            return None;
-        }
+        let (nr, kc) = parse_layout(layout)?;
         let mut w = vec![0f32; n * k];
-        let mut q0 = 0;
-        while q0 < kp {
-            let kc = kcb.min(kp - q0);
-            for j0 in (0..n).step_by(nr) {
-                let panel = &words[q0 * n_pad + j0 * kc..][..kc * nr];
-                for jj in 0..nr.min(n - j0) {
-                    let row = &mut w[(j0 + jj) * k..(j0 + jj + 1) * k];
-                    for q in 0..kc {
-                        let (word, p) = (panel[q * nr + jj], 2 * (q0 + q));
-                        row[p] = f32::from_bits(word & 0xffff_0000);
-                        if p + 1 < k {
-                            row[p + 1] = f32::from_bits(word << 16);
-                        }
-                    }
-                }
+        super::for_each_in_panels(words, k.div_ceil(2), n, nr, kc, |j, q, word| {
+            let (row, p) = (&mut w[j * k..(j + 1) * k], 2 * q);
+            row[p] = f32::from_bits(word & 0xffff_0000);
+            if p + 1 < k {
+                row[p + 1] = f32::from_bits(word << 16);
             }
-            q0 += kc;
-        }
+        })?;
         Some(w)
     }
 

@@ -122,6 +122,39 @@ pub(crate) fn parse_panel_layout(layout: &str, kind: &str) -> Option<(usize, usi
     (nr > 0 && kc > 0 && nr <= 64).then_some((nr, kc))
 }
 
+/// Visits every value of a weight stored in a panel layout ([`panel_layout`]):
+/// column panels of `nr` outputs (the last zero-padded), in blocks of `kc`
+/// depth units, each panel unit by unit; `visit(j, q, v)` for output `j < n`
+/// and depth unit `q < depth` (a float, or a word of two bf16). `None` when
+/// `data` is not `depth x n` rounded up to whole panels.
+pub(crate) fn for_each_in_panels<T: Copy>(
+    data: &[T],
+    depth: usize,
+    n: usize,
+    nr: usize,
+    kc: usize,
+    mut visit: impl FnMut(usize, usize, T),
+) -> Option<()> {
+    let n_pad = n.next_multiple_of(nr);
+    if Some(data.len()) != depth.checked_mul(n_pad) {
+        return None;
+    }
+    let mut q0 = 0;
+    while q0 < depth {
+        let kcq = kc.min(depth - q0);
+        for j0 in (0..n).step_by(nr) {
+            let panel = &data[q0 * n_pad + j0 * kcq..][..kcq * nr];
+            for jj in 0..nr.min(n - j0) {
+                for q in 0..kcq {
+                    visit(j0 + jj, q0 + q, panel[q * nr + jj]);
+                }
+            }
+        }
+        q0 += kcq;
+    }
+    Some(())
+}
+
 /// The row tiles of a block of `m` rows for a kernel of at most `mr` rows:
 /// `(first row, height)`, as few tiles as `mr` allows, their heights
 /// differing by at most one (20 rows with `mr = 6`: 5, 5, 5, 5 rather than

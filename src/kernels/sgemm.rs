@@ -311,7 +311,7 @@ impl PackedB {
             return Err(format!(
                 "{} packed floats, expected {} for [{n}, {k}]",
                 buf.as_slice().len(),
-                k * n_pad
+                k.saturating_mul(n_pad)
             ));
         }
         Ok(PackedB {
@@ -328,26 +328,9 @@ impl PackedB {
     /// `layout` (any ISA's), for packing again for other kernels; `None` for
     /// an unknown layout or a wrong length.
     pub fn unpack(layout: &str, floats: &[f32], n: usize, k: usize) -> Option<Vec<f32>> {
-        let (nr, kcb) = parse_layout(layout)?;
-        let n_pad = n.next_multiple_of(nr);
-        if Some(floats.len()) != k.checked_mul(n_pad) {
-            return None;
-        }
+        let (nr, kc) = parse_layout(layout)?;
         let mut w = vec![0f32; n * k];
-        let mut p0 = 0;
-        while p0 < k {
-            let kc = kcb.min(k - p0);
-            for j0 in (0..n).step_by(nr) {
-                let panel = &floats[p0 * n_pad + j0 * kc..][..kc * nr];
-                for jj in 0..nr.min(n - j0) {
-                    let row = &mut w[(j0 + jj) * k + p0..][..kc];
-                    for (p, v) in row.iter_mut().enumerate() {
-                        *v = panel[p * nr + jj];
-                    }
-                }
-            }
-            p0 += kc;
-        }
+        super::for_each_in_panels(floats, k, n, nr, kc, |j, p, v| w[j * k + p] = v)?;
         Some(w)
     }
 
