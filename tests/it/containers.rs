@@ -9,6 +9,7 @@
 use std::io::{BufReader, Cursor};
 use std::path::{Path, PathBuf};
 
+use crate::common::TempDir;
 use embedder::formats::finalfusion as ff_ours;
 use embedder::formats::ModelFile;
 use embedder::ReadOptions;
@@ -356,11 +357,9 @@ fn script(name: &str) -> String {
         .to_string()
 }
 
-fn tmp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("embd-it-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh temporary directory, removed when the test ends.
+fn tmp_dir(tag: &str) -> TempDir {
+    TempDir::new(tag)
 }
 
 const PY_PROBES: &[&str] = &[

@@ -83,16 +83,38 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A directory for this test process's converted files (kept for the process;
-/// under the target directory, so `cargo clean` removes it).
+/// under the target directory, so `cargo clean` removes it). A static is never
+/// dropped, so the directories of earlier test processes (~700 MB each) are
+/// removed here once their process has ended (Linux: no `/proc/<pid>`).
 fn work_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("families-{}", std::process::id()));
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        remove_ended_processes_dirs(&tmp);
+        let d = tmp.join(format!("families-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
     })
+}
+
+/// Removes `families-<pid>` directories under `tmp` whose process has ended.
+fn remove_ended_processes_dirs(tmp: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return; // no way to tell a running process here: keep them
+    }
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("families-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// `families/<name>` converted by `embd convert` (once per process).
