@@ -153,6 +153,9 @@ fi
 
 # 2. Our binary and the model (fetch_model.sh does nothing when the model verifies).
 cargo build --release --quiet --bin embd
+# The rerankers' timing (rerank.py, decoders.py) calls ours through the Python binding,
+# which loads target/release/libembedder.so: a fresh clone has none until the library is built.
+if [ "$torch" = 1 ]; then cargo build --release --quiet --lib; fi
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
 if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ] && [ "$decoders" = 0 ]; then
   EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
