@@ -357,11 +357,6 @@ fn script(name: &str) -> String {
         .to_string()
 }
 
-/// A fresh temporary directory, removed when the test ends.
-fn tmp_dir(tag: &str) -> TempDir {
-    TempDir::new(tag)
-}
-
 const PY_PROBES: &[&str] = &[
     "berlin", "paris", "Daniël", "a b", "über", "berlinx", "Daniel", "xyz", "", "ü", "parisian",
 ];
@@ -373,7 +368,7 @@ fn py_vec(v: &serde_json::Value) -> Option<Vec<f32>> {
 
 #[test]
 fn fifu_python_written_files_read_here() {
-    let dir = tmp_dir("fifu-py");
+    let dir = TempDir::new("fifu-py");
     let probes = serde_json::to_string(PY_PROBES).unwrap();
     let d = dir.display().to_string();
     if run_python(&[&script("fifu_py.py"), "write", &d, &probes]).is_none() {
@@ -399,7 +394,7 @@ fn fifu_python_written_files_read_here() {
 
 #[test]
 fn fifu_our_files_read_by_python() {
-    let dir = tmp_dir("fifu-ours");
+    let dir = TempDir::new("fifu-ours");
     let w: Vec<String> = ["berlin", "paris", "Daniël", "a b", "über"]
         .iter()
         .map(|s| s.to_string())
@@ -539,7 +534,7 @@ fn json_f64s(v: &serde_json::Value) -> Vec<f64> {
 
 #[test]
 fn coreml_blob_written_by_coremltools_reads_here() {
-    let dir = tmp_dir("cm-py");
+    let dir = TempDir::new("cm-py");
     let file = dir.join("weight.bin").display().to_string();
     let Some(out) = run_python(&[&script("coreml_py.py"), "write", &file]) else {
         return;
@@ -575,7 +570,7 @@ fn coreml_blob_written_by_coremltools_reads_here() {
 
 #[test]
 fn coreml_blob_written_here_reads_in_coremltools() {
-    let dir = tmp_dir("cm-ours");
+    let dir = TempDir::new("cm-ours");
     let file = dir.join("weight.bin");
     let mut w = BlobWriter::new();
     let mut spec = Vec::new();
@@ -713,7 +708,7 @@ fn minilm_dir() -> Option<PathBuf> {
 #[test]
 fn coreml_dir_round_trip_bert() {
     let m = tiny_bert(8, 2, 16);
-    let dir = tmp_dir("cm-bert");
+    let dir = TempDir::new("cm-bert");
     cm::write_dir(&m, &dir).unwrap();
     let back = ModelFile::open(&dir, ReadOptions::default()).unwrap();
     assert_eq!(back.format, FormatKind::CoremlBlob);
@@ -728,7 +723,7 @@ fn coreml_dir_round_trip_bert() {
 fn coreml_dir_round_trip_minilm() {
     let Some(src) = minilm_dir() else { return };
     let m = ModelFile::open_hf_dir(&src, &Default::default()).unwrap();
-    let dir = tmp_dir("cm-minilm");
+    let dir = TempDir::new("cm-minilm");
     cm::write_dir(&m, &dir).unwrap();
     let back = ModelFile::open(&dir, ReadOptions::default()).unwrap();
     assert_same_model(&m, &back, 0.0);
@@ -744,7 +739,7 @@ use embedder::formats::amb;
 
 #[test]
 fn amb_seed_example_writer_output_reads() {
-    let dir = tmp_dir("amb-seed");
+    let dir = TempDir::new("amb-seed");
     let f = dir.join("seed.amb");
     let fs = f.display().to_string();
     let Some(out) = run_python(&[&script("amb_seed_writer.py"), &fs]) else {
@@ -995,7 +990,7 @@ fn write_gpt2_dir(
 #[test]
 fn lwt_gpt2_import_write_read() {
     for prefixed in [false, true] {
-        let dir = tmp_dir(&format!("gpt2-{prefixed}"));
+        let dir = TempDir::new(&format!("gpt2-{prefixed}"));
         let hf = write_gpt2_dir(&dir, prefixed, 2);
         let m = import_gpt2_dir(&dir).unwrap();
         assert_eq!(m.tensors.len(), 4 + 2 * 12);
@@ -1035,7 +1030,7 @@ fn lwt_gpt2_import_write_read() {
 
 #[test]
 fn lwt_gpt2_import_rejects_wrong_config() {
-    let dir = tmp_dir("gpt2-bad");
+    let dir = TempDir::new("gpt2-bad");
     write_gpt2_dir(&dir, false, 2);
     // Claim 3 layers: a tensor is missing and the count differs.
     let cfg = serde_json::json!({"model_type": "gpt2", "n_layer": 3, "n_head": 2, "n_embd": 8,
@@ -1052,7 +1047,7 @@ fn lwt_gpt2_import_rejects_wrong_config() {
 
 #[test]
 fn lwt_accepts_u32_length_prefix_and_checks_crc() {
-    let dir = tmp_dir("lwt-u32");
+    let dir = TempDir::new("lwt-u32");
     write_gpt2_dir(&dir, false, 1);
     let m = import_gpt2_dir(&dir).unwrap();
     let mut b = Vec::new();
@@ -1183,7 +1178,7 @@ fn fifu_reader_never_panics() {
 #[test]
 fn coreml_reader_never_panics() {
     let m = tiny_bert(4, 1, 8);
-    let dir = tmp_dir("cm-fuzz");
+    let dir = TempDir::new("cm-fuzz");
     // A small model: only a few tensors, plus sub-byte blobs listed by hand.
     let small = ModelFile::new(
         FormatKind::Embd,
@@ -1277,7 +1272,7 @@ fn amb_reader_never_panics() {
 
 #[test]
 fn lwt_reader_never_panics() {
-    let dir = tmp_dir("lwt-fuzz");
+    let dir = TempDir::new("lwt-fuzz");
     write_gpt2_dir(&dir, false, 1);
     let m = import_gpt2_dir(&dir).unwrap();
     let small = ModelFile::new(
