@@ -112,6 +112,22 @@ impl EncodeInputs {
         self.len() == 0
     }
 
+    /// The texts, when these are texts.
+    fn texts(&self) -> Option<&[String]> {
+        match self {
+            EncodeInputs::Texts(t) => Some(t),
+            EncodeInputs::Ids(_) => None,
+        }
+    }
+
+    /// The token ids, when these are ids.
+    fn ids(&self) -> Option<&[Vec<u32>]> {
+        match self {
+            EncodeInputs::Ids(i) => Some(i),
+            EncodeInputs::Texts(_) => None,
+        }
+    }
+
     /// Jobs run together only with inputs of the same kind.
     fn same_kind(&self, other: &EncodeInputs) -> bool {
         matches!(
@@ -414,22 +430,18 @@ fn encode_caught(
         Some(EncodeInputs::Ids(_)) => {
             let ids: Vec<&[u32]> = jobs
                 .iter()
-                .filter_map(|j| match j {
-                    EncodeInputs::Ids(i) => Some(i),
-                    EncodeInputs::Texts(_) => None,
-                })
-                .flat_map(|i| i.iter().map(Vec::as_slice))
+                .filter_map(|j| j.ids())
+                .flatten()
+                .map(Vec::as_slice)
                 .collect();
             model.encode_ids(&ids, req)
         }
         _ => {
             let texts: Vec<&str> = jobs
                 .iter()
-                .filter_map(|j| match j {
-                    EncodeInputs::Texts(t) => Some(t),
-                    EncodeInputs::Ids(_) => None,
-                })
-                .flat_map(|t| t.iter().map(String::as_str))
+                .filter_map(|j| j.texts())
+                .flatten()
+                .map(String::as_str)
                 .collect();
             model.encode(&texts, req)
         }
