@@ -65,6 +65,26 @@ pub(crate) enum Stored<'a> {
     },
 }
 
+impl Stored<'_> {
+    /// The tensor holding the packed values (the companions are small).
+    fn values(&self) -> &TensorEntry {
+        match self {
+            Stored::Bf16 { words, .. } => words,
+            Stored::F32 { floats, .. } => floats,
+            Stored::Int8 { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// Drops the mapped pages of a stored layer's values from resident memory
+/// once they have been read into owned memory: a layer converted at open
+/// never reads them again (a page read again comes back from the file).
+fn release_values(file: &ModelFile, stored: &Stored<'_>) {
+    if let Some(r) = file.tensor_file_range(stored.values()) {
+        file.release_pages(r);
+    }
+}
+
 /// The precision a file's packed weights run in by default, if it has any.
 pub(crate) fn file_precision(file: &ModelFile) -> Option<Precision> {
     let layout = file.metadata.get(LAYOUT_KEY)?;
@@ -299,7 +319,8 @@ pub(crate) fn int8_in_place(
 }
 
 /// The int8 values and scales of a stored int8 weight (`[n x k]`), `None`
-/// for a stored bf16 one.
+/// for a stored bf16 or f32 one; the stored bytes' mapped pages are released
+/// from resident memory.
 pub(crate) fn unpack_int8(
     file: &ModelFile,
     stored: &Stored<'_>,
@@ -312,16 +333,21 @@ pub(crate) fn unpack_int8(
             bytes,
             scale,
             ..
-        } => PackedI8::unpack(layout, file.tensor_bytes(bytes), n, k)
-            .map(|q| Some((q, scale.clone())))
-            .ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", bytes.name))),
+        } => {
+            let q = PackedI8::unpack(layout, file.tensor_bytes(bytes), n, k).ok_or_else(|| {
+                Error::model(format!("tensor '{}' cannot be unpacked", bytes.name))
+            })?;
+            release_values(file, stored);
+            Ok(Some((q, scale.clone())))
+        }
         Stored::Bf16 { .. } | Stored::F32 { .. } => Ok(None),
     }
 }
 
 /// The values of a stored weight as f32 `[n x k]`: the f32 or bf16 values, or the
 /// int8 ones times their row's scale (and the column's smoothing factor, as
-/// an unpacked int8 tensor is read).
+/// an unpacked int8 tensor is read). The stored values' mapped pages are
+/// released from resident memory ([`ModelFile::release_pages`]).
 pub(crate) fn unpack_f32(
     file: &ModelFile,
     stored: &Stored<'_>,
@@ -338,7 +364,7 @@ pub(crate) fn unpack_f32(
     let unpacked = |t: &TensorEntry, w: Option<Vec<f32>>| {
         w.ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", t.name)))
     };
-    match stored {
+    let v = match stored {
         Stored::Bf16 {
             layout, words: t, ..
         } => unpacked(t, PackedBf16::unpack(layout, &words(t), n, k)),
@@ -365,7 +391,9 @@ pub(crate) fn unpack_f32(
             }
             Ok(v)
         }
-    }
+    }?;
+    release_values(file, stored);
+    Ok(v)
 }
 
 /// The tensors storing a packed bf16 layer with segments `names`.
