@@ -234,7 +234,12 @@ impl Runtime {
             None => load(),
         }?;
         let prefault = JoinOnDrop::default();
-        open::prefault_encoder(&file, &prefault);
+        // Weights converted at open (a precision other than the file's) were
+        // read and their mapped pages released already; mapping them in
+        // again would only add their size to the resident memory.
+        if precision == open::file_precision(&file) {
+            open::prefault_encoder(&file, &prefault);
+        }
         let rt = Runtime {
             cfg,
             format,
