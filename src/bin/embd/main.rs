@@ -687,7 +687,28 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     })
                 })
                 .transpose()?;
+            // The progress bar hears from the engine between chunks of work (a
+            // batch's texts are counted from `offset`; `total` is set once the
+            // texts are read, and 0 keeps the bar quiet).
+            let bar = Arc::new(Mutex::new(Progress::new("embedding")));
+            let offset = Arc::new(AtomicUsize::new(0));
+            let total = Arc::new(AtomicUsize::new(0));
+            let mut embed = embed;
+            {
+                let (bar, offset, total) = (bar.clone(), offset.clone(), total.clone());
+                embed.progress = Some(ProgressFn::new(move |done, _| {
+                    let at = (offset.load(Ordering::Relaxed) + done) as u64;
+                    let n = total.load(Ordering::Relaxed) as u64;
+                    bar.lock().unwrap_or_else(|e| e.into_inner()).update(at, n);
+                    ControlFlow::Continue(())
+                }));
+            }
+            if let (Some(p), false) = (&output_ranges, token_vectors) {
+                embed.ranges = Some(read_ranges(p)?);
+            }
             let mut emit = emit;
+            // The model opened once, for every path below.
+            let mut opened = None;
             if emit.is_none()
                 && task.is_none()
                 && top_k.is_none()
@@ -703,9 +724,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     let names: Vec<&str> = e.outputs().iter().map(|k| k.name()).collect();
                     emit = Some(names.join(","));
                 }
+                opened = Some(emb);
             }
             if emit.is_some() || task.is_some() || top_k.is_some() {
                 return encode_outputs(
+                    opened,
                     &model,
                     &precision,
                     &embed,
@@ -752,24 +775,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 sink.flush().map_err(stdout_err)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut embed = embed;
-            if let Some(p) = &output_ranges {
-                embed.ranges = Some(read_ranges(p)?);
-            }
+            let emb = match opened {
+                Some(emb) => emb,
+                None => open_model(&model, precision.precision, &embed)?,
+            };
             let texts = input.read()?;
-            // The progress bar hears from the engine between chunks of work
-            // (a batch's texts are counted from `offset`).
-            let bar = Arc::new(Mutex::new(Progress::new("embedding")));
-            let offset = Arc::new(AtomicUsize::new(0));
-            {
-                let (bar, offset, n) = (bar.clone(), offset.clone(), texts.len() as u64);
-                embed.progress = Some(ProgressFn::new(move |done, _| {
-                    let at = (offset.load(Ordering::Relaxed) + done) as u64;
-                    bar.lock().unwrap_or_else(|e| e.into_inner()).update(at, n);
-                    ControlFlow::Continue(())
-                }));
-            }
-            let emb = open_model(&model, precision.precision, &embed)?;
+            total.store(texts.len(), Ordering::Relaxed);
             let dim = emb.dim();
             let batch = batch_size.max(1);
             let mut sink = open_sink(output.as_deref())?;
@@ -1125,9 +1136,11 @@ fn similarity_outputs(
 }
 
 /// `embd encode` with `--emit`, `--task` or `--top-k` (or a model without a
-/// dense output): [`embedder::Embedder::encode`], JSONL.
+/// dense output): [`embedder::Embedder::encode`], JSONL; `opened` is the
+/// model when the caller has opened it already.
 #[allow(clippy::too_many_arguments)]
 fn encode_outputs(
+    opened: Option<Engine>,
     model: &ModelArgs,
     precision: &PrecisionArg,
     embed: &EmbedArgs,
@@ -1156,7 +1169,10 @@ fn encode_outputs(
         .transpose()?
         .unwrap_or_default();
     let texts = input.read()?;
-    let emb = open_model(model, precision.precision, embed)?;
+    let emb = match opened {
+        Some(emb) => emb,
+        None => open_model(model, precision.precision, embed)?,
+    };
     let e = emb.as_embedder().ok_or_else(|| {
         Error::unsupported("sparse and multi-vector outputs need an encoder model")
     })?;
