@@ -375,6 +375,12 @@ fn cli_emits_sparse_and_multi_vectors() {
         assert!(v.len() <= 5 && v.indices.windows(2).all(|w| w[0] < w[1]));
         assert!(rec["embedding"].as_array().is_some() && rec.get("multi_vector").is_none());
     }
+    // A model without a dense output prints the outputs it has, unasked
+    // (the model opened once for the check and the encoding).
+    let unasked = run("splade-tiny", &[]);
+    assert_eq!(unasked.len(), t.len());
+    assert!(unasked.iter().all(|r| r.get("embedding").is_none()));
+    assert_eq!(unasked, run("splade-tiny", &["--emit", "sparse"]));
     let out = std::process::Command::new(crate::common::embd_bin())
         .args(["encode", "-m"])
         .arg(arch_dir("splade-tiny"))
