@@ -14,17 +14,36 @@
 /// The smallest norm [`l2_normalize`] divides by (torch `F.normalize`'s `eps`).
 pub const NORM_EPS: f32 = 1e-12;
 
+/// `Σ a_i·b_i` over the common prefix of `a` and `b` in f64 (every product
+/// exact) over eight interleaved partial sums, independent chains that stay
+/// in vector registers, added pairwise at the end: the same value on every
+/// CPU (no FMA contraction, a fixed order), and within f64 rounding of the
+/// sequential sum, far below a rounding to f32.
+pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
+    const L: usize = 8;
+    let n = a.len().min(b.len());
+    let (ca, cb) = (a[..n].chunks_exact(L), b[..n].chunks_exact(L));
+    let mut tail = 0f64;
+    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += f64::from(x) * f64::from(y);
+    }
+    let mut acc = [0f64; L];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..L {
+            acc[l] += f64::from(x[l]) * f64::from(y[l]);
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
 /// Sum of squares, accumulated in f64.
 fn sum_sq(x: &[f32]) -> f64 {
-    x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+    dot_f64(x, x)
 }
 
 /// Dot product of the common prefix of `a` and `b`, accumulated in f64.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum::<f64>() as f32
+    dot_f64(a, b) as f32
 }
 
 /// The Euclidean (L2) norm.
@@ -52,17 +71,38 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if na == 0.0 || nb == 0.0 {
         return 0.0;
     }
-    let d: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum();
-    (d / (na.sqrt() * nb.sqrt())) as f32
+    (dot_f64(a, b) / (na.sqrt() * nb.sqrt())) as f32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_f64_matches_the_sequential_sum_after_rounding_to_f32() {
+        // Lengths around the lane count, values of mixed sign and scale.
+        for n in [0, 1, 7, 8, 9, 15, 16, 17, 768, 3072] {
+            let a: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+                .collect();
+            let b: Vec<f32> = (0..n)
+                .map(|i| ((i * 53 % 89) as f32 - 44.0) * 1.7e-3)
+                .collect();
+            let seq: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                .sum();
+            let got = dot_f64(&a, &b);
+            assert!(
+                (got - seq).abs() <= 1e-12 * seq.abs().max(1.0),
+                "n {n}: {got} vs {seq}"
+            );
+            assert_eq!(got as f32, seq as f32, "n {n}");
+        }
+        // The common prefix only.
+        assert_eq!(dot_f64(&[1.0, 2.0, 3.0], &[4.0, 5.0]), 14.0);
+    }
 
     #[test]
     fn normalize_gives_unit_norm_and_keeps_zero() {

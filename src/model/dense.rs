@@ -5,7 +5,7 @@
 //! Stored as the tensors `dense.{i}.weight` (`[out x in]`, the torch
 //! layout) and, if the module has one, `dense.{i}.bias`, with the
 //! activations in the metadata key `dense_modules` ([`ModelConfig`]). One
-//! vector per text: the products accumulate in f64 ([`dot_f64`]) and round
+//! vector per text: the products accumulate in f64 ([`crate::vector::dot_f64`]) and round
 //! once.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::model::config::{DenseActivation, ModelConfig};
 use crate::model::param::{load_param, Param};
+use crate::vector::dot_f64;
 
 /// Name of module `i`'s weight tensor.
 pub fn weight_name(i: usize) -> String {
@@ -138,55 +139,5 @@ impl SentenceDense {
             cur = next;
         }
         out[..cur.len()].copy_from_slice(&cur);
-    }
-}
-
-/// `Σ a_i·b_i` in f64 (every product exact) over eight interleaved partial
-/// sums, independent chains that stay in vector registers, added pairwise
-/// at the end: the same value on every CPU (no FMA contraction, a fixed
-/// order), and within f64 rounding of the sequential sum, far below the
-/// final rounding to f32.
-fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
-    const L: usize = 8;
-    let mut acc = [0f64; L];
-    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
-    let mut tail = 0f64;
-    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += f64::from(x) * f64::from(y);
-    }
-    for (x, y) in ca.zip(cb) {
-        for l in 0..L {
-            acc[l] += f64::from(x[l]) * f64::from(y[l]);
-        }
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dot_f64;
-
-    #[test]
-    fn dot_f64_matches_the_sequential_sum_after_rounding_to_f32() {
-        // Lengths around the lane count, values of mixed sign and scale.
-        for n in [0, 1, 7, 8, 9, 15, 16, 17, 768, 3072] {
-            let a: Vec<f32> = (0..n)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
-                .collect();
-            let b: Vec<f32> = (0..n)
-                .map(|i| ((i * 53 % 89) as f32 - 44.0) * 1.7e-3)
-                .collect();
-            let seq: f64 = a
-                .iter()
-                .zip(&b)
-                .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                .sum();
-            let got = dot_f64(&a, &b);
-            assert!(
-                (got - seq).abs() <= 1e-12 * seq.abs().max(1.0),
-                "n {n}: {got} vs {seq}"
-            );
-            assert_eq!(got as f32, seq as f32, "n {n}");
-        }
     }
 }

@@ -134,16 +134,15 @@ impl Norm {
 
 /// RMSNorm of one row in place, as torch computes HF's `Qwen3RMSNorm` /
 /// `Gemma3RMSNorm` in f32: `x · rsqrt(mean(x²) + eps) · (offset + w)`, the
-/// mean of squares summed in order in f32.
+/// sum of squares accumulated in f64 ([`crate::vector::dot_f64`]: exact
+/// products, eight partial sums) and rounded to f32 once (torch sums in f32
+/// in a vectorized order of its own).
 pub fn rms_norm(x: &mut [f32], w: &[f32], offset: f32, eps: f32) {
     let n = x.len().min(w.len());
     if n == 0 {
         return;
     }
-    let mut ss = 0.0f32;
-    for &v in &x[..n] {
-        ss += v * v;
-    }
+    let ss = crate::vector::dot_f64(&x[..n], &x[..n]) as f32;
     let inv = 1.0 / (ss / n as f32 + eps).sqrt();
     for (v, &g) in x[..n].iter_mut().zip(w) {
         *v = (*v * inv) * (offset + g);
