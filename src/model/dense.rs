@@ -5,7 +5,7 @@
 //! Stored as the tensors `dense.{i}.weight` (`[out x in]`, the torch
 //! layout) and, if the module has one, `dense.{i}.bias`, with the
 //! activations in the metadata key `dense_modules` ([`ModelConfig`]). One
-//! vector per text: the products accumulate in f64 ([`crate::vector::dot_f64`]) and round
+//! vector per text: the products accumulate in f64 (`vector::dot_f64`) and round
 //! once.
 
 use std::sync::Arc;

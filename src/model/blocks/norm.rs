@@ -134,7 +134,7 @@ impl Norm {
 
 /// RMSNorm of one row in place, as torch computes HF's `Qwen3RMSNorm` /
 /// `Gemma3RMSNorm` in f32: `x · rsqrt(mean(x²) + eps) · (offset + w)`, the
-/// sum of squares accumulated in f64 ([`crate::vector::dot_f64`]: exact
+/// sum of squares accumulated in f64 (`vector::dot_f64`: exact
 /// products, eight partial sums) and rounded to f32 once (torch sums in f32
 /// in a vectorized order of its own).
 pub fn rms_norm(x: &mut [f32], w: &[f32], offset: f32, eps: f32) {
