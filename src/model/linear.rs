@@ -380,6 +380,7 @@ pub fn int8_weights(
         let smooth = smooth_of(file, names, k)?;
         if smooth.is_some() || act_absmax.is_none() {
             if let Some((q, scales)) = packed::unpack_int8(file, stored, n, k)? {
+                packed::release_values(file, stored);
                 return Ok(Int8Weights { q, scales, smooth });
             }
         }
@@ -441,7 +442,9 @@ fn stacked_f32(
     let n: usize = widths.iter().sum();
     if let Some(stored) = packed::find(file, names, widths, k)? {
         let smooth = smooth_of(file, names, k)?;
-        return packed::unpack_f32(file, &stored, n, k, smooth.as_deref());
+        let w = packed::unpack_f32(file, &stored, n, k, smooth.as_deref())?;
+        packed::release_values(file, &stored);
+        return Ok(w);
     }
     let mut w = Vec::with_capacity(n * k);
     for (name, &n) in names.iter().zip(widths) {

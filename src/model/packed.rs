@@ -77,9 +77,10 @@ impl Stored<'_> {
 }
 
 /// Drops the mapped pages of a stored layer's values from resident memory
-/// once they have been read into owned memory: a layer converted at open
-/// never reads them again (a page read again comes back from the file).
-fn release_values(file: &ModelFile, stored: &Stored<'_>) {
+/// once they have been read into owned memory ([`unpack_f32`],
+/// [`unpack_int8`]): a layer converted at open never reads them again (a
+/// page read again comes back from the file).
+pub(crate) fn release_values(file: &ModelFile, stored: &Stored<'_>) {
     if let Some(r) = file.tensor_file_range(stored.values()) {
         file.release_pages(r);
     }
@@ -319,8 +320,7 @@ pub(crate) fn int8_in_place(
 }
 
 /// The int8 values and scales of a stored int8 weight (`[n x k]`), `None`
-/// for a stored bf16 or f32 one; the stored bytes' mapped pages are released
-/// from resident memory.
+/// for a stored bf16 or f32 one.
 pub(crate) fn unpack_int8(
     file: &ModelFile,
     stored: &Stored<'_>,
@@ -337,7 +337,6 @@ pub(crate) fn unpack_int8(
             let q = PackedI8::unpack(layout, file.tensor_bytes(bytes), n, k).ok_or_else(|| {
                 Error::model(format!("tensor '{}' cannot be unpacked", bytes.name))
             })?;
-            release_values(file, stored);
             Ok(Some((q, scale.clone())))
         }
         Stored::Bf16 { .. } | Stored::F32 { .. } => Ok(None),
@@ -346,8 +345,7 @@ pub(crate) fn unpack_int8(
 
 /// The values of a stored weight as f32 `[n x k]`: the f32 or bf16 values, or the
 /// int8 ones times their row's scale (and the column's smoothing factor, as
-/// an unpacked int8 tensor is read). The stored values' mapped pages are
-/// released from resident memory ([`ModelFile::release_pages`]).
+/// an unpacked int8 tensor is read).
 pub(crate) fn unpack_f32(
     file: &ModelFile,
     stored: &Stored<'_>,
@@ -364,7 +362,7 @@ pub(crate) fn unpack_f32(
     let unpacked = |t: &TensorEntry, w: Option<Vec<f32>>| {
         w.ok_or_else(|| Error::model(format!("tensor '{}' cannot be unpacked", t.name)))
     };
-    let v = match stored {
+    match stored {
         Stored::Bf16 {
             layout, words: t, ..
         } => unpacked(t, PackedBf16::unpack(layout, &words(t), n, k)),
@@ -391,9 +389,7 @@ pub(crate) fn unpack_f32(
             }
             Ok(v)
         }
-    }?;
-    release_values(file, stored);
-    Ok(v)
+    }
 }
 
 /// The tensors storing a packed bf16 layer with segments `names`.

@@ -196,7 +196,8 @@ impl Runtime {
         }
         let format = file.format;
         let file = Arc::new(file);
-        let precision = opts.precision.unwrap_or(open::file_precision(&file));
+        let file_precision = open::file_precision(&file);
+        let precision = opts.precision.unwrap_or(file_precision);
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -237,7 +238,7 @@ impl Runtime {
         // Weights converted at open (a precision other than the file's) were
         // read and their mapped pages released already; mapping them in
         // again would only add their size to the resident memory.
-        if precision == open::file_precision(&file) {
+        if precision == file_precision {
             open::prefault_encoder(&file, &prefault);
         }
         let rt = Runtime {
