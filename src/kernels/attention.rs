@@ -18,9 +18,6 @@
 //! check. Rows never interact, so a vector depends on nothing but its own
 //! sequence.
 
-#[cfg(all(test, target_arch = "x86_64"))]
-use super::arch::x86_64;
-
 /// Where one head's inputs are: `len` rows of the fused projection output
 /// with row stride `ld`, the head's queries at column `q`, keys at `k` and
 /// values at `v` (each `d` wide).
@@ -223,7 +220,7 @@ pub fn attend(x: HeadInput<'_>, scale: f32, scratch: &mut [f32], dst: &mut [f32]
         // chose, which the CPU has; the sizes were checked above and the
         // head's width is a multiple of 16.
         Some(vector) if x.d.is_multiple_of(16) => unsafe { vector(x, scale, scratch, dst, ldd) },
-        _ => attend_scalar(x, scale, scratch, dst, ldd, super::ops::softmax),
+        _ => attend_scalar(x, scale, scratch, dst, ldd, &super::ops::softmax),
     }
 }
 
@@ -249,7 +246,7 @@ pub(crate) fn attend_scalar(
     scratch: &mut [f32],
     dst: &mut [f32],
     ldd: usize,
-    softmax: fn(&mut [f32]),
+    softmax: &dyn Fn(&mut [f32]),
 ) {
     let (len, d, lp) = (x.len, x.d, x.padded());
     let (kt, sc) = scratch.split_at_mut(d * lp);
@@ -369,33 +366,25 @@ mod tests {
                         );
                     }
                 }
-                // Bits against the scalar chains with each variant's softmax.
-                #[cfg(target_arch = "x86_64")]
+                // Every row's vector form gives the bits of the scalar chains
+                // with the portable softmax.
                 if d.is_multiple_of(16) {
-                    let have512 = is_x86_feature_detected!("avx512f")
-                        && is_x86_feature_detected!("avx2")
-                        && is_x86_feature_detected!("fma");
-                    let have2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
                     let mut want = vec![0.0f32; len * ldd];
                     let mut s2 = vec![0.0f32; scratch_len(len, d)];
-                    if have2 {
-                        // SAFETY: AVX2 and FMA were detected.
-                        let sm: fn(&mut [f32]) = |r| unsafe { x86_64::avx2::ops::softmax(r) };
-                        attend_scalar(x, 0.17677669, &mut s2, &mut want, ldd, sm);
-                        let mut v2 = vec![0.0f32; len * ldd];
-                        // SAFETY: as above; sizes as `attend` checks them.
-                        unsafe {
-                            x86_64::avx2::ops::attend(x, 0.17677669, &mut scratch, &mut v2, ldd)
+                    let portable = crate::kernels::sgemm::Isa::by_name("none").unwrap();
+                    let portable_ops = portable.kernel().ops;
+                    // SAFETY: the portable row needs no CPU feature.
+                    let sm: &dyn Fn(&mut [f32]) = &|r| unsafe { (portable_ops.softmax)(r) };
+                    attend_scalar(x, 0.17677669, &mut s2, &mut want, ldd, sm);
+                    for isa in crate::kernels::sgemm::Isa::all().filter(|i| i.supported()) {
+                        let Some(vector) = isa.kernel().ops.attend else {
+                            continue;
                         };
-                        assert_eq!(bits(&v2), bits(&want), "avx2 len {len} d {d} {band:?}");
-                    }
-                    if have512 {
-                        let mut v5 = vec![0.0f32; len * ldd];
-                        // SAFETY: AVX-512F, AVX2 and FMA were detected.
-                        unsafe {
-                            x86_64::avx512::ops::attend(x, 0.17677669, &mut scratch, &mut v5, ldd)
-                        };
-                        assert_eq!(bits(&v5), bits(&want), "avx512 len {len} d {d} {band:?}");
+                        let mut v = vec![0.0f32; len * ldd];
+                        // SAFETY: the CPU has the row's features; sizes as
+                        // `attend` checks them.
+                        unsafe { vector(x, 0.17677669, &mut scratch, &mut v, ldd) };
+                        assert_eq!(bits(&v), bits(&want), "{isa:?} len {len} d {d} {band:?}");
                     }
                 }
             }

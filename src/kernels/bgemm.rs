@@ -136,10 +136,8 @@ use std::cell::Cell;
 use rayon::prelude::*;
 
 use super::arch::generic;
-#[cfg(target_arch = "x86_64")]
-use super::arch::x86_64;
+pub(crate) use super::arch::types::{BKernel, RoundA};
 use super::driver::{self, span, Blocking, CTile, EpilogueAt};
-use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
@@ -147,86 +145,11 @@ use super::Par;
 /// Scratch buffers up to this size stay allocated in their thread.
 pub const SCRATCH_KEEP_BYTES: usize = 4 << 20;
 
-/// The bf16 kernel families. All give the same bits; they differ in speed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// `vdpbf16ps` (AVX512_BF16, with AVX512VL for the conversion of A).
-    Avx512Bf16,
-    /// AVX-512 (F and BW) FMA emulation.
-    Avx512,
-    /// AVX2 + FMA emulation.
-    Avx2,
-    /// Portable scalar emulation.
-    Scalar,
-}
-
-/// Everything the front needs to know about one bf16 kernel variant, in one
-/// place: each variant's module under `arch/` defines its `BKERNEL`, and
-/// [`Isa::kernel`] is the one table from variant to descriptor (what
-/// [`isa`](super::isa) needs to choose comes from here too).
-pub(crate) struct BKernel {
-    /// Tile height.
-    pub(crate) mr: usize,
-    /// Tile width (columns per packed panel).
-    pub(crate) nr: usize,
-    /// Pairs of k per packed block (the `kc x nr` panel of 32-bit words
-    /// stays in L1).
-    pub(crate) kc: usize,
-    /// What the CPU must have to run the kernels.
-    pub(crate) needs: Features,
-    /// The lowest [`Cap`] that allows the variant.
-    pub(crate) min_cap: Cap,
-    /// The tiles of 1..=`mr` rows (index = rows - 1); empty: every tile
-    /// takes the exact scalar path (`generic::bgemm::tile_exact`).
-    pub(crate) tiles: &'static [Kernel],
-    /// How A is rounded, and so what its words hold.
-    pub(crate) round_a: RoundA,
-}
-
-/// The rounding of one row of A ([`round_bf16_operand`]) for a variant's
-/// tiles.
-pub(crate) enum RoundA {
-    /// To bf16 pairs, element `2q` in the high half of word `q` (as
-    /// `vdpbf16ps` reads them; the element after an odd `k` zero); needs no
-    /// exponent bounds.
-    Pairs(unsafe fn(&[f32], &mut [u32])),
-    /// To the rounded values as floats, returning the row's smallest
-    /// biased exponent (as [`round_row`], which is the portable form).
-    Floats(unsafe fn(&[f32], &mut [u32]) -> i16),
-}
-
-/// The descriptor of the x86 variants where they cannot exist (never
-/// chosen: their CPU features are never detected).
-#[cfg(not(target_arch = "x86_64"))]
-static ABSENT: BKernel = BKernel {
-    mr: 1,
-    nr: 16,
-    kc: 256,
-    needs: Features::ABSENT,
-    min_cap: Cap::Unlimited,
-    tiles: &[],
-    round_a: RoundA::Floats(round_row),
-};
+/// A row of bf16 kernels (see [`isa`](super::isa)). All give the same bits;
+/// they differ in speed.
+pub use super::isa::Bf16Isa as Isa;
 
 impl Isa {
-    /// Every family, fastest hardware first.
-    pub const ALL: [Isa; 4] = [Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Scalar];
-
-    /// The variant's descriptor: the one table of the bf16 family.
-    pub(crate) fn kernel(self) -> &'static BKernel {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Bf16 => &x86_64::avx512bf16::BKERNEL,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => &x86_64::avx512::bgemm::BKERNEL,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => &x86_64::avx2::bgemm::BKERNEL,
-            #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx512Bf16 | Isa::Avx512 | Isa::Avx2 => &ABSENT,
-            Isa::Scalar => &generic::bgemm::BKERNEL,
-        }
-    }
-
     /// Tile height.
     pub fn mr(self) -> usize {
         self.kernel().mr
@@ -248,50 +171,41 @@ impl Isa {
     fn a_pairs(self) -> bool {
         matches!(self.kernel().round_a, RoundA::Pairs(_))
     }
-
-    /// Whether this CPU runs the kernels.
-    pub fn supported(self) -> bool {
-        super::isa::Family::features(self).available()
-    }
 }
 
-/// The kernel family to pack for on this CPU (detected once, by
-/// `isa::bf16`). `EMBD_SIMD` caps it: `none` gives
-/// [`Isa::Scalar`], `avx2` or `avxvnni` [`Isa::Avx2`], `avx512`
-/// [`Isa::Avx512`] (AVX-512F/BW without the BF16 extension); anything else, or
-/// unset, the fastest: when the CPU has AVX512_BF16, a few hundred
-/// microseconds of both 512-bit kernels decide between `vdpbf16ps` and its
-/// FMA emulation (see the module docs: the answer differs between AMD and
-/// Intel). The choice never changes results.
+/// The bf16 kernels of this process (chosen once, by `isa::bf16`): the best
+/// row of the table this CPU runs and `EMBD_SIMD` allows; when that row
+/// races (`BKernel::race`: `vdpbf16ps`), a few hundred microseconds of it
+/// and of the next row decide between them (see the module docs: the
+/// answer differs between AMD and Intel). The choice never changes results.
 #[inline]
 pub fn isa() -> Isa {
     super::isa::bf16(select_isa)
 }
 
-/// [`isa`]'s choice, made once: the best family the CPU and `EMBD_SIMD`
-/// allow, then the faster of the two 512-bit ones.
+/// [`isa`]'s choice, made once: the best row, or the next one when that
+/// wins their race.
 #[cold]
-fn select_isa() -> Option<Isa> {
-    let found = super::isa::best::<Isa>();
-    if found == Some(Isa::Avx512Bf16) && Isa::Avx512.supported() && !dpbf16_is_faster() {
-        return Some(Isa::Avx512);
+fn select_isa() -> Isa {
+    let best = Isa::best();
+    match best.next_best() {
+        Some(next) if best.kernel().race && !is_faster(best, next) => next,
+        _ => best,
     }
-    found
 }
 
-/// Times one 12 x 32 tile over a 192-pair block with both 512-bit kernels
-/// (about 0.3 ms in all) and says whether `vdpbf16ps` wins.
-fn dpbf16_is_faster() -> bool {
-    let (isa_a, isa_b) = (Isa::Avx512Bf16, Isa::Avx512);
-    let kp = isa_a.kc();
-    let (mr, nr) = (isa_a.mr(), isa_a.nr());
-    let a = vec![0x3F80_3F80u32; mr * 2 * kp];
-    let b = vec![0x3F80_3F80u32; kp * nr];
-    let mut c = vec![0.0f32; mr * nr];
-    let mut time = |isa: Isa| {
+/// Times the full-height tile of each of `a` and `b` over one block of its
+/// depth (about 0.3 ms in all) and says whether `a` does more work per
+/// second.
+fn is_faster(a: Isa, b: Isa) -> bool {
+    let time = |isa: Isa| {
+        let (mr, nr, kp) = (isa.mr(), isa.nr(), isa.kc());
+        let a = vec![0x3F80_3F80u32; mr * 2 * kp];
+        let b = vec![0x3F80_3F80u32; kp * nr];
+        let mut c = vec![0.0f32; mr * nr];
         let t = std::time::Instant::now();
         for _ in 0..8 {
-            // SAFETY: both ISAs are supported (checked by the caller);
+            // SAFETY: both rows are supported (`next_best` and `best` check);
             // A holds mr rows of 2·kp words (enough for either layout), B
             // one kp x nr panel, C one mr x nr tile.
             unsafe {
@@ -309,15 +223,15 @@ fn dpbf16_is_faster() -> bool {
                 )
             };
         }
-        t.elapsed().as_secs_f64()
+        std::hint::black_box(&c);
+        t.elapsed().as_secs_f64() / (mr * nr * kp) as f64
     };
     // Interleaved, best of several: clock ramps and noise hit both alike.
     let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..5 {
-        ta = ta.min(time(isa_a));
-        tb = tb.min(time(isa_b));
+        ta = ta.min(time(a));
+        tb = tb.min(time(b));
     }
-    std::hint::black_box(&c);
     ta < tb
 }
 
@@ -874,14 +788,6 @@ fn prepare_a(
     }
 }
 
-/// One register-tile kernel: `C[0..R][0..nr] = (load ? C : 0) + A · Bpanel`
-/// over `kp` pairs. Arguments: `kp`, A (`R` rows at stride `lda` words, bf16
-/// pairs or floats as the ISA reads them), `lda`, the B panel (`kp` rows of
-/// `nr` words), C, `ldc`, `load`, and where the next B panel lies
-/// (prefetched; never dereferenced, may be anywhere).
-pub(crate) type Kernel =
-    unsafe fn(usize, *const u32, usize, *const u32, *mut f32, usize, bool, *const u32);
-
 /// Runs the `h`-row kernel of `isa` on a full-width tile.
 ///
 /// # Safety
@@ -927,6 +833,10 @@ struct Bf16Panel {
 
 impl driver::Operands for Bf16Operands<'_> {
     type Panel = Bf16Panel;
+
+    fn prepare(&self) {
+        self.b.isa.prepare();
+    }
 
     #[inline(always)]
     fn blocking(&self) -> Blocking {
@@ -1003,6 +913,8 @@ impl driver::Operands for Bf16Operands<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "x86_64")]
+    use crate::kernels::arch::x86_64;
 
     fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -1081,7 +993,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vdpbf16ps_is_the_oracle() {
-        if !Isa::Avx512Bf16.supported() {
+        if !Isa::by_name("avx512bf16").is_some_and(Isa::supported) {
             eprintln!("no AVX512_BF16 here: skipped");
             return;
         }
@@ -1279,7 +1191,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn round_bf16_is_vcvtneps2bf16() {
-        if !Isa::Avx512Bf16.supported() {
+        if !Isa::by_name("avx512bf16").is_some_and(Isa::supported) {
             eprintln!("no AVX512_BF16 here: skipped");
             return;
         }
@@ -1340,7 +1252,7 @@ mod tests {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if Isa::Avx512.supported() {
+        if Isa::by_name("avx512").is_some_and(Isa::supported) {
             /// # Safety
             /// AVX-512F is available.
             #[target_feature(enable = "avx512f")]
@@ -1373,7 +1285,7 @@ mod tests {
 
     /// The supported families (the product runs the one B was packed for).
     fn isas() -> Vec<Isa> {
-        Isa::ALL.into_iter().filter(|i| i.supported()).collect()
+        Isa::all().filter(|i| i.supported()).collect()
     }
 
     /// A row of A or a column of B (row of W) rounded as the product's
@@ -1606,7 +1518,7 @@ mod tests {
         let (_, fb) = check_all(m, n, k, &a, &w, &one_denormal, "a denormal C");
         let emulated = isas()
             .iter()
-            .filter(|&&i| !matches!(i, Isa::Avx512Bf16 | Isa::Scalar))
+            .filter(|&&i| !i.a_pairs() && !i.kernel().tiles.is_empty())
             .count();
         assert!(fb >= emulated, "{fb} fallback tiles");
     }
@@ -1714,7 +1626,7 @@ mod tests {
             }
         }
         // k = 0 and an empty product.
-        let pb = PackedBf16::from_linear(Isa::Scalar, &[], 5, 0);
+        let pb = PackedBf16::from_linear(Isa::by_name("none").unwrap(), &[], 5, 0);
         let mut c = vec![1.0f32; 10];
         product(2, &[], 0, &pb, &mut c, 5, true, &|_, _| {}, Par::Serial);
         assert!(c.iter().all(|&v| v == 1.0));
@@ -1769,7 +1681,8 @@ mod speed {
             let mut c = vec![0.0f32; m * n];
             let fl = 2.0 * (m * n * k) as f64;
             let mut line = format!("m {m} k {k:>4} n {n:>4}:");
-            if let Some(sisa) = sgemm::isa() {
+            {
+                let sisa = sgemm::isa();
                 let pf = sgemm::PackedB::new(sisa, k, n, &sgemm::Transposed { w: &w, ldw: k });
                 let g = best(
                     || {
@@ -1792,8 +1705,8 @@ mod speed {
                 );
                 line += &format!(" f32 {g:6.1}");
             }
-            for isa in Isa::ALL {
-                if !isa.supported() || isa == Isa::Scalar {
+            for isa in Isa::all() {
+                if !isa.supported() || isa.kernel().tiles.is_empty() {
                     continue;
                 }
                 let t = cpu();

@@ -88,6 +88,10 @@ pub(crate) trait Operands: Sync {
     /// One B panel as [`tile`](Operands::tile) reads it.
     type Panel;
 
+    /// Readies the calling thread for the kernels (the row's per-thread
+    /// set-up, [`isa::prepare`](super::isa::prepare)); run once per task.
+    fn prepare(&self);
+
     /// Floats of the per-thread buffer [`panel`](Operands::panel) may pack
     /// into (0: it never packs; the driver then touches no buffer).
     const PACK_FLOATS: usize = 0;
@@ -245,6 +249,7 @@ pub(crate) unsafe fn product<O: Operands>(
     let nr = ops.blocking().nr;
     let cp = CPtr(c.as_mut_ptr());
     let run = |lo: usize, hi: usize| {
+        ops.prepare();
         // SAFETY: forwarded contract; each task gets a disjoint column range
         // of C, which stays exclusively borrowed until all tasks have joined.
         unsafe { gemm_cols(ops, m, cp, ldc, lo, hi, accumulate, epi) }

@@ -17,9 +17,7 @@
 //! path. Element-wise results depend only on the element, row results only on
 //! the row.
 
-use super::arch::generic::ops as generic;
-#[cfg(all(test, target_arch = "x86_64"))]
-use super::arch::x86_64;
+use super::arch::types::RowOps;
 use super::isa;
 #[cfg(test)]
 use super::sgemm::Isa;
@@ -242,48 +240,11 @@ pub fn silu(v: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// The row operations of one ISA, as its f32 descriptor holds them
-/// (`sgemm::SKernel::ops`): `arch::x86_64::{avx512, avx2}::ops::OPS`, or
-/// `arch::generic::ops::OPS` (the portable code, when [`isa::fp32`] chose
-/// none). Each function may only run when the CPU has the features of its
-/// ISA (the descriptor's `needs`; the portable ones need none).
-pub(crate) struct RowOps {
-    /// [`add_assign`].
-    pub(crate) add_assign: unsafe fn(&mut [f32], &[f32]),
-    /// [`scale`].
-    pub(crate) scale: unsafe fn(&mut [f32], f32),
-    /// [`layer_norm`].
-    pub(crate) layer_norm: unsafe fn(&mut [f32], &[f32], &[f32], f32),
-    /// [`bias_layer_norm`].
-    pub(crate) bias_layer_norm: BiasLayerNormFn,
-    /// [`bias_gelu`].
-    pub(crate) bias_gelu: unsafe fn(&mut [f32], &[f32]),
-    /// [`bias_gelu_tanh`].
-    pub(crate) bias_gelu_tanh: unsafe fn(&mut [f32], &[f32]),
-    /// [`softmax`].
-    pub(crate) softmax: unsafe fn(&mut [f32]),
-    /// The vector form of [`attend`](super::attention::attend) for heads
-    /// whose width is a multiple of 16 (`None`: the scalar form only).
-    pub(crate) attend: Option<AttendFn>,
-}
-
-/// [`bias_layer_norm`]'s form in [`RowOps`].
-pub(crate) type BiasLayerNormFn = unsafe fn(&mut [f32], &[f32], &[f32], &[f32], f32);
-
-/// A vector form of [`attend`](super::attention::attend): same arguments,
-/// same bits as its scalar form; its sizes checked, the head's width a
-/// multiple of 16.
-pub(crate) type AttendFn =
-    unsafe fn(super::attention::HeadInput<'_>, f32, &mut [f32], &mut [f32], usize);
-
 /// The row operations of the ISA [`isa::fp32`] selects, read from its
 /// descriptor (the portable ones when it selects none).
 #[inline(always)]
 pub(crate) fn row_ops() -> &'static RowOps {
-    match isa::fp32() {
-        Some(isa) => isa.kernel().ops,
-        None => &generic::OPS,
-    }
+    isa::fp32().kernel().ops
 }
 
 /// Runs `$f` of [`row_ops`]: the one ISA dispatch of this file (a new ISA
@@ -437,28 +398,20 @@ mod tests {
         bias_gelu(&mut nan, &[0.0; 3]);
         assert!(nan.iter().all(|v| v.is_nan()));
 
-        #[cfg(target_arch = "x86_64")]
-        {
-            let have = |f: &str| match f {
-                "avx2" => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
-                _ => is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx2"),
-            };
-            if have("avx2") && have("avx512") {
-                // Bias and lengths that exercise the tails.
-                let b: Vec<f32> = (0..x.len()).map(|i| (i % 7) as f32 * 0.01).collect();
-                for n in [1, 5, 16, 17, 31, 33, 1536, x.len()] {
-                    let (mut p, mut q) = (x[..n].to_vec(), x[..n].to_vec());
-                    // SAFETY: both ISAs' features were detected above.
-                    unsafe {
-                        x86_64::avx512::ops::bias_gelu(&mut p, &b[..n]);
-                        x86_64::avx2::ops::bias_gelu(&mut q, &b[..n]);
-                    }
-                    let (pb, qb): (Vec<u32>, Vec<u32>) = (
-                        p.iter().map(|v| v.to_bits()).collect(),
-                        q.iter().map(|v| v.to_bits()).collect(),
-                    );
-                    assert_eq!(pb, qb, "bias_gelu avx512 vs avx2, n={n}");
-                }
+        // Bias and lengths that exercise the tails: every row gives the
+        // portable row's bits.
+        let b: Vec<f32> = (0..x.len()).map(|i| (i % 7) as f32 * 0.01).collect();
+        let rows: Vec<_> = Isa::all().filter(|i| i.supported()).collect();
+        for n in [1, 5, 16, 17, 31, 33, 1536, x.len()] {
+            let mut want = x[..n].to_vec();
+            // SAFETY: the portable row needs no CPU feature.
+            unsafe { (rows.last().unwrap().kernel().ops.bias_gelu)(&mut want, &b[..n]) };
+            for isa in &rows {
+                let mut p = x[..n].to_vec();
+                // SAFETY: the CPU has the row's features.
+                unsafe { (isa.kernel().ops.bias_gelu)(&mut p, &b[..n]) };
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+                assert_eq!(bits(&p), bits(&want), "bias_gelu {isa:?} vs none, n={n}");
             }
         }
     }
@@ -527,52 +480,33 @@ mod tests {
         assert_eq!(s, vec![0.5, -1.0]);
     }
 
-    type Ew = fn(&mut [f32], &[f32]);
-    type Row = fn(&mut [f32]);
+    type Ew = &'static (dyn Fn(&mut [f32], &[f32]) + Sync);
+    type Row = &'static (dyn Fn(&mut [f32]) + Sync);
 
     /// The implementations of `(bias_gelu, bias_gelu_tanh, softmax, exp)`
-    /// this CPU can run: portable, AVX2, AVX-512.
+    /// this CPU can run: every row of the ISA table with f32 kernels, best
+    /// first (the portable row last).
     #[allow(clippy::type_complexity)]
     fn paths() -> Vec<(&'static str, Ew, Ew, Row, Row)> {
-        let mut v: Vec<(&'static str, Ew, Ew, Row, Row)> = vec![(
-            "portable",
-            generic::bias_gelu,
-            generic::bias_gelu_tanh,
-            generic::softmax,
-            |x| x.iter_mut().for_each(|v| *v = exp(*v)),
-        )];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::Avx2.supported() {
-                v.push((
-                    "avx2",
-                    // SAFETY: the CPU has AVX2 and FMA (checked above); the same
-                    // holds for the three closures below.
-                    |x, b| unsafe { x86_64::avx2::ops::bias_gelu(x, b) },
-                    // SAFETY: as above.
-                    |x, b| unsafe { x86_64::avx2::ops::bias_gelu_tanh(x, b) },
-                    // SAFETY: as above.
-                    |x| unsafe { x86_64::avx2::ops::softmax(x) },
-                    // SAFETY: as above.
-                    |x| unsafe { x86_64::avx2::ops::exp_slice(x) },
-                ));
-            }
-            if Isa::Avx512.supported() {
-                v.push((
-                    "avx512",
-                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked above);
-                    // the same holds for the three closures below.
-                    |x, b| unsafe { x86_64::avx512::ops::bias_gelu(x, b) },
-                    // SAFETY: as above.
-                    |x, b| unsafe { x86_64::avx512::ops::bias_gelu_tanh(x, b) },
-                    // SAFETY: as above.
-                    |x| unsafe { x86_64::avx512::ops::softmax(x) },
-                    // SAFETY: as above.
-                    |x| unsafe { x86_64::avx512::ops::exp_slice(x) },
-                ));
-            }
-        }
-        v
+        Isa::all()
+            .filter(|i| i.supported())
+            .map(|isa| {
+                let ops = isa.kernel().ops;
+                // SAFETY (each closure): the CPU has the row's features.
+                let g: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| unsafe {
+                    (ops.bias_gelu)(x, b)
+                }));
+                // SAFETY: as above.
+                let t: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| unsafe {
+                    (ops.bias_gelu_tanh)(x, b)
+                }));
+                // SAFETY: as above.
+                let s: Row = Box::leak(Box::new(move |x: &mut [f32]| unsafe { (ops.softmax)(x) }));
+                // SAFETY: as above.
+                let e: Row = Box::leak(Box::new(move |x: &mut [f32]| unsafe { (ops.exp)(x) }));
+                (isa.name(), g, t, s, e)
+            })
+            .collect()
     }
 
     /// `f` (with bias -0, which keeps every input, -0 included) of every
@@ -741,38 +675,40 @@ mod tests {
         }
     }
 
-    /// The AVX2 and AVX-512 kernels run the same operations and give the
-    /// same bits.
+    /// Every row's kernels run the same operations and give the bits of
+    /// the portable row.
     #[test]
-    fn vector_paths_agree_bit_for_bit() {
+    fn every_row_gives_the_portable_bits() {
         let p = paths();
-        if p.len() < 3 {
-            eprintln!("skipped: this CPU has no AVX-512");
-            return;
-        }
-        let (a, b) = (&p[1], &p[2]);
+        let base = p.last().unwrap();
+        assert_eq!(base.0, "none");
         let mut xs = sweep();
-        xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 1e-45]);
-        for (fa, fb) in [(a.1, b.1), (a.2, b.2)] {
-            let (ya, yb) = (apply(fa, &xs), apply(fb, &xs));
-            for ((x, u), v) in xs.iter().zip(&ya).zip(&yb) {
-                assert_eq!(u.to_bits(), v.to_bits(), "x = {x}");
+        xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 1e-45, f32::NAN]);
+        let same = |u: &[f32], v: &[f32]| {
+            u.iter()
+                .zip(v)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
+        };
+        let (yg, yt) = (apply(base.1, &xs), apply(base.2, &xs));
+        let mut ye = xs.clone();
+        (base.4)(&mut ye);
+        for a in &p[..p.len() - 1] {
+            assert!(same(&apply(a.1, &xs), &yg), "{}: gelu", a.0);
+            assert!(same(&apply(a.2, &xs), &yt), "{}: tanh gelu", a.0);
+            let mut ea = xs.clone();
+            (a.4)(&mut ea);
+            assert!(same(&ea, &ye), "{}: exp", a.0);
+            for n in (1..=200).chain([255, 256, 257, 384, 1000]) {
+                let row: Vec<f32> = (0..n)
+                    .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.37)
+                    .collect();
+                let (mut ra, mut rb) = (row.clone(), row);
+                (a.3)(&mut ra);
+                (base.3)(&mut rb);
+                assert!(same(&ra, &rb), "{}: softmax n = {n}", a.0);
             }
         }
-        let mut ea = xs.clone();
-        let mut eb = xs.clone();
-        (a.4)(&mut ea);
-        (b.4)(&mut eb);
-        assert!(ea.iter().zip(&eb).all(|(u, v)| u.to_bits() == v.to_bits()));
-        for n in (1..=200).chain([255, 256, 257, 384, 1000]) {
-            let row: Vec<f32> = (0..n)
-                .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.37)
-                .collect();
-            let (mut ra, mut rb) = (row.clone(), row);
-            (a.3)(&mut ra);
-            (b.3)(&mut rb);
-            assert_eq!(ra, rb, "softmax n = {n}");
-        }
+        eprintln!("rows checked: {:?}", p.iter().map(|r| r.0).collect::<Vec<_>>());
     }
 
     #[test]

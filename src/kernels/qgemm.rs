@@ -64,86 +64,16 @@
 
 use rayon::prelude::*;
 
-use super::arch::generic;
-#[cfg(target_arch = "x86_64")]
-use super::arch::x86_64;
+pub(crate) use super::arch::types::{QKernel, Tile};
 use super::driver::{self, Blocking, CTile, EpilogueAt};
-use super::isa::{Cap, Features};
 use super::packbuf::PackBuf;
 use super::sgemm::EpilogueFn;
 use super::Par;
 
-/// The int8 kernel family in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    /// AVX-512 VNNI (with AVX-512BW): 12 x 32 tiles.
-    Avx512Vnni,
-    /// AVX-VNNI (256-bit VEX form): 6 x 16 tiles.
-    AvxVnni,
-    /// AVX2 without VNNI: 4 x 16 tiles.
-    Avx2,
-    /// Portable integer code.
-    Scalar,
-}
-
-/// Everything the front needs to know about one int8 kernel variant, in one
-/// place: each variant's module under `arch/` defines its `QKERNEL`, and
-/// [`Isa::kernel`] is the one table from variant to descriptor (what the CPU
-/// must have and the `EMBD_SIMD` cap for [`isa`](super::isa) come from here
-/// too).
-pub(crate) struct QKernel {
-    /// Tile height (rows of A per kernel call).
-    pub(crate) mr: usize,
-    /// Tile and panel width (columns).
-    pub(crate) nr: usize,
-    /// What A's bytes hold: `qa + a_offset` (128 for the u8 · s8 VNNI forms).
-    pub(crate) a_offset: i32,
-    /// What the CPU must have to run the kernels.
-    pub(crate) needs: Features,
-    /// The lowest [`Cap`] that allows the variant.
-    pub(crate) min_cap: Cap,
-    /// The tiles of 1..=`mr` rows (index = rows - 1).
-    pub(crate) tiles: &'static [TileFn],
-    /// The vector row quantization, bit for bit [`quantize_row_scalar`]
-    /// (`None`: that scalar form).
-    pub(crate) quantize_row: Option<QuantizeRowFn>,
-}
-
-/// A vector form of [`quantize_row_scalar`] (same arguments and results).
-pub(crate) type QuantizeRowFn = unsafe fn(&[f32], Option<&[f32]>, &mut [u8], i32) -> (f32, i32);
-
-/// The descriptor of the x86 variants where they cannot exist (never
-/// chosen: their CPU features are never detected).
-#[cfg(not(target_arch = "x86_64"))]
-static ABSENT: QKernel = QKernel {
-    mr: 1,
-    nr: 16,
-    a_offset: 0,
-    needs: Features::ABSENT,
-    min_cap: Cap::Unlimited,
-    tiles: &[],
-    quantize_row: None,
-};
+/// A row of int8 kernels (see [`isa`](super::isa)).
+pub use super::isa::Int8Isa as Isa;
 
 impl Isa {
-    /// Every family, best first.
-    pub const ALL: [Isa; 4] = [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2, Isa::Scalar];
-
-    /// The variant's descriptor: the one table of the int8 family.
-    pub(crate) fn kernel(self) -> &'static QKernel {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => &x86_64::avx512vnni::QKERNEL,
-            #[cfg(target_arch = "x86_64")]
-            Isa::AvxVnni => &x86_64::avxvnni::QKERNEL,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => &x86_64::avx2::qgemm::QKERNEL,
-            #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => &ABSENT,
-            Isa::Scalar => &generic::qgemm::QKERNEL,
-        }
-    }
-
     /// Tile height (rows of A per kernel call).
     pub fn mr(self) -> usize {
         self.kernel().mr
@@ -158,17 +88,11 @@ impl Isa {
     pub fn a_offset(self) -> i32 {
         self.kernel().a_offset
     }
-
-    /// Whether this CPU runs the kernels.
-    pub fn supported(self) -> bool {
-        super::isa::Family::features(self).available()
-    }
 }
 
-/// The best int8 kernel family of this CPU (detected once, by
-/// [`isa::int8`](super::isa::int8)), within the cap of `EMBD_SIMD` (`none`,
-/// `avx2`, `avxvnni`, `avx512` (the 256-bit forms); unset = no cap; for
-/// testing).
+/// The int8 kernels of this process: the best row of the table this CPU
+/// runs and `EMBD_SIMD` allows (chosen once, by
+/// [`isa::int8`](super::isa::int8)).
 #[inline]
 pub fn isa() -> Isa {
     super::isa::int8()
@@ -637,31 +561,6 @@ pub fn product(
     unsafe { driver::product(&ops, m, n, c, ldc, accumulate, epi, tasks) }
 }
 
-/// What one kernel call needs: `h` rows of A from `a` (row stride `lda`
-/// bytes) times one packed panel `b` over `kq` groups of 4, dequantized into
-/// C (row stride `ldc`) with the rows' scales and corrections and the
-/// panel's column scales and sums. A [`TileFn`] of `h` rows may rely on: `h`
-/// rows of `4·kq` bytes of A, `kq·4·nr` bytes of panel, `h` entries of `sa`
-/// and `zc`, `nr` of `sw` and `wsum`, and `h` rows of `nr` writable floats
-/// of C (read first when `load`).
-pub(crate) struct Tile {
-    pub(crate) kq: usize,
-    pub(crate) a: *const u8,
-    pub(crate) lda: usize,
-    pub(crate) b: *const u8,
-    pub(crate) next: *const u8,
-    pub(crate) sa: *const f32,
-    pub(crate) zc: *const i32,
-    pub(crate) sw: *const f32,
-    pub(crate) wsum: *const i32,
-    pub(crate) c: *mut f32,
-    pub(crate) ldc: usize,
-    pub(crate) load: bool,
-}
-
-/// One vector ISA's kernel for a tile of a fixed number of rows.
-pub(crate) type TileFn = unsafe fn(&Tile);
-
 /// The int8 product's operands for the [`driver`]: the quantized rows of A,
 /// B packed with its column scales and sums. Never blocked in k (the tiles
 /// dequantize) nor in rows.
@@ -682,6 +581,10 @@ struct Int8Panel {
 
 impl driver::Operands for Int8Operands<'_> {
     type Panel = Int8Panel;
+
+    fn prepare(&self) {
+        self.b.isa.prepare();
+    }
 
     #[inline(always)]
     fn blocking(&self) -> Blocking {
@@ -773,7 +676,7 @@ mod tests {
     }
 
     fn supported() -> Vec<Isa> {
-        Isa::ALL.into_iter().filter(|i| i.supported()).collect()
+        Isa::all().filter(|i| i.supported()).collect()
     }
 
     /// The oracle's value of every element, from the unpacked quantized
@@ -803,7 +706,7 @@ mod tests {
     #[test]
     fn every_isa_matches_the_oracle_bit_for_bit() {
         let isas = supported();
-        assert!(isas.contains(&Isa::Scalar));
+        assert!(isas.contains(&Isa::by_name("none").unwrap()));
         for &m in &[1usize, 2, 3, 5, 7, 12, 13, 17, 64, 65] {
             for &n in &[1usize, 7, 16, 31, 32, 33, 65, 96] {
                 for &k in &[1usize, 2, 3, 7, 8, 64, 384] {
@@ -979,7 +882,7 @@ mod tests {
             for isa in supported() {
                 let b = PackedI8::from_f32(isa, &w, n, k);
                 let mut a = QuantRows::default();
-                let reps = if isa == Isa::Scalar { 2 } else { 50 };
+                let reps = if isa.name() == "none" { 2 } else { 50 };
                 let t0 = thread_cpu_seconds();
                 for _ in 0..reps {
                     a.quantize(isa, &x, m, k, k, None, Par::Serial);

@@ -31,8 +31,7 @@ use std::sync::Arc;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
 use super::driver::{self, span, Blocking, CTile, EpilogueAt};
-use super::isa::{Cap, Features};
-use super::ops::RowOps;
+pub(crate) use super::arch::types::SKernel;
 use super::packbuf::PackBuf;
 use super::Par;
 
@@ -47,67 +46,10 @@ pub const SEGMENT_ALIGN: usize = 32;
 const MAX_NR: usize = 32;
 const MAX_KC: usize = 384;
 
-/// The kernel family in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    /// AVX2 + FMA: 6 x 16 tile.
-    Avx2,
-    /// AVX-512F: 12 x 32 tile.
-    Avx512,
-}
-
-/// Everything the fronts need to know about one f32 kernel variant (the
-/// GEMM tiles, the row operations of [`ops`](super::ops) and the vector
-/// [`attend`](super::attention::attend)), in one place: each variant's
-/// module under `arch/` defines its `SKERNEL`, and [`Isa::kernel`] is the
-/// one table from variant to descriptor (what [`isa`](super::isa) needs to
-/// choose comes from here too).
-pub(crate) struct SKernel {
-    /// Tile height.
-    pub(crate) mr: usize,
-    /// Tile width (columns per packed panel).
-    pub(crate) nr: usize,
-    /// Depth of one packed block (the B panel, `kc x nr`, stays in L1).
-    pub(crate) kc: usize,
-    /// What the CPU must have to run the kernels.
-    pub(crate) needs: Features,
-    /// The lowest [`Cap`] that allows the variant.
-    pub(crate) min_cap: Cap,
-    /// The tiles of 1..=`mr` rows (index = rows - 1).
-    pub(crate) tiles: &'static [Kernel],
-    /// The row operations (and the vector attention) of the ISA.
-    pub(crate) ops: &'static RowOps,
-}
-
-/// The descriptor of the x86 variants where they cannot exist (never
-/// chosen: their CPU features are never detected).
-#[cfg(not(target_arch = "x86_64"))]
-static ABSENT: SKernel = SKernel {
-    mr: 1,
-    nr: 16,
-    kc: 256,
-    needs: Features::ABSENT,
-    min_cap: Cap::Unlimited,
-    tiles: &[],
-    ops: &super::arch::generic::ops::OPS,
-};
+/// A row of f32 kernels (see [`isa`](super::isa)).
+pub use super::isa::F32Isa as Isa;
 
 impl Isa {
-    /// Every family, best first.
-    pub const ALL: [Isa; 2] = [Isa::Avx512, Isa::Avx2];
-
-    /// The variant's descriptor: the one table of the f32 family.
-    pub(crate) fn kernel(self) -> &'static SKernel {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => &x86_64::avx2::sgemm::SKERNEL,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => &x86_64::avx512::sgemm::SKERNEL,
-            #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2 | Isa::Avx512 => &ABSENT,
-        }
-    }
-
     /// Tile height.
     pub fn mr(self) -> usize {
         self.kernel().mr
@@ -122,19 +64,13 @@ impl Isa {
     pub fn kc(self) -> usize {
         self.kernel().kc
     }
-
-    /// Whether this CPU runs the kernel.
-    pub fn supported(self) -> bool {
-        super::isa::Family::features(self).available()
-    }
 }
 
-/// The best kernel family of this CPU (detected once, by
-/// [`isa::fp32`](super::isa::fp32)), or `None` (then the callers use the
-/// portable `matrixmultiply` path). `EMBD_SIMD=avx2` or `EMBD_SIMD=none` in
-/// the environment caps the choice (for testing).
+/// The f32 kernels of this process: the best row of the table this CPU runs
+/// and `EMBD_SIMD` allows (chosen once, by [`isa::fp32`](super::isa::fp32);
+/// the portable row when nothing better qualifies).
 #[inline]
-pub fn isa() -> Option<Isa> {
+pub fn isa() -> Isa {
     super::isa::fp32()
 }
 
@@ -156,7 +92,7 @@ pub trait BSource: Sync {
     /// # Safety
     /// The view must have been checked with [`BSource::check`] for some
     /// `k >= p0 + kc` and `n >= j0 + nr`; `dst` holds at least `kc * w`
-    /// floats; `w` is 16 or 32 and AVX2 is available.
+    /// floats; `w` is 16 or 32.
     unsafe fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, w: usize, dst: *mut f32);
 
     /// The panel of rows `p0..p0 + isa.kc()` (clipped to k) and columns
@@ -268,8 +204,7 @@ impl PackedB {
                 // SAFETY: `src` was checked as k x n, covering rows p0..p0+kc
                 // and columns j0..j0+w; the destination panel starts at
                 // p0·n_pad + j0·kc and holds kc·nr floats, ending at or before
-                // (p0 + kc)·n_pad <= k·n_pad = dst.len(); AVX2 comes with every
-                // ISA.
+                // (p0 + kc)·n_pad <= k·n_pad = dst.len().
                 unsafe { src.pack(p0, kc, j0, w, nr, base.add(p0 * n_pad + j0 * kc)) };
                 j0 += nr;
             }
@@ -503,7 +438,7 @@ impl BSource for Stacked<'_> {
 ///
 /// # Safety
 /// Those elements of `w` (row stride `ldw`) exist; `dst` holds `kc * w`
-/// floats; `w` is a multiple of 8; AVX2 is available.
+/// floats; `w` is a multiple of 8.
 #[allow(clippy::too_many_arguments)]
 unsafe fn pack_transposed(
     src: *const f32,
@@ -517,9 +452,9 @@ unsafe fn pack_transposed(
 ) {
     let mut p = 0;
     #[cfg(target_arch = "x86_64")]
-    if nr == w {
+    if nr == w && super::isa::Features::AVX2.and(super::isa::Features::FMA).available() {
         for g in 0..w / 8 {
-            // SAFETY: AVX2 is available (contract); rows j0+8g..j0+8g+8 <= j0+nr
+            // SAFETY: AVX2 and FMA are available (checked); rows j0+8g..j0+8g+8 <= j0+nr
             // exist with columns p0..p0+kc; the writes stay in dst's kc rows.
             unsafe {
                 x86_64::avx2::sgemm::pack_transposed_8(
@@ -591,12 +526,6 @@ pub fn product<B: BSource>(
     unsafe { driver::product(&ops, m, n, c, ldc, accumulate, epi, tasks) }
 }
 
-/// One register-tile kernel: `C (+)= Apanel · Bpanel` over `kc`.
-/// The last argument is where the next B panel lies (prefetched while this
-/// one is used; never dereferenced, may be anywhere).
-pub(crate) type Kernel =
-    unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool, *const f32);
-
 /// The f32 product's operands for the [`driver`]: A read in place, B's
 /// panels packed ahead ([`PackedB`]) or packed now into the driver's
 /// per-thread buffer.
@@ -614,6 +543,10 @@ impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
     type Panel = (*const f32, *const f32);
 
     const PACK_FLOATS: usize = MAX_KC * MAX_NR;
+
+    fn prepare(&self) {
+        self.isa.prepare();
+    }
 
     #[inline(always)]
     fn blocking(&self) -> Blocking {
@@ -644,7 +577,7 @@ impl<B: BSource + ?Sized> driver::Operands for F32Operands<'_, B> {
             None => {
                 // SAFETY: columns j0..j0+w <= n and rows p0..p0+kc <= k of B
                 // are inside the checked view; the buffer holds
-                // MAX_KC*MAX_NR floats; AVX2 comes with every ISA.
+                // MAX_KC*MAX_NR floats.
                 unsafe { self.b.pack(p0, kc, j0, w, nr, pack) };
                 (pack.cast_const(), pack.cast_const())
             }
@@ -698,7 +631,7 @@ mod tests {
     /// accumulation, on awkward shapes and k across the KC blocking.
     #[test]
     fn products_equal_the_fma_chain_bitwise() {
-        for isa in [Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::all() {
             if isa.supported() {
                 check_isa(isa);
             } else {
@@ -806,9 +739,6 @@ mod tests {
 
     #[test]
     fn stacked_equals_separate_layers_and_splits_are_invariant() {
-        if isa().is_none() {
-            return;
-        }
         let k = 384;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
@@ -869,7 +799,7 @@ mod tests {
             .build()
             .unwrap();
         let none = |_: usize, _: &mut [f32]| {};
-        for isa in [Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::all() {
             if !isa.supported() {
                 eprintln!("{isa:?} unsupported here: skipped");
                 continue;

@@ -5,7 +5,7 @@
 //!
 //! | precision | weights | product |
 //! |---|---|---|
-//! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]), or read packed from the file | [`sgemm`] (or `matrixmultiply` without AVX2) |
+//! | f32 | the file's f32 tensors in place; packed into the SGEMM panel layout by the background packer ([`pack_f32_layer`]), or read packed from the file | [`sgemm`] |
 //! | int8 | [`PackedI8`]: int8 per output channel + scales + column sums, built at open (from the file's int8 tensors, or quantized from f32) | [`qgemm`] on activations quantized per row |
 //! | bf16 | [`PackedBf16`]: rounded pairs in the bf16 kernels' panels, built at open | [`bgemm`] |
 //!
@@ -498,13 +498,10 @@ fn smoothing_factors(w: &[f32], n: usize, k: usize, act_absmax: &[f32]) -> Vec<f
 
 /// Packs the f32 layers among `linears` (the matrices of one encoder layer)
 /// into one shared buffer in the SGEMM panel layout, then releases the mapped
-/// pages of their originals from resident memory. A no-op without the
-/// engine's own f32 kernels, for layers packed already, and for layers of
-/// other precisions (packed at load).
+/// pages of their originals from resident memory. A no-op for layers packed
+/// already, and for layers of other precisions (packed at load).
 pub fn pack_f32_layer(linears: &[&Linear]) {
-    let Some(isa) = sgemm::isa() else {
-        return;
-    };
+    let isa = sgemm::isa();
     let todo: Vec<&Linear> = linears
         .iter()
         .copied()

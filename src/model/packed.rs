@@ -281,12 +281,12 @@ pub(crate) fn bf16_in_place(
 pub(crate) fn f32_in_place(
     file: &Arc<ModelFile>,
     stored: &Stored<'_>,
-    isa: Option<sgemm::Isa>,
+    isa: sgemm::Isa,
     n: usize,
     k: usize,
 ) -> Result<Option<PackedB>> {
-    match (stored, isa) {
-        (Stored::F32 { layout, floats }, Some(isa)) if *layout == PackedB::layout(isa) => {
+    match stored {
+        Stored::F32 { layout, floats } if *layout == PackedB::layout(isa) => {
             PackedB::from_stored(isa, k, n, buffer(file, floats))
                 .map(Some)
                 .map_err(|e| Error::model(format!("tensor '{}': {e}", floats.name)))
@@ -473,7 +473,7 @@ mod tests {
     /// several `kc` blocks, odd `k` and a partial panel.
     #[test]
     fn bf16_layouts_round_trip() {
-        for isa in bgemm::Isa::ALL.into_iter().filter(|i| i.supported()) {
+        for isa in bgemm::Isa::all().filter(|i| i.supported()) {
             for (n, k) in [(37, 601), (16, 2), (5, 1), (64, 512)] {
                 let w = values(n * k);
                 let p = PackedBf16::from_linear(isa, &w, n, k);
@@ -520,7 +520,7 @@ mod tests {
     /// and scales are the ones it was given.
     #[test]
     fn int8_layouts_round_trip() {
-        for isa in qgemm::Isa::ALL.into_iter().filter(|i| i.supported()) {
+        for isa in qgemm::Isa::all().filter(|i| i.supported()) {
             for (n, k) in [(37, 601), (16, 4), (5, 1), (64, 384)] {
                 let w = values(n * k);
                 let (q, scales) = qgemm::quantize_weights(&w, n, k);

@@ -8,6 +8,18 @@
 //! (blocking, packing, threading, epilogues) and call into these through the
 //! descriptor of the variant [`isa`](super::isa) selects.
 
+#[macro_use]
+mod simd;
+
+/// `pub(crate) const $name: [$ty; N]`: `$kernel::<R>` for the tile heights
+/// `R` listed (index = rows - 1).
+#[allow(unused_macros)]
+macro_rules! tiles {
+    ($name:ident: $ty:ty = $kernel:ident, $($r:literal),*) => {
+        pub(crate) const $name: [$ty; [$($r),*].len()] = [$($kernel::<$r>),*];
+    };
+}
+
 /// `OPS`: the row operations the ISA module it expands in defines
 /// (`add_assign`, `scale`, `layer_norm`, `bias_layer_norm`, `bias_gelu`,
 /// `bias_gelu_tanh`, `softmax`), with `$attend` the vector attention
@@ -15,8 +27,8 @@
 /// (`sgemm::SKernel::ops`).
 macro_rules! row_ops {
     ($attend:expr) => {
-        /// This ISA's row operations (see [`RowOps`](crate::kernels::ops::RowOps)).
-        pub(crate) const OPS: crate::kernels::ops::RowOps = crate::kernels::ops::RowOps {
+        /// This ISA's row operations (see [`RowOps`](crate::kernels::arch::types::RowOps)).
+        pub(crate) const OPS: crate::kernels::arch::types::RowOps = crate::kernels::arch::types::RowOps {
             add_assign,
             scale,
             layer_norm,
@@ -25,10 +37,22 @@ macro_rules! row_ops {
             bias_gelu_tanh,
             softmax,
             attend: $attend,
+            #[cfg(test)]
+            exp: exp_slice,
         };
     };
 }
 
 pub(crate) mod generic;
+pub(crate) mod types;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
+
+/// This target's table of kernel variants, best first (see
+/// [`isa`](super::isa)).
+#[cfg(target_arch = "x86_64")]
+pub use x86_64::VARIANTS;
+
+/// This target's table of kernel variants: the portable row only.
+#[cfg(not(target_arch = "x86_64"))]
+pub static VARIANTS: [crate::kernels::isa::Variant; 1] = [generic::VARIANT];

@@ -1,7 +1,7 @@
 //! The bf16 GEMM's portable tile: the oracle's steps, exact for any data.
 
-use crate::kernels::bgemm::{round_row, BKernel, RoundA};
-use crate::kernels::isa::{Cap, Features};
+use crate::kernels::arch::types::{BKernel, RoundA};
+use crate::kernels::bgemm::round_row;
 
 /// The portable variant: no vector tiles (every tile is [`tile_exact`]),
 /// 4 x 16 tiles over 256-pair blocks, A rounded to floats.
@@ -9,10 +9,9 @@ pub(crate) static BKERNEL: BKernel = BKernel {
     mr: 4,
     nr: 16,
     kc: 256,
-    needs: Features::NONE,
-    min_cap: Cap::None,
     tiles: &[],
     round_a: RoundA::Floats(round_row),
+    race: false,
 };
 
 /// The exact scalar tile: `C[0..h][0..w] = (load ? C : 0)` followed by the

@@ -1,7 +1,6 @@
 //! The int8 GEMM's portable tile.
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::qgemm::{QKernel, Tile};
+use crate::kernels::arch::types::{QKernel, Tile};
 
 /// The portable variant: 4 x 16 tiles of the oracle's arithmetic, scalar
 /// row quantization.
@@ -9,8 +8,6 @@ pub(crate) static QKERNEL: QKernel = QKernel {
     mr: 4,
     nr: 16,
     a_offset: 0,
-    needs: Features::NONE,
-    min_cap: Cap::None,
     tiles: &[
         tile_rx16::<1>,
         tile_rx16::<2>,

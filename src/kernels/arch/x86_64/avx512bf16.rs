@@ -1,8 +1,7 @@
 //! AVX512_BF16 (with AVX-512F/VL): the bf16 GEMM's `vdpbf16ps` 12 x 32 tile
 //! and the `vcvtneps2bf16` rounding of A into pairs.
 
-use crate::kernels::bgemm::{BKernel, Kernel, RoundA};
-use crate::kernels::isa::{Cap, Features};
+use crate::kernels::arch::types::{BKernel, BKernelFn as Kernel, RoundA};
 use std::arch::x86_64::*;
 
 /// One row of A rounded to bf16 pairs as
@@ -114,13 +113,7 @@ pub(crate) static BKERNEL: BKernel = BKernel {
     mr: 12,
     nr: 32,
     kc: super::avx512::bgemm::KC,
-    needs: Features::AVX2
-        .and(Features::FMA)
-        .and(Features::AVX512F)
-        .and(Features::AVX512BW)
-        .and(Features::AVX512BF16)
-        .and(Features::AVX512VL),
-    min_cap: Cap::Unlimited,
     tiles: &KERNELS,
     round_a: RoundA::Pairs(round_pairs),
+    race: true,
 };

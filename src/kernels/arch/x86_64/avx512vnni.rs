@@ -1,7 +1,6 @@
 //! AVX-512 VNNI (with AVX-512F/BW): the int8 GEMM's 12 x 32 tile.
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::qgemm::{QKernel, Tile, TileFn};
+use crate::kernels::arch::types::{QKernel, Tile, TileFn};
 use std::arch::x86_64::*;
 
 /// AVX-512 VNNI: 12 x 32 tiles, u8 activations (`qa + 128`), the AVX-512
@@ -10,12 +9,6 @@ pub(crate) static QKERNEL: QKernel = QKernel {
     mr: 12,
     nr: 32,
     a_offset: 128,
-    needs: Features::AVX2
-        .and(Features::FMA)
-        .and(Features::AVX512F)
-        .and(Features::AVX512BW)
-        .and(Features::AVX512VNNI),
-    min_cap: Cap::Unlimited,
     tiles: &KERNELS,
     quantize_row: Some(super::avx512::qgemm::quantize_row),
 };

@@ -1,7 +1,6 @@
 //! AVX-VNNI (the 256-bit VEX form, with AVX2): the int8 GEMM's 6 x 16 tile.
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::qgemm::{QKernel, Tile, TileFn};
+use crate::kernels::arch::types::{QKernel, Tile, TileFn};
 use std::arch::x86_64::*;
 
 tiles!(KERNELS: TileFn = tile_vnni256, 1, 2, 3, 4, 5, 6);
@@ -12,8 +11,6 @@ pub(crate) static QKERNEL: QKernel = QKernel {
     mr: 6,
     nr: 16,
     a_offset: 128,
-    needs: Features::AVX2.and(Features::FMA).and(Features::AVXVNNI),
-    min_cap: Cap::AvxVnni,
     tiles: &KERNELS,
     quantize_row: Some(super::avx2::qgemm::quantize_row),
 };

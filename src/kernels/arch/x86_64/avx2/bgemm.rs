@@ -1,8 +1,7 @@
 //! The bf16 GEMM's AVX2 + FMA code: the 5 x 16 FMA emulation of `vdpbf16ps`
 //! and the rounding of A.
 
-use crate::kernels::bgemm::{BKernel, Kernel, RoundA};
-use crate::kernels::isa::{Cap, Features};
+use crate::kernels::arch::types::{BKernel, BKernelFn as Kernel, RoundA};
 use std::arch::x86_64::*;
 
 /// [`bgemm::round_row`](crate::kernels::bgemm::round_row) compiled for
@@ -89,8 +88,7 @@ pub(crate) static BKERNEL: BKernel = BKernel {
     mr: 5,
     nr: 16,
     kc: 256,
-    needs: Features::AVX2.and(Features::FMA),
-    min_cap: Cap::Avx2,
     tiles: &KERNELS,
     round_a: RoundA::Floats(round_row),
+    race: false,
 };

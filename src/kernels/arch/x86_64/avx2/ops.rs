@@ -227,6 +227,7 @@ fn hmax(v: V) -> f32 {
     hmax8(_mm256_max_ps(v.0, v.1))
 }
 
-simd_kernels!("avx2,fma");
-simd_attention!("avx2,fma", 2);
+simd_kernels!(#[target_feature(enable = "avx2,fma")]);
+portable_loops!(#[target_feature(enable = "avx2,fma")]);
+simd_attention!(2, #[target_feature(enable = "avx2,fma")]);
 row_ops!(Some(attend));

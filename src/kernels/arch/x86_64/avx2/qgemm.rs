@@ -3,8 +3,7 @@
 //! store of 16-column tiles and the row quantization (both shared with
 //! [`avxvnni`](super::super::avxvnni)).
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::qgemm::{QKernel, Tile, TileFn};
+use crate::kernels::arch::types::{QKernel, Tile, TileFn};
 use std::arch::x86_64::*;
 
 tiles!(KERNELS: TileFn = tile_avx2, 1, 2, 3, 4);
@@ -16,8 +15,6 @@ pub(crate) static QKERNEL: QKernel = QKernel {
     mr: 4,
     nr: 16,
     a_offset: 0,
-    needs: Features::AVX2.and(Features::FMA),
-    min_cap: Cap::Avx2,
     tiles: &KERNELS,
     quantize_row: Some(quantize_row),
 };

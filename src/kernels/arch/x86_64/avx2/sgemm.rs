@@ -1,8 +1,7 @@
 //! The f32 GEMM's AVX2 + FMA code: the 6 x 16 register tile and the 8 x 8
 //! transposes that pack B panels (used with every ISA: AVX-512 implies AVX2).
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::sgemm::{Kernel, SKernel};
+use crate::kernels::arch::types::{Kernel, SKernel};
 use std::arch::x86_64::*;
 
 /// Transposes 8 rows x `kc` columns (`kc` a multiple of 8) of `src` (row
@@ -124,8 +123,6 @@ pub(crate) static SKERNEL: SKernel = SKernel {
     mr: 6,
     nr: 16,
     kc: 384,
-    needs: Features::AVX2.and(Features::FMA),
-    min_cap: Cap::Avx2,
     tiles: &KERNELS,
     ops: &super::ops::OPS,
 };

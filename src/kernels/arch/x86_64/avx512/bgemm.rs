@@ -2,8 +2,8 @@
 //! `vdpbf16ps`, the rounding of A, and the vector operand flush (also used by
 //! [`avx512bf16`](super::super::avx512bf16)).
 
-use crate::kernels::bgemm::{BKernel, Kernel, RoundA, OPERAND_FLUSH_BITS};
-use crate::kernels::isa::{Cap, Features};
+use crate::kernels::arch::types::{BKernel, BKernelFn as Kernel, RoundA};
+use crate::kernels::bgemm::OPERAND_FLUSH_BITS;
 use std::arch::x86_64::*;
 
 /// [`bgemm::round_row`](crate::kernels::bgemm::round_row) compiled for
@@ -122,11 +122,7 @@ pub(crate) static BKERNEL: BKernel = BKernel {
     mr: 12,
     nr: 32,
     kc: KC,
-    needs: Features::AVX2
-        .and(Features::FMA)
-        .and(Features::AVX512F)
-        .and(Features::AVX512BW),
-    min_cap: Cap::Avx512,
     tiles: &KERNELS,
     round_a: RoundA::Floats(round_row),
+    race: false,
 };

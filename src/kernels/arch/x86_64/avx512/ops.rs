@@ -178,6 +178,7 @@ fn hmax(v: V) -> f32 {
     super::super::avx2::ops::hmax8(_mm256_max_ps(lo, hi))
 }
 
-simd_kernels!("avx512f,avx2,fma");
-simd_attention!("avx512f,avx2,fma", 4);
+simd_kernels!(#[target_feature(enable = "avx512f,avx2,fma")]);
+portable_loops!(#[target_feature(enable = "avx512f,avx2,fma")]);
+simd_attention!(4, #[target_feature(enable = "avx512f,avx2,fma")]);
 row_ops!(Some(attend));

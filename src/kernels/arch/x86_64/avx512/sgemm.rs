@@ -1,7 +1,6 @@
 //! The f32 GEMM's AVX-512F code: the 12 x 32 register tile.
 
-use crate::kernels::isa::{Cap, Features};
-use crate::kernels::sgemm::{Kernel, SKernel};
+use crate::kernels::arch::types::{Kernel, SKernel};
 use std::arch::x86_64::*;
 
 /// The `R x 32` register tile (R <= 12) with AVX-512F (same arithmetic as
@@ -77,8 +76,6 @@ pub(crate) static SKERNEL: SKernel = SKernel {
     mr: 12,
     nr: 32,
     kc: 256,
-    needs: Features::AVX2.and(Features::FMA).and(Features::AVX512F),
-    min_cap: Cap::AvxVnni,
     tiles: &KERNELS,
     ops: &super::ops::OPS,
 };

@@ -1,30 +1,29 @@
-//! The row operations' explicit vector code for x86-64, written once.
+//! The row operations' vector code, written once for every target.
 //!
 //! `simd_kernels!` holds GELU, tanh GELU, softmax and `exp` over a 16-lane
 //! vector `V` and a small set of helpers (`add`, `fma`, `load_part`, ...)
-//! that each ISA module defines: one `__m512` in [`avx512::ops`], a pair of
-//! `__m256` in [`avx2::ops`]. Both therefore run the same IEEE operations
-//! (including the FMAs) lane by lane and reduce sums in the same order, so
-//! they give the same bits. The macro also compiles the portable row loops of
-//! [`generic::ops`] (add, scale, LayerNorm) with the module's target features:
-//! LLVM vectorises them wider, and since Rust never contracts `a * b + c` into
-//! an FMA, they give the same bits as the portable build.
-//!
-//! [`avx512::ops`]: super::avx512::ops
-//! [`avx2::ops`]: super::avx2::ops
-//! [`generic::ops`]: crate::kernels::arch::generic::ops
+//! that each ISA module defines: one `__m512` in `x86_64::avx512::ops`, a
+//! pair of `__m256` in `x86_64::avx2::ops`, four `float32x4_t` in
+//! `aarch64::neon::ops`, and sixteen scalars in
+//! [`generic::ops`](super::generic::ops). All run the same IEEE operations
+//! (the same fused multiply-adds, the x86 `min`/`max` semantics) lane by
+//! lane and reduce sums and maxima in the same tree, so they give the same
+//! bits. `simd_attention!` is one attention head over the same `V`, and
+//! `portable_loops!` compiles the portable row loops with a module's target
+//! features. Each macro takes the attributes (the `target_feature`) that
+//! every function it defines gets.
 
 /// The vector kernels, expanded inside an ISA module that defines `V`, `M`
-/// (a lane mask) and the helpers; `$feat` is that module's target features.
+/// (a lane mask) and the helpers, each function with the given attributes.
 macro_rules! simd_kernels {
-    ($feat:literal) => {
+    ($(#[$attr:meta])*) => {
         /// Stores lanes `0..k` of `v`, through a stack copy: a masked store
         /// would make later loads that overlap its 64 bytes wait until it
         /// retires (which serialises consecutive short rows).
         ///
         /// # Safety
         /// `k <= 16` and `p..p+k` is writable.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         unsafe fn store_part(p: *mut f32, k: usize, v: V) {
             let mut buf = [0.0f32; 16];
@@ -38,7 +37,7 @@ macro_rules! simd_kernels {
         /// `exp` of every lane for arguments up to 88.3 (as the scalar
         /// [`ops::exp`](crate::kernels::ops::exp), with FMAs): 0 below `EXP_MIN` (those lanes are
         /// masked, so no clamp is needed), NaN stays NaN.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn exp_low(x: V) -> V {
             exp_low_n([x])[0]
@@ -47,7 +46,7 @@ macro_rules! simd_kernels {
         /// [`exp_low`] of `N` vectors, step by step across them (the same
         /// operations per lane, so the same bits; the instruction stream
         /// interleaves `N` independent chains).
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn exp_low_n<const N: usize>(x: [V; N]) -> [V; N] {
             let under = x.map(|t| lt(t, splat(EXP_MIN)));
@@ -73,7 +72,7 @@ macro_rules! simd_kernels {
 
         /// `exp` of every lane: [`exp_low`] of the argument clamped to
         /// `EXP_MAX` (`min` returns its second operand, so NaN stays NaN).
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn exp(x: V) -> V {
             exp_low(min(splat(EXP_MAX), x))
@@ -81,7 +80,7 @@ macro_rules! simd_kernels {
 
         /// [`ops::gelu`](crate::kernels::ops::gelu) of every lane, with FMAs
         /// and a division-free reciprocal (see [`gelu_n`]).
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn gelu(v: V) -> V {
             gelu_n([v])[0]
@@ -91,7 +90,7 @@ macro_rules! simd_kernels {
         /// operations per lane (the same bits), but written so that the
         /// instruction stream interleaves `N` independent chains (GELU is
         /// one ~35-deep chain per vector; alone, its latency bounds it).
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn gelu_n<const N: usize>(v: [V; N]) -> [V; N] {
             let one = splat(1.0);
@@ -131,7 +130,7 @@ macro_rules! simd_kernels {
         }
 
         /// [`ops::gelu_tanh`](crate::kernels::ops::gelu_tanh) of every lane, with FMAs.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn gelu_tanh(v: V) -> V {
             let x = max(splat(-f32::MAX), v);
@@ -146,7 +145,7 @@ macro_rules! simd_kernels {
         /// stored and stored last (its overlap with the body gets the same
         /// bits again); below 16 elements, masked loads and stores. (Masked
         /// stores in a loop stall the loads that follow them.)
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         fn bias_act<const TANH: bool>(x: &mut [f32], bias: &[f32]) {
             let n = x.len().min(bias.len());
@@ -204,13 +203,13 @@ macro_rules! simd_kernels {
         }
 
         /// `x = gelu(x + bias)` element-wise.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         pub(crate) fn bias_gelu(x: &mut [f32], bias: &[f32]) {
             bias_act::<false>(x, bias)
         }
 
         /// `x = gelu_tanh(x + bias)` element-wise.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         pub(crate) fn bias_gelu_tanh(x: &mut [f32], bias: &[f32]) {
             bias_act::<true>(x, bias)
         }
@@ -222,7 +221,7 @@ macro_rules! simd_kernels {
         /// over the last 16 elements (kept in registers, its lanes that
         /// repeat body elements left out of the sum). Shorter rows: one
         /// masked vector.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         pub(crate) fn softmax(x: &mut [f32]) {
             let n = x.len();
             let p = x.as_mut_ptr();
@@ -274,7 +273,7 @@ macro_rules! simd_kernels {
 
         /// `x = exp(x)` element-wise (tests).
         #[cfg(test)]
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         pub(crate) fn exp_slice(x: &mut [f32]) {
             for c in x.chunks_mut(16) {
                 // SAFETY: the chunk has c.len() <= 16 elements.
@@ -288,40 +287,6 @@ macro_rules! simd_kernels {
                 }
             }
         }
-
-        /// [`generic::ops::add_assign`](crate::kernels::arch::generic::ops::add_assign)
-        /// compiled for this ISA.
-        #[target_feature(enable = $feat)]
-        pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
-            crate::kernels::arch::generic::ops::add_assign(dst, src)
-        }
-
-        /// [`generic::ops::scale`](crate::kernels::arch::generic::ops::scale)
-        /// compiled for this ISA.
-        #[target_feature(enable = $feat)]
-        pub(crate) fn scale(x: &mut [f32], s: f32) {
-            crate::kernels::arch::generic::ops::scale(x, s)
-        }
-
-        /// [`generic::ops::layer_norm`](crate::kernels::arch::generic::ops::layer_norm)
-        /// compiled for this ISA.
-        #[target_feature(enable = $feat)]
-        pub(crate) fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-            crate::kernels::arch::generic::ops::layer_norm(x, gamma, beta, eps)
-        }
-
-        /// [`generic::ops::bias_layer_norm`](crate::kernels::arch::generic::ops::bias_layer_norm)
-        /// compiled for this ISA.
-        #[target_feature(enable = $feat)]
-        pub(crate) fn bias_layer_norm(
-            x: &mut [f32],
-            bias: &[f32],
-            gamma: &[f32],
-            beta: &[f32],
-            eps: f32,
-        ) {
-            crate::kernels::arch::generic::ops::bias_layer_norm(x, bias, gamma, beta, eps)
-        }
     };
 }
 
@@ -329,14 +294,14 @@ macro_rules! simd_kernels {
 /// the 16-lane `V` of an ISA module: blocks of `$rows` rows by two vectors,
 /// each lane one FMA chain in the scalar definition's order.
 macro_rules! simd_attention {
-    ($feat:literal, $rows:literal) => {
+    ($rows:literal $(, #[$attr:meta])*) => {
         /// `acc[r][v] = Σ_c a(r, c) · b(c)[16v..16v+16]` over `c < n` in order
         /// from 0, for `R` rows and `NV` vectors: `a(r, c)` is `*ap[r].add(c *
         /// sa)`, `b(c)` starts at `bp.add(c * sb)`.
         ///
         /// # Safety
         /// Every `a(r, c)` and `b(c)[..16 * NV]` read is in bounds.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         unsafe fn chains<const R: usize, const NV: usize>(
             ap: [*const f32; R],
@@ -374,7 +339,7 @@ macro_rules! simd_attention {
         ///
         /// # Safety
         /// As [`attend`]'s: the sizes `attention::attend` checks.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         #[inline]
         #[allow(clippy::too_many_arguments)]
         unsafe fn head_block<const PV: bool, const NV: usize>(
@@ -436,7 +401,7 @@ macro_rules! simd_attention {
         /// # Safety
         /// The CPU has this module's features; `x.d % 16 == 0` and the sizes
         /// `attention::attend` checks hold.
-        #[target_feature(enable = $feat)]
+        $(#[$attr])*
         pub(crate) unsafe fn attend(
             x: crate::kernels::attention::HeadInput<'_>,
             scale: f32,
@@ -496,6 +461,48 @@ macro_rules! simd_attention {
                     }
                 }
             }
+        }
+    };
+}
+
+/// The portable row loops of [`generic::ops`](crate::kernels::arch::generic::ops)
+/// (add, scale, LayerNorm) compiled again with an ISA module's target
+/// features: LLVM vectorises them wider, and since Rust never contracts
+/// `a * b + c` into an FMA, they give the same bits as the portable build.
+macro_rules! portable_loops {
+    ($(#[$attr:meta])*) => {
+        /// [`generic::ops::add_assign`](crate::kernels::arch::generic::ops::add_assign)
+        /// compiled for this ISA.
+        $(#[$attr])*
+        pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
+            crate::kernels::arch::generic::ops::add_assign(dst, src)
+        }
+
+        /// [`generic::ops::scale`](crate::kernels::arch::generic::ops::scale)
+        /// compiled for this ISA.
+        $(#[$attr])*
+        pub(crate) fn scale(x: &mut [f32], s: f32) {
+            crate::kernels::arch::generic::ops::scale(x, s)
+        }
+
+        /// [`generic::ops::layer_norm`](crate::kernels::arch::generic::ops::layer_norm)
+        /// compiled for this ISA.
+        $(#[$attr])*
+        pub(crate) fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+            crate::kernels::arch::generic::ops::layer_norm(x, gamma, beta, eps)
+        }
+
+        /// [`generic::ops::bias_layer_norm`](crate::kernels::arch::generic::ops::bias_layer_norm)
+        /// compiled for this ISA.
+        $(#[$attr])*
+        pub(crate) fn bias_layer_norm(
+            x: &mut [f32],
+            bias: &[f32],
+            gamma: &[f32],
+            beta: &[f32],
+            eps: f32,
+        ) {
+            crate::kernels::arch::generic::ops::bias_layer_norm(x, bias, gamma, beta, eps)
         }
     };
 }
