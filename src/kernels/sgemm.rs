@@ -450,9 +450,9 @@ unsafe fn pack_transposed(
     w: usize,
     dst: *mut f32,
 ) {
-    let mut p = 0;
+    // The first rows by 8 x 8 register transposes where the CPU has them.
     #[cfg(target_arch = "x86_64")]
-    if nr == w && super::isa::Features::AVX2.and(super::isa::Features::FMA).available() {
+    let p = if nr == w && super::isa::Features::AVX2.and(super::isa::Features::FMA).available() {
         for g in 0..w / 8 {
             // SAFETY: AVX2 and FMA are available (checked); rows j0+8g..j0+8g+8 <= j0+nr
             // exist with columns p0..p0+kc; the writes stay in dst's kc rows.
@@ -466,8 +466,12 @@ unsafe fn pack_transposed(
                 )
             };
         }
-        p = kc & !7;
-    }
+        kc & !7
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let p = 0;
     for pp in p..kc {
         for jj in 0..w {
             // SAFETY: row j0 + jj < j0 + nr, column p0 + pp < p0 + kc are inside

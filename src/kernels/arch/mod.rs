@@ -43,6 +43,8 @@ macro_rules! row_ops {
     };
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 pub(crate) mod generic;
 pub(crate) mod types;
 #[cfg(target_arch = "x86_64")]
@@ -53,6 +55,11 @@ pub(crate) mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub use x86_64::VARIANTS;
 
+/// This target's table of kernel variants, best first (see
+/// [`isa`](super::isa)).
+#[cfg(target_arch = "aarch64")]
+pub use aarch64::VARIANTS;
+
 /// This target's table of kernel variants: the portable row only.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub static VARIANTS: [crate::kernels::isa::Variant; 1] = [generic::VARIANT];

@@ -136,6 +136,7 @@ pub(crate) enum RoundA {
     /// To bf16 pairs, element `2q` in the high half of word `q` (as
     /// `vdpbf16ps` reads them; the element after an odd `k` zero); needs no
     /// exponent bounds.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Pairs(unsafe fn(&[f32], &mut [u32])),
     /// To the rounded values as floats, returning the row's smallest
     /// biased exponent (as `bgemm::round_row`, which is the portable form).

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The aarch64 checks without ARM hardware: installs what they need (Rust's
+# aarch64 targets, Debian's cross linker and qemu-user), idempotently, then
+#   1. clippy -D warnings for aarch64-unknown-linux-gnu (every target);
+#   2. the library's tests under qemu-aarch64 at three CPU levels:
+#      cortex-a72 (NEON only), neoverse-n1 (+ dot product), max (+ i8mm, bf16);
+#   3. the model-level check: the reference texts embedded natively and under
+#      each level (and the portable row), f32, bf16 and int8, compared byte
+#      for byte;
+#   4. cargo check for aarch64-apple-darwin and aarch64-apple-ios.
+#
+#   scripts/aarch64.sh [--skip-models]
+# Needs models/ (scripts/fetch_model.sh, scripts/fetch_mpnet.sh) for step 3,
+# and the native release `embd` (target/release/embd).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+shared="${EMBD_SHARED_DIR:-$root/../shared}"
+models=1
+[ "${1:-}" = "--skip-models" ] && models=0
+target=aarch64-unknown-linux-gnu
+sysroot=/usr/aarch64-linux-gnu
+levels=(cortex-a72 neoverse-n1 max)
+
+need=()
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+installed=$(rustup target list --installed)
+for t in $target aarch64-apple-darwin aarch64-apple-ios; do
+  grep -qx "$t" <<<"$installed" || rustup target add "$t"
+done
+
+timed() { # label command...
+  local t0=$SECONDS
+  "${@:2}"
+  echo "aarch64: $1 took $((SECONDS - t0)) s"
+}
+
+echo "== clippy, $target"
+timed clippy cargo clippy --release --quiet --target $target --all-targets -- -D warnings
+
+echo "== library tests under qemu-aarch64"
+timed "test build" cargo test --release --quiet --lib --target $target --no-run
+cargo build --release --quiet --bin embd --target $target
+for cpu in "${levels[@]}"; do
+  echo "-- -cpu $cpu"
+  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu $cpu -L $sysroot"
+  timed "tests at $cpu" cargo test --release --quiet --lib --target $target
+done
+unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
+
+if [ "$models" = 1 ]; then
+  echo "== the same bits natively and on aarch64"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  python3 - "$shared" "$work" <<'PY'
+import json, sys
+shared, work = sys.argv[1], sys.argv[2]
+def texts(p):
+    return [json.loads(l)["text"] for l in open(p, encoding="utf-8") if l.strip()]
+with open(f"{work}/ref.jsonl", "w", encoding="utf-8") as out:
+    for t in texts(f"{shared}/reference/minilm_reference.jsonl"):
+        out.write(json.dumps({"text": t}) + "\n")
+    with open(f"{shared}/bench/corpus.txt", encoding="utf-8") as c:
+        for i, line in enumerate(c):
+            if i == 100:
+                break
+            out.write(json.dumps({"text": line.rstrip("\n")}) + "\n")
+with open(f"{work}/short.jsonl", "w", encoding="utf-8") as out:
+    for t in texts(f"{shared}/reference/mpnet_reference.jsonl")[:40]:
+        out.write(json.dumps({"text": t}) + "\n")
+with open(f"{work}/fam.jsonl", "w", encoding="utf-8") as out:
+    for t in texts(f"{shared}/reference/families/xlmr-tiny_reference.jsonl"):
+        out.write(json.dumps({"text": t}) + "\n")
+PY
+  native="$root/target/release/embd"
+  arm="$root/target/$target/release/embd"
+  same=0 differ=0
+  check() { # model input label
+    local model=$1 input=$2
+    for p in f32 bf16 int8; do
+      "$native" encode -m "$model" --threads 1 --precision $p --jsonl --input "$input" > "$work/x86.jsonl"
+      for cpu in "${levels[@]}" none; do
+        if [ "$cpu" = none ]; then
+          EMBD_SIMD=none qemu-aarch64 -cpu max -L $sysroot "$arm" encode -m "$model" --threads 1 \
+            --precision $p --jsonl --input "$input" > "$work/arm.jsonl"
+        else
+          qemu-aarch64 -cpu "$cpu" -L $sysroot "$arm" encode -m "$model" --threads 1 \
+            --precision $p --jsonl --input "$input" > "$work/arm.jsonl"
+        fi
+        if cmp -s "$work/x86.jsonl" "$work/arm.jsonl"; then
+          same=$((same + 1))
+          echo "same bits: $3 $p $cpu ($(wc -l < "$work/arm.jsonl") texts)"
+        else
+          differ=$((differ + 1))
+          echo "DIFFERENT: $3 $p $cpu"
+        fi
+      done
+    done
+  }
+  t0=$SECONDS
+  check "$root/models/all-MiniLM-L6-v2.weights" "$work/ref.jsonl" all-MiniLM-L6-v2
+  check "$root/models/all-mpnet-base-v2.weights" "$work/short.jsonl" all-mpnet-base-v2
+  for m in xlmr-tiny bert-unigram-tiny roberta-bpe-tiny; do
+    "$native" convert "$shared/reference/families/$m" -o "$work/$m.weights" >/dev/null
+    check "$work/$m.weights" "$work/fam.jsonl" "$m"
+  done
+  echo "aarch64: model check took $((SECONDS - t0)) s: $same same, $differ different"
+  [ "$differ" = 0 ]
+fi
+
+echo "== cargo check for the Apple targets"
+for t in aarch64-apple-darwin aarch64-apple-ios; do
+  timed "check $t" cargo check --release --quiet --lib --target "$t"
+done
