@@ -6,7 +6,7 @@ Run through bench/run.sh, which creates bench/.venv and the models first.
 
   bench.py [--rounds N] [--limit N]     timing run: tables on stdout, bench/out/results.json
   bench.py --check                      correctness only (CI): ORT vs reference vs ours
-                                        (our f32, bf16, int8 with issue 11's bars)
+                                        (our f32, bf16, int8 against their accuracy bars)
   bench.py --check-peers                the peers' models vs the reference (no timing)
 
 What one timing run does, in this order:
@@ -60,7 +60,7 @@ FLOPS_PER_TOKEN = 2 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * INTER) * LAYERS
 
 REF_COS_ONNX = 0.99999  # ONNX model vs sentence-transformers reference
 COS_OURS = 0.9999  # ours vs ORT and ours vs reference (check mode)
-# Ours vs the reference, per precision: (worst cosine, mean cosine or None), issue 11.
+# Ours vs the reference, per precision: (worst cosine, mean cosine or None).
 ACCURACY_BARS = {"f32": (COS_OURS, None), "bf16": (0.9999, None), "int8": (0.995, 0.999)}
 
 
@@ -205,7 +205,7 @@ _cache = {}
 
 
 def embd_has_precision_flag():
-    """Whether `embd bench` and `embd encode` take `--precision` (being added for issue 11)."""
+    """Whether `embd bench` and `embd encode` take `--precision` (older builds have no such flag)."""
     if "flag" not in _cache:
         helps = [subprocess.run([EMBD, cmd, "--help"], capture_output=True, text=True).stdout
                  for cmd in ("bench", "encode")]
@@ -912,7 +912,7 @@ def timing(args, tok, ref, corpus_path):
             v = latency.get(f"{g} {t}t")
             cells.append(f"{t}t {v['median_ms']:6.2f} / {v['p90_ms']:6.2f} ms" if v else f"{t}t -")
         print(f"  {g:22s} " + "   ".join(cells))
-    print("\nratios (targets of issues 7 and 11):")
+    print("\nratios (against their targets):")
     for k, v in ratios.items():
         print(f"  {k:34s} {v['ratio']:5.2f}x  ({v['ours']} / {v['peer']}; target {v['target']})")
     for p in ("int8", "bf16"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decoder embedders and the Qwen3 reranker (issue 32, speed): full-size random-weight
+"""Decoder embedders and the Qwen3 reranker, speed: full-size random-weight
 Qwen3-Embedding-0.6B, EmbeddingGemma-300m and Qwen3-Reranker-0.6B shapes, ours next to
 llama.cpp, sentence-transformers on torch and ONNX Runtime.
 
@@ -461,7 +461,7 @@ def ours_configs(d: str, threads: list[int], notes: list[str]) -> dict[str, dict
 
 
 def goals(by: dict[str, float], threads: list[int], lower_is_better: bool) -> list[str]:
-    """The issue's ratios: f32 vs the best fp32 peer, bf16 vs llama.cpp's best 16-bit, int8
+    """The goals' ratios: f32 vs the best fp32 peer, bf16 vs llama.cpp's best 16-bit, int8
     vs the best int8 peer (llama.cpp Q8_0, ORT int8)."""
     lines = []
 

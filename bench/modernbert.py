@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ModernBERT (issue 29): a random-weight, full-size ModernBERT-base next to its peers.
+"""ModernBERT: a random-weight, full-size ModernBERT-base next to its peers.
 
 Run through `bench/run.sh --modernbert [...]`, which prepares `bench/.venv-torch` (torch,
 transformers, sentence-transformers; + OpenVINO/NNCF and onnxscript from

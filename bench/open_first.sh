@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Open + first embedding and peak RSS of model files (issue 32, item 5: packed
-# bf16/int8 files). For each file: read it once (page cache warm), then
+# Open + first embedding and peak RSS of model files (packed
+# bf16/int8 files among them). For each file: read it once (page cache warm), then
 #   - `embd bench` (one 8-word text): open and open+first-embedding times, with
 #     the CRCs checked (the default) and without;
 #   - `/usr/bin/time embd encode` of that text: wall time and peak RSS of a

@@ -31,7 +31,7 @@ thread column, ``rank(query, passages, top_k=10)`` (``predict``, batches of
 and against ours at every size (printed: max |score diff|).
 
 The table gives the median milliseconds of ``rank(query, passages, top_k=10)``
-(ORT: tokenize, run, sort) and the issue's goals: our f32 >= 1.5x ORT's best f32,
+(ORT: tokenize, run, sort) and the goals: our f32 >= 1.5x ORT's best f32,
 our int8 >= 1.3x the fastest int8 peer.
 
 usage: EMBEDDER_LIB_PATH=target/release/libembedder.so PYTHONPATH=python/src \\

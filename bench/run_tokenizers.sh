@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tokenizer table of issue 21: our Unigram and byte-level BPE tokenizers against
+# The tokenizer speed table: our Unigram and byte-level BPE tokenizers against
 # HF `tokenizers` (the Rust library through its Python binding, pinned in
 # bench/requirements.txt), one thread each, in one run. Converts the reference models
 # that carry the tokenizers into bench/out/ (ignored) first.

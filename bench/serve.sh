@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The server benchmark (issue 23), separate from bench/run.sh: embd serve
+# The server benchmark, separate from bench/run.sh: embd serve
 # against `embd bench` (the offline engine) on the same corpus, same machine,
 # same run, printed as one table (and bench/out/serve.json).
 #
@@ -13,7 +13,7 @@
 #   6. open loop: single-text requests due at half of step 4's throughput
 #      (evenly spaced, 64 connections), latency from the time each was due.
 # The whole set runs --repeat times (a fresh server each time); the table
-# gives the median of each number, with every goal of issue 23 met or not.
+# gives the median of each number, with every goal met or not.
 #
 # Usage: bench/serve.sh [--threads N] [--rounds R] [--limit N] [--repeat K]
 # Env: EMBD_SHARED_DIR (corpus: shared/bench/corpus.txt), EMBD_MODEL.

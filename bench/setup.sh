@@ -17,20 +17,20 @@
 #                        CUDA wheels PyPI's torch imports; ~5.5 GB, ~2 min; recreated when
 #                        either file changes)
 #   models/minilm-reranker-hf, *.weights   scripts/fetch_reranker.sh
-# With --modernbert (implies --torch; bench/modernbert.py, issue 29; opt-in, not CI):
+# With --modernbert (implies --torch; bench/modernbert.py; opt-in, not CI):
 #   bench/.venv-torch    + openvino, nncf, onnxscript (bench/requirements-modernbert.txt, pinned,
 #                        with the torch venv's pins as constraints; reinstalled when it changes)
 #   bench/.cache/modernbert-{tiny,base}/   `modernbert.py prepare`: the random-weight
 #                        ModernBERT-base folder, its ONNX / int8 / OpenVINO models, the
 #                        reference vectors (rebuilt when a fixture's definition, PREPARE_VERSION
 #                        in modernbert.py, or the pins change)
-# With --splade (implies --torch; bench/splade.py, issue 30; opt-in, not CI):
+# With --splade (implies --torch; bench/splade.py; opt-in, not CI):
 #   bench/.cache/splade-minilm/, bench/.cache/bgem3-base/   `splade.py prepare`: the SPLADE
 #                        folder (all-MiniLM-L6-v2's BERT + a random MLM head), its ONNX / fused /
 #                        int8 models and reference vectors, the random BGE-M3 base folder
 #                        (rebuilt when PREPARE_VERSION in splade.py or the pins change); no
 #                        package beyond the torch venv's, no reranker download
-# With --decoders (implies --torch and the --modernbert packages; bench/decoders.py, issue 32;
+# With --decoders (implies --torch and the --modernbert packages; bench/decoders.py;
 #   opt-in, not CI):
 #   bench/.venv-torch    + sentencepiece, diskcache and llama-cpp-python built from its PyPI
 #                        source distribution (bench/requirements-decoders.txt; CMake, nice -n 19,

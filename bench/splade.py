@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SPLADE and BGE-M3 (issue 30, speed part): sparse encoding next to its peers, and the cost
+"""SPLADE and BGE-M3, speed: sparse encoding next to its peers, and the cost
 of BGE-M3's three outputs against its dense output alone.
 
 Run through `bench/run.sh --splade [...]`, which prepares `bench/.venv-torch` (torch 2.15,

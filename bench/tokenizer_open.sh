@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 item 5: what a real-size XLM-R vocabulary (250,002 pieces, synthetic,
+# What a real-size XLM-R vocabulary (250,002 pieces, synthetic,
 # stored in an EMBD file built from families/xlmr-tiny) costs to open and to hold.
 # Prints the best-of-N time of `model::tokenizer::open` (page cache warm) and the
 # heap held, counted by a counting global allocator (tests/it/vocab_250k.rs).

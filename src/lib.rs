@@ -1,8 +1,14 @@
 //! # embedder
 //!
-//! Sentence embeddings on the CPU, behind a C ABI. Loads BERT-family encoders
-//! (all-MiniLM-L6-v2 first) from memory-mapped EMBD `.weights` files, tokenizes
-//! exactly like HuggingFace's fast BERT tokenizer, and produces the vectors
+//! Sentence embeddings, sparse and multi-vector outputs and reranking on the
+//! CPU, behind a C ABI. Runs the transformer families of [`model::arch`]
+//! (BERT, MPNet, RoBERTa, XLM-RoBERTa, ModernBERT, and the Qwen3 and Gemma3
+//! (EmbeddingGemma) decoders) as embedders, as cross-encoders and as LLM
+//! rerankers ([`Reranker`]), and static word embeddings ([`StaticEmbedder`]),
+//! from memory-mapped EMBD `.weights` files, the other containers of
+//! [`formats`] or HuggingFace folders. Tokenizes exactly like HuggingFace's
+//! fast tokenizers ([`tokenizer`]: WordPiece, SentencePiece Unigram, byte-level
+//! and SentencePiece BPE), and produces the vectors and scores
 //! sentence-transformers produces.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -1,4 +1,4 @@
-//! The AVX2 int8 tile's bound, measured (issue 24): GMAC/s of register tiles
+//! The AVX2 int8 tile's bound, measured: GMAC/s of register tiles
 //! with A and B in L1, so that only the instruction mix counts.
 //!
 //! - `exact`: our 4 x 16 tile (`src/kernels/arch/x86_64/avx2/qgemm.rs`):

@@ -10,7 +10,7 @@ import pytest
 
 import embedder
 
-# The same bars as the Rust precision tests (issue 11): worst and mean cosine
+# The same bars as the Rust precision tests: worst and mean cosine
 # to the sentence-transformers reference.
 BARS = {"f32": (0.99999, 0.99999), "bf16": (0.9999, 0.9999), "int8": (0.995, 0.999)}
 

@@ -1,4 +1,4 @@
-"""Issue 14's options through the Python package: dimensions, prompts,
+"""The embedding options through the Python package: dimensions, prompts,
 long-text windows, token info, output precision, progress and cancellation.
 
 The quantized outputs are checked against numpy implementations of

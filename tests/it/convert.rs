@@ -228,7 +228,7 @@ fn embed_bits(m: ModelFile, opts: &embedder::Options, texts: &[&str]) -> (Vec<u3
 }
 
 /// `embd convert --dtype bf16|int8` (and `--dtype f32 --packed`) stores the
-/// layers packed for this CPU's kernels (issue 32, item 5): opening maps them
+/// layers packed for this CPU's kernels: opening maps them
 /// in place (no owned copy of the weights), runs in the file's precision by
 /// default and gives the unpacked file's vectors bit for bit; other
 /// precisions unpack them to the same values; a damaged packed layer is

@@ -57,7 +57,7 @@ fn source_dir(name: &str) -> PathBuf {
 const F32_WORST_COSINE: f64 = 0.99999;
 const F32_MAX_ABS: f64 = 1e-5;
 
-/// The same-recipe random-BERT baseline of issue 21, measured with the engine:
+/// The same-recipe random-BERT baseline, measured with the engine:
 /// (worst, mean) cosine to the reference per reduced precision.
 fn baseline(p: Precision) -> (f64, f64) {
     match p {
@@ -563,12 +563,12 @@ impl Rng {
     }
 }
 
-/// The issue's same-recipe random BERT as a HF folder: `BertModel` with
+/// The baseline's same-recipe random BERT as a HF folder: `BertModel` with
 /// hidden 128, 4 layers, 4 heads, FFN 512, MiniLM's WordPiece vocabulary and
 /// sentence-transformers modules (mean pooling, Normalize), initialized as
 /// transformers' `BertPreTrainedModel._init_weights` with
 /// `initializer_range` 0.2: Linear and Embedding weights N(0, 0.2), the
-/// padding row 0; biases 0 and LayerNorm 1 / 0 (the issue's recipe), or,
+/// padding row 0; biases 0 and LayerNorm 1 / 0 (the baseline's recipe), or,
 /// `perturbed`, as the reference models were made ("LayerNorm gains/biases
 /// away from 1/0": measured on xlmr-tiny's file, gains N(1, 0.3) and every
 /// bias N(0, 0.1)).
@@ -833,7 +833,7 @@ fn measured_baseline(texts: &[&str]) -> Option<HashMap<Precision, (f64, f64)>> {
 
 /// Worst and mean cosine to the reference per model and reduced precision
 /// (printed; `--nocapture` shows them), against the random-BERT baseline:
-/// the issue's figures (300 corpus texts), or the same recipe measured on
+/// the baseline's figures (300 corpus texts), or the same recipe measured on
 /// these very texts when that is lower (a worst case depends on the texts).
 #[test]
 fn reduced_precisions_meet_the_random_bert_baseline() {
@@ -878,7 +878,7 @@ fn reduced_precisions_meet_the_random_bert_baseline() {
                 w = w.min(*mw);
                 m = m.min(*mm);
             }
-            // Measured, and named in the closing note of issue 21: xlmr-tiny
+            // Measured: xlmr-tiny
             // in bf16 has one line (a 9-token Turkish text) at 0.999214, below
             // the 16 same-recipe BERTs measured on these texts (lowest
             // 0.999307); every other line is >= 0.999651. Its weights run as a
@@ -897,7 +897,7 @@ fn reduced_precisions_meet_the_random_bert_baseline() {
     }
     assert!(
         below.is_empty(),
-        "below the random-BERT baseline of issue 21 (bf16 worst >= 0.99934; int8 worst \
+        "below the random-BERT baseline (bf16 worst >= 0.99934; int8 worst \
          >= 0.984, mean >= 0.998):\n{}\nall:\n{}",
         below.join("\n"),
         report.join("\n")

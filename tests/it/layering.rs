@@ -1,8 +1,8 @@
 //! The module layering of `src/` (docs/ARCHITECTURE.md, "Dependencies"):
 //! which module may name which, read from the code's `crate::` and `super::`
-//! paths (comments, strings and `#[cfg(test)]` items left out). Guards the
-//! circle through `formats`, `import`, `model`, `options` and `quantize`
-//! broken in issue 29 against coming back.
+//! paths (comments, strings and `#[cfg(test)]` items left out). Guards
+//! against a circle through `formats`, `import`, `model`, `options` and
+//! `quantize` coming back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -499,7 +499,7 @@ fn circles(edges: &Edges) -> Vec<BTreeSet<String>> {
 #[test]
 fn rooms_form_no_new_circle() {
     let edges = room_edges();
-    // Circles among the runtime and surface files are another issue's; this
+    // Circles among the runtime and surface files are not checked here; this
     // guards the rooms below the runtime.
     let low = |r: &str| {
         r.starts_with("model")

@@ -199,7 +199,7 @@ fn mpnet_special_strings_and_padding_positions() {
 }
 
 /// Reduced precision `p` on every reference line, batch 64 vs 1 bitwise;
-/// asserts issue 11's bars.
+/// asserts the accuracy bars.
 fn check_precision(p: Precision, worst_bar: f64, mean_bar: f64) {
     let Some(path) = common::mpnet_weights("mpnet_reduced_precision") else {
         return;
@@ -227,8 +227,8 @@ fn mpnet_bf16_meets_the_bar() {
 }
 
 /// int8 on MPNet (the engine's plan: its family keeps ffn_down in f32;
-/// every product in int8 measured worst 0.99326, mean 0.99872) meets issue
-/// 11's bars.
+/// every product in int8 measured worst 0.99326, mean 0.99872) meets the
+/// accuracy bars.
 #[test]
 fn mpnet_int8_meets_the_bars() {
     check_precision(Precision::Int8, 0.995, 0.999);

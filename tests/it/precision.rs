@@ -37,7 +37,7 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// The accuracy bars of issue 11 (worst, mean cosine to sentence-transformers).
+/// The accuracy bars (worst, mean cosine to sentence-transformers).
 fn bars(p: Precision) -> (f64, f64) {
     match p {
         Precision::F32 => (0.99999, 0.99999),

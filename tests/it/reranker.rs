@@ -267,8 +267,8 @@ fn reduced(p: embedder::Precision, k: usize) -> Option<(f32, f32, bool)> {
 /// The reduced precisions on the trained encoder, as far as they hold today:
 /// int8 keeps the rank file's top-10; bf16 its top-9 (its 10th and 11th
 /// documents are 0.0015 apart in the reference). Score errors (measured:
-/// int8 8.8e-2, bf16 1.06e-2) are bounded to catch regressions; the issue's
-/// targets are the ignored test below.
+/// int8 8.8e-2, bf16 1.06e-2) are bounded to catch regressions; the targets
+/// are the ignored test below.
 #[test]
 fn minilm_reranker_reduced_precisions() {
     let Some((ws, _, top10)) = reduced(embedder::Precision::Int8, 10) else {
@@ -283,17 +283,17 @@ fn minilm_reranker_reduced_precisions() {
     assert!(ws <= 0.02, "bf16: score diff {ws}");
 }
 
-/// The issue's targets: scores within 0.01 (int8) / 0.001 (bf16) of the
+/// The targets: scores within 0.01 (int8) / 0.001 (bf16) of the
 /// reference on every line and the top-10 kept. Not met; choosing which
 /// products or layers run reduced does not reach them (measured on 200 corpus
-/// pairs against our f32, session 7): one product kind in bf16 in every layer
+/// pairs against our f32): one product kind in bf16 in every layer
 /// (the rest f32) gives 3.7e-3 to 5.1e-3, one layer alone in bf16 (layer 0, 3
 /// or 4) 3.5e-3 to 4.0e-3; one product kind in int8 2.2e-2 to 4.7e-2, one
 /// layer alone in int8 2.3e-2 to 4.9e-2. A relative error r of the first
 /// token's final state becomes a logit error of about 13r to 15r through this
 /// head. Run with --ignored.
 #[test]
-#[ignore = "issue 22 precision targets not reachable with reduced products: int8 8.8e-2, bf16 1.06e-2"]
+#[ignore = "precision targets not reachable with reduced products: int8 8.8e-2, bf16 1.06e-2"]
 fn minilm_reranker_reduced_precisions_issue_targets() {
     for (p, limit) in [
         (embedder::Precision::Bf16, 1e-3f32),

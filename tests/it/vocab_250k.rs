@@ -1,5 +1,5 @@
 //! A real-size XLM-R vocabulary (250,002 pieces, synthetic) stored in an EMBD
-//! file: what its tokenizer costs to open and to hold (issue 21, item 5).
+//! file: what its tokenizer costs to open and to hold.
 //!
 //! The file is `families/xlmr-tiny` (its char map, settings and added tokens)
 //! with the pieces and scores replaced by 250,002 generated ones that look like
