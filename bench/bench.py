@@ -41,9 +41,13 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "bench", "out")
 # --isa: the environment that caps each engine's kernels (ONNX Runtime has no such switch).
+# On aarch64 only ours and CTranslate2 can be capped (ONNX Runtime's MLAS and
+# OpenVINO's ACL choose their kernels themselves).
 ISA_CAPS = {
     "avx2": {"EMBD_SIMD": "avx2", "CT2_FORCE_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
              "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+    "dotprod": {"EMBD_SIMD": "dotprod", "CT2_FORCE_CPU_ISA": "NEON"},
+    "neon": {"EMBD_SIMD": "neon", "CT2_FORCE_CPU_ISA": "NEON"},
 }
 HF_DIR = os.path.join(ROOT, "models", "all-MiniLM-L6-v2-hf")
 WEIGHTS = os.path.join(ROOT, "models", "all-MiniLM-L6-v2.weights")
@@ -99,18 +103,25 @@ def fmt_cos(c):
 
 
 def cpu_info():
-    """CPU model and the SIMD flags that matter for fp32 GEMM."""
-    model, flags = platform.machine(), set()
+    """CPU model and the SIMD flags that choose the kernels (x86 `flags`,
+    aarch64 `Features`: asimddp = dot product, i8mm, bf16)."""
+    model, flags, part = platform.machine(), set(), None
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name") and model == platform.machine():
+            key = line.split(":", 1)[0].strip()
+            if key == "model name" and model == platform.machine():
                 model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
+            elif key == "CPU part" and part is None:
+                part = line.split(":", 1)[1].strip()
+            elif key in ("flags", "Features") and not flags:
                 flags = set(line.split(":", 1)[1].split())
-                break
     except OSError:
         pass
-    return {"model": model, "simd": sorted(flags & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"})}
+    if part and model == platform.machine():
+        model = f"{model} (CPU part {part})"
+    simd = {"avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
+            "asimd", "asimddp", "i8mm", "bf16", "sve"}
+    return {"model": model, "simd": sorted(flags & simd)}
 
 
 def loadavg():
@@ -939,7 +950,8 @@ def timing(args, tok, ref, corpus_path):
     }
     os.makedirs(OUT, exist_ok=True)
     results["isa_cap"] = {"isa": args.isa, "env": ISA_CAPS.get(args.isa, {}),
-                          "uncapped": ["ONNX Runtime"] if args.isa else []}
+                          "uncapped": (["ONNX Runtime"] + (["OpenVINO"] if args.isa in ("neon", "dotprod") else []))
+                          if args.isa else []}
     name = f"results-{args.isa}.json" if args.isa else "results.json"
     with open(os.path.join(OUT, name), "w") as f:
         json.dump(results, f, indent=1)
@@ -988,9 +1000,10 @@ def main():
     ap.add_argument("--isa", choices=sorted(ISA_CAPS), default=None,
                     help="cap every engine that can be capped to this instruction set (avx2: EMBD_SIMD=avx2, "
                          "CT2_FORCE_CPU_ISA=AVX2, ONEDNN_MAX_CPU_ISA=AVX2 for OpenVINO and CTranslate2's oneDNN, "
-                         "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling); "
-                         "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid). Results go to "
-                         "bench/out/results-ISA.json")
+                         "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling; on "
+                         "aarch64 neon or dotprod: EMBD_SIMD and CT2_FORCE_CPU_ISA=NEON only); "
+                         "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid), nor OpenVINO on "
+                         "aarch64. Results go to bench/out/results-ISA.json")
     ap.add_argument("--gemm-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ort-encode", metavar="CORPUS", help=argparse.SUPPRESS)
     args = ap.parse_args()

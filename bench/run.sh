@@ -3,7 +3,8 @@
 # bench/setup.sh. Arguments go to bench/bench.py:
 #   bench/run.sh --check           ORT vs ours vs reference, no timing (CI)
 #   bench/run.sh [--rounds N]      the timing run, peers included; table + bench/out/results.json
-#   bench/run.sh --isa avx2 [...]  the same with every engine that can be capped capped to AVX2 (not ORT)
+#   bench/run.sh --isa avx2 [...]  the same with every engine that can be capped capped to AVX2 (not ORT);
+#                                  on aarch64 --isa neon / dotprod (ours and CTranslate2 only)
 #   bench/run.sh --peers none      the timing run without the peers (no OpenVINO/CT2 install)
 #   bench/run.sh --check-peers     the peers' models vs the reference, no timing
 #   bench/run.sh --mpnet [--rounds N] [--limit N] [--check]

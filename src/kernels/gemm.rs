@@ -108,7 +108,20 @@ pub fn linear(
 ) {
     let b = sgemm::Transposed { w, ldw: k };
     let epi = epilogue_fn(epi);
-    sgemm::product(sgemm::isa(), m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
+    sgemm::product(
+        sgemm::isa(),
+        m,
+        n,
+        k,
+        x,
+        k,
+        &b,
+        out,
+        ldo,
+        accumulate,
+        &epi,
+        par,
+    );
 }
 
 /// Several `Linear` layers over the same input, outputs side by side:
@@ -135,7 +148,20 @@ pub fn linear_stacked(
         let b = sgemm::Stacked { ws, k };
         let epi = epilogue_fn(epi);
         let n = widths().sum();
-        sgemm::product(sgemm::isa(), m, n, k, x, k, &b, out, ldo, accumulate, &epi, par);
+        sgemm::product(
+            sgemm::isa(),
+            m,
+            n,
+            k,
+            x,
+            k,
+            &b,
+            out,
+            ldo,
+            accumulate,
+            &epi,
+            par,
+        );
         return;
     }
     let mut c = 0;

@@ -275,8 +275,6 @@ impl Choice {
     }
 }
 
-
-
 /// The handle of a row for one precision (`sgemm::Isa`, `qgemm::Isa`,
 /// `bgemm::Isa`): an index into [`VARIANTS`] whose row has that precision's
 /// descriptor.
@@ -425,8 +423,16 @@ mod tests {
                 .map(|(_, v)| v.name)
                 .unwrap()
         };
-        assert_eq!(fp32().name(), first(|v| v.f32.is_some()), "EMBD_SIMD={env:?}");
-        assert_eq!(int8().name(), first(|v| v.int8.is_some()), "EMBD_SIMD={env:?}");
+        assert_eq!(
+            fp32().name(),
+            first(|v| v.f32.is_some()),
+            "EMBD_SIMD={env:?}"
+        );
+        assert_eq!(
+            int8().name(),
+            first(|v| v.int8.is_some()),
+            "EMBD_SIMD={env:?}"
+        );
         let bf16_best = first(|v| v.bf16.is_some());
         let bf16_got = super::super::bgemm::isa();
         // A racing row may give way to the next one the CPU runs, nothing else.

@@ -3,54 +3,54 @@
 //!
 //! # Layout
 //!
-//! Laid out per ISA with one detection point, as memchr's `arch/` is:
+//! Laid out per ISA with one detection point and one table per target, as
+//! memchr's `arch/` is:
 //!
 //! ```text
 //! kernels/
 //!   isa.rs               CPU features (detected once), EMBD_SIMD (read once),
-//!                        the choice of each family's variant (from its table)
-//!   sgemm.rs             f32 GEMM: B sources and packing, the f32 descriptor
-//!   qgemm.rs             int8 GEMM: quantization, packing, the int8 descriptor
-//!   bgemm.rs             bf16 GEMM: operand rounding, packing, exactness bounds,
-//!                        the bf16 descriptor
+//!                        each precision's choice of a row of the table
+//!   sgemm.rs             f32 GEMM: B sources and packing
+//!   qgemm.rs             int8 GEMM: quantization, packing
+//!   bgemm.rs             bf16 GEMM: operand rounding, packing, exactness bounds
 //!   driver.rs            the one GEMM driver of the three: column tasks, k and
 //!                        row blocks, panels, row tiles, narrow tiles, epilogue
 //!   ops.rs               row operations: scalar definitions + entry points
 //!   attention.rs         one attention head: scalar form + entry point
-//!   gemm.rs              the callers' front: Linear-style products, matrixmultiply fallback
+//!   gemm.rs              the callers' front: Linear-style products
 //!   packbuf.rs, reference.rs (the oracles)
 //!   arch/
-//!     generic/           portable code: row loops, int8 tile, exact bf16 tile,
-//!                        the portable descriptors
-//!     x86_64/
-//!       ops.rs           the row operations' vector code, written once (a macro)
-//!       avx2/            AVX2 + FMA: {sgemm, ops, qgemm, bgemm}.rs
-//!       avx512/          AVX-512F/BW: {sgemm, ops, qgemm, bgemm}.rs
-//!       avx512bf16.rs    bf16 vdpbf16ps tile, A rounded to pairs
-//!       avx512vnni.rs    int8 12x32 tile
-//!       avxvnni.rs       int8 6x16 tile
+//!     types.rs           the descriptor types (SKernel, QKernel, BKernel,
+//!                        RowOps, the tile function types)
+//!     simd.rs            the row kernels and attention written once over a
+//!                        16-lane vector (macros every ISA module expands)
+//!     generic/           the portable row `none`: f32 4x16 FMA-chain tile,
+//!                        int8 tile, exact bf16 tile, row loops
+//!     x86_64/            VARIANTS (avx512bf16, avx512vnni, avx512, avxvnni,
+//!                        avx2, none) and one module per ISA
+//!     aarch64/           VARIANTS (i8mm, dotprod, neon, none): neon/ (f32
+//!                        6x16, row ops, bf16 5x16), dotprod.rs (int8 6x16
+//!                        sdot), i8mm.rs (int8 4x16 smmla)
 //! ```
 //!
-//! # Descriptors: one per variant, one table per family
+//! # One table of variants per target
 //!
-//! Each family has one enum of its variants (`sgemm::Isa` for the f32 GEMM,
-//! the row operations and the vector attention; `qgemm::Isa`; `bgemm::Isa`),
-//! chosen once by [`isa`], and keeps every fact about a variant in one
-//! descriptor, defined beside the variant's kernels under `arch/`:
+//! Each target's `VARIANTS` ([`isa::VARIANTS`]) lists its rows best first:
+//! a name (the `EMBD_SIMD` value), the CPU features it needs, and the
+//! descriptors it provides, each defined beside its kernels under `arch/`:
 //!
-//! | family | descriptor | defined as | what it holds |
-//! |---|---|---|---|
-//! | f32 | `sgemm::SKernel` | `SKERNEL` in `arch/x86_64/{avx2,avx512}/sgemm.rs` | tile shape and depth (`mr`, `nr`, `kc`), CPU features, `EMBD_SIMD` cap, tiles, the row operations and vector attention (`ops::RowOps`, `OPS` in the same ISA's `ops.rs`) |
-//! | int8 | `qgemm::QKernel` | `QKERNEL` in `arch/x86_64/{avx512vnni,avxvnni,avx2/qgemm}.rs`, `arch/generic/qgemm.rs` | tile shape, A's byte offset, CPU features, cap, tiles, row quantization |
-//! | bf16 | `bgemm::BKernel` | `BKERNEL` in `arch/x86_64/{avx512bf16,avx512/bgemm,avx2/bgemm}.rs`, `arch/generic/bgemm.rs` | tile shape and depth, CPU features, cap, tiles (none: the exact scalar path), the rounding of A (`bgemm::RoundA`: bf16 pairs or floats) |
+//! | precision | descriptor | what it holds |
+//! |---|---|---|
+//! | f32 | `SKernel` | tile shape and depth (`mr`, `nr`, `kc`), tiles, the row operations and vector attention (`RowOps`) |
+//! | int8 | `QKernel` | tile shape, A's byte offset, tiles, row quantization |
+//! | bf16 | `BKernel` | tile shape and depth, tiles (none: the exact scalar path), the rounding of A (bf16 pairs or floats), whether it races the next row |
 //!
-//! The family's `Isa::kernel` is its one table from variant to descriptor;
-//! [`isa`]'s `Family` impls (features and cap), the GEMM fronts (shape,
-//! tiles, packing and rounding hooks), the entry points of [`ops`] and
-//! [`attention`] (with no vector variant chosen: `arch::generic::ops::OPS`)
-//! all read it; none of them matches on a variant. Adding an ISA is its
-//! module under `arch/` with its descriptor, its variant, and one line of
-//! the family's table (and a feature bit in [`isa`] if it needs a new one).
+//! plus an optional per-thread `init` (run once on each thread before the
+//! row's kernels, by the driver). Each precision's handle (`sgemm::Isa`,
+//! `qgemm::Isa`, `bgemm::Isa`) is an index into the table; [`isa`] chooses
+//! it once, the GEMM fronts, [`ops`] and [`attention`] read its
+//! descriptor, and nothing matches on a variant. Adding an ISA is its
+//! module under `arch/` and its row.
 //!
 //! # One GEMM driver
 //!

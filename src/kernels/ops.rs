@@ -492,18 +492,23 @@ mod tests {
             .filter(|i| i.supported())
             .map(|isa| {
                 let ops = isa.kernel().ops;
-                // SAFETY (each closure): the CPU has the row's features.
-                let g: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| unsafe {
-                    (ops.bias_gelu)(x, b)
+                // The CPU has the row's features (`supported` above).
+                let g: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| {
+                    // SAFETY: the CPU has the row's features.
+                    unsafe { (ops.bias_gelu)(x, b) }
                 }));
-                // SAFETY: as above.
-                let t: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| unsafe {
-                    (ops.bias_gelu_tanh)(x, b)
+                let t: Ew = Box::leak(Box::new(move |x: &mut [f32], b: &[f32]| {
+                    // SAFETY: as above.
+                    unsafe { (ops.bias_gelu_tanh)(x, b) }
                 }));
-                // SAFETY: as above.
-                let s: Row = Box::leak(Box::new(move |x: &mut [f32]| unsafe { (ops.softmax)(x) }));
-                // SAFETY: as above.
-                let e: Row = Box::leak(Box::new(move |x: &mut [f32]| unsafe { (ops.exp)(x) }));
+                let s: Row = Box::leak(Box::new(move |x: &mut [f32]| {
+                    // SAFETY: as above.
+                    unsafe { (ops.softmax)(x) }
+                }));
+                let e: Row = Box::leak(Box::new(move |x: &mut [f32]| {
+                    // SAFETY: as above.
+                    unsafe { (ops.exp)(x) }
+                }));
                 (isa.name(), g, t, s, e)
             })
             .collect()
@@ -683,7 +688,14 @@ mod tests {
         let base = p.last().unwrap();
         assert_eq!(base.0, "none");
         let mut xs = sweep();
-        xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 1e-45, f32::NAN]);
+        xs.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            -f32::MAX,
+            1e-45,
+            f32::NAN,
+        ]);
         let same = |u: &[f32], v: &[f32]| {
             u.iter()
                 .zip(v)
@@ -708,7 +720,10 @@ mod tests {
                 assert!(same(&ra, &rb), "{}: softmax n = {n}", a.0);
             }
         }
-        eprintln!("rows checked: {:?}", p.iter().map(|r| r.0).collect::<Vec<_>>());
+        eprintln!(
+            "rows checked: {:?}",
+            p.iter().map(|r| r.0).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -28,10 +28,10 @@
 
 use std::sync::Arc;
 
+pub(crate) use super::arch::types::SKernel;
 #[cfg(target_arch = "x86_64")]
 use super::arch::x86_64;
 use super::driver::{self, span, Blocking, CTile, EpilogueAt};
-pub(crate) use super::arch::types::SKernel;
 use super::packbuf::PackBuf;
 use super::Par;
 
@@ -452,7 +452,11 @@ unsafe fn pack_transposed(
 ) {
     // The first rows by 8 x 8 register transposes where the CPU has them.
     #[cfg(target_arch = "x86_64")]
-    let p = if nr == w && super::isa::Features::AVX2.and(super::isa::Features::FMA).available() {
+    let p = if nr == w
+        && super::isa::Features::AVX2
+            .and(super::isa::Features::FMA)
+            .available()
+    {
         for g in 0..w / 8 {
             // SAFETY: AVX2 and FMA are available (checked); rows j0+8g..j0+8g+8 <= j0+nr
             // exist with columns p0..p0+kc; the writes stay in dst's kc rows.

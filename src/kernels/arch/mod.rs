@@ -28,18 +28,19 @@ macro_rules! tiles {
 macro_rules! row_ops {
     ($attend:expr) => {
         /// This ISA's row operations (see [`RowOps`](crate::kernels::arch::types::RowOps)).
-        pub(crate) const OPS: crate::kernels::arch::types::RowOps = crate::kernels::arch::types::RowOps {
-            add_assign,
-            scale,
-            layer_norm,
-            bias_layer_norm,
-            bias_gelu,
-            bias_gelu_tanh,
-            softmax,
-            attend: $attend,
-            #[cfg(test)]
-            exp: exp_slice,
-        };
+        pub(crate) const OPS: crate::kernels::arch::types::RowOps =
+            crate::kernels::arch::types::RowOps {
+                add_assign,
+                scale,
+                layer_norm,
+                bias_layer_norm,
+                bias_gelu,
+                bias_gelu_tanh,
+                softmax,
+                attend: $attend,
+                #[cfg(test)]
+                exp: exp_slice,
+            };
     };
 }
 

@@ -192,14 +192,18 @@ fn select(m: M, t: V, f: V) -> V {
 /// of `k` hold `n`, shifting them into the exponent field drops the rest.
 #[inline(always)]
 fn pow2_of_rounded(k: V) -> V {
-    map(k, |k| f32::from_bits((k.to_bits() << 23).wrapping_add(127 << 23)))
+    map(k, |k| {
+        f32::from_bits((k.to_bits() << 23).wrapping_add(127 << 23))
+    })
 }
 
 /// A first guess at `1/u` for positive finite `u`, within 12% (integer
 /// arithmetic on the bits, as every ISA does it).
 #[inline(always)]
 fn recip_seed(u: V) -> V {
-    map(u, |u| f32::from_bits((RECIP_MAGIC as u32).wrapping_sub(u.to_bits())))
+    map(u, |u| {
+        f32::from_bits((RECIP_MAGIC as u32).wrapping_sub(u.to_bits()))
+    })
 }
 
 /// Sum of the lanes in the vector ISAs' tree: `l + (l + 8)`, then

@@ -57,4 +57,3 @@ unsafe fn tile<const R: usize>(
         unsafe { std::ptr::write_unaligned(c.add(i * ldc).cast::<[f32; 16]>(), *row) };
     }
 }
-

@@ -23,7 +23,12 @@ fn map(a: V, f: impl Fn(float32x4_t) -> float32x4_t) -> V {
 #[target_feature(enable = "neon")]
 #[inline]
 fn zip(a: V, b: V, f: impl Fn(float32x4_t, float32x4_t) -> float32x4_t) -> V {
-    V([f(a.0[0], b.0[0]), f(a.0[1], b.0[1]), f(a.0[2], b.0[2]), f(a.0[3], b.0[3])])
+    V([
+        f(a.0[0], b.0[0]),
+        f(a.0[1], b.0[1]),
+        f(a.0[2], b.0[2]),
+        f(a.0[3], b.0[3]),
+    ])
 }
 
 /// Mask of the last `k` lanes, `0 < k < 16`.
@@ -189,7 +194,9 @@ fn pow2_of_rounded(k: V) -> V {
 #[inline]
 fn recip_seed(u: V) -> V {
     let m = vdupq_n_u32(RECIP_MAGIC as u32);
-    map(u, |u| vreinterpretq_f32_u32(vsubq_u32(m, vreinterpretq_u32_f32(u))))
+    map(u, |u| {
+        vreinterpretq_f32_u32(vsubq_u32(m, vreinterpretq_u32_f32(u)))
+    })
 }
 
 /// Sum of the lanes in the x86 tree: `l + (l + 8)`, `l + (l + 4)`,
