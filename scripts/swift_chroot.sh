@@ -16,7 +16,7 @@
 # and is reused by every clone on the machine. It is made with
 #   debootstrap --variant=minbase trixie <dir> $EMBD_DEBIAN_MIRROR
 # (default http://deb.debian.org/debian) into <dir>.partial, then
-#   apt-get install --no-install-recommends swiftlang libc6-dev pkg-config
+#   apt-get install --no-install-recommends swiftlang libc6-dev pkg-config git
 # inside; only a finished chroot is renamed to <dir>, so an interrupted run
 # starts again from scratch instead of using half a chroot. About 3.3 GB;
 # the free space is checked before anything is written.
@@ -29,9 +29,9 @@ CACHE_BASE="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}"
 DIR="${EMBD_SWIFT_CHROOT:-$CACHE_BASE/embedder/swift-trixie}"
 MIRROR="${EMBD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=trixie
-PACKAGES=(swiftlang libc6-dev pkg-config)
+PACKAGES=(swiftlang libc6-dev pkg-config git)
 # Bump when PACKAGES or the setup below changes: an older chroot is then upgraded in place.
-STAMP_VERSION=1
+STAMP_VERSION=2
 STAMP="$DIR/.embedder-swift-chroot"
 NEED_GB_NEW=5   # the chroot (3.3 GB) plus the build trees
 NEED_GB_OLD=1   # the Swift build trees only
