@@ -92,7 +92,8 @@ url_check=""
 if [ "${SKIP_URL_CHECK:-0}" != 1 ]; then
   rev="$(git -C "$ROOT" rev-parse HEAD)"
   url_check="/var/cache/embedder-swift/$key-url"
-  rm -rf "${chroot_dir:?}$url_check"
+  # The consumer's build tree (build/) is kept between runs; the clone is fresh.
+  rm -rf "${chroot_dir:?}$url_check/embedder.git" "${chroot_dir:?}$url_check/consumer"
   mkdir -p "$chroot_dir$url_check/consumer/Sources/consumer"
   # A bare clone of HEAD: what SwiftPM fetches for .package(url:). Committed
   # state only (uncommitted edits are not part of it).
