@@ -13,7 +13,8 @@
 # macOS archive (arm64 + x86_64) and `xcodebuild -create-xcframework`.
 #
 # Env: PROFILE (default release), CARGO_TARGET_DIR (default <repo>/target),
-# TARGETS (default: the four above), ADD_TARGETS=1 to `rustup target add` missing ones.
+# TARGETS (default: the four above), ADD_TARGETS=0 to not `rustup target add`
+# missing ones.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROFILE="${PROFILE:-release}"
@@ -24,14 +25,21 @@ say() { printf '== build_apple_libs: %s\n' "$*"; }
 profile_dir="$PROFILE"
 [ "$PROFILE" != dev ] || profile_dir=debug
 
+# A target whose prebuilt standard library cannot be installed (rustup's
+# server has none, or no network) is built with nightly's -Zbuild-std from
+# the rust-src component instead.
 installed="$(rustup target list --installed 2>/dev/null || true)"
+build_std=" "
 for t in $TARGETS; do
   if ! grep -qx "$t" <<<"$installed"; then
-    if [ "${ADD_TARGETS:-1}" = 1 ]; then
-      say "rustup target add $t"
-      rustup target add "$t"
+    if [ "${ADD_TARGETS:-1}" = 1 ] && say "rustup target add $t" && rustup target add "$t" >/dev/null 2>&1; then
+      continue
+    fi
+    if rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+      say "$t: no prebuilt standard library (rustup target add $t failed); building it with cargo +nightly -Zbuild-std"
+      build_std="$build_std$t "
     else
-      echo "build_apple_libs: target $t is not installed (rustup target add $t)" >&2
+      echo "build_apple_libs: rustup target add $t failed, and nightly with rust-src (for -Zbuild-std) is not installed" >&2
       exit 1
     fi
   fi
@@ -46,7 +54,11 @@ mkdir -p "$OUT"
 for t in $TARGETS; do
   say "cargo rustc --lib --crate-type staticlib --profile $PROFILE --target $t"
   t0=$SECONDS
-  (cd "$ROOT" && nice -n 10 cargo rustc --quiet --lib --crate-type staticlib --profile "$PROFILE" --target "$t")
+  case "$build_std" in
+    *" $t "*) (cd "$ROOT" && nice -n 10 cargo +nightly rustc --quiet -Zbuild-std --lib --crate-type staticlib \
+                 --profile "$PROFILE" --target "$t") ;;
+    *) (cd "$ROOT" && nice -n 10 cargo rustc --quiet --lib --crate-type staticlib --profile "$PROFILE" --target "$t") ;;
+  esac
   lib="$TARGET_DIR/$t/$profile_dir/libembedder.a"
   [ -f "$lib" ] || { echo "build_apple_libs: $lib missing" >&2; exit 1; }
   mkdir -p "$OUT/$t"

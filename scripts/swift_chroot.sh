@@ -189,14 +189,20 @@ run() {
   ready || { echo "swift_chroot: $DIR is not set up; run scripts/swift_chroot.sh ensure" >&2; exit 1; }
   unmount_leftovers "$DIR"
   trap unmount_all EXIT
-  trap 'exit 130' INT TERM
+  # On INT/TERM: stop the command first (it runs in the background for that),
+  # then the EXIT trap unmounts.
+  CHILD=""
+  trap 'if [ -n "$CHILD" ]; then kill -TERM "$CHILD" 2>/dev/null || true; wait "$CHILD" 2>/dev/null || true; fi; exit 130' INT TERM
   ensure_devices "$DIR"
   mount_proc "$DIR"
   local d
   for d in "${binds[@]}"; do mount_bind "$DIR" "$d" 0; done
   for d in "${robinds[@]}"; do mount_bind "$DIR" "$d" 1; done
   local rc=0
-  in_chroot "$DIR" "$@" || rc=$?
+  in_chroot "$DIR" "$@" <&0 &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=""
   unmount_all
   trap - EXIT INT TERM
   return "$rc"

@@ -301,14 +301,27 @@ public final class Model: @unchecked Sendable {
 
     /// The token ids the model sees for `text` (special tokens included, truncated to `maxSeqLength`).
     public func tokenize(_ text: String) throws -> [UInt32] {
-        var n = 0
-        let capacity = maxSeqLength + 2
-        let ids: [UInt32] = try [UInt32](unsafeUninitializedCapacity: capacity) { buf, initialized in
-            initialized = 0
-            try check(withText(text) { t in embd_tokenize(handle, t.ptr, t.len, buf.baseAddress, capacity, &n) })
-            initialized = n
+        // maxSeqLength ids at most, except for a static word-embedding model
+        // (one id per word): then the library reports the size, and one more
+        // call at that size.
+        var capacity = maxSeqLength + 2
+        for _ in 0..<2 {
+            var n = 0
+            var tooSmall = false
+            let ids: [UInt32] = try [UInt32](unsafeUninitializedCapacity: capacity) { buf, initialized in
+                initialized = 0
+                let st = withText(text) { t in embd_tokenize(handle, t.ptr, t.len, buf.baseAddress, capacity, &n) }
+                if st == EmbedderError.Status.bufferTooSmall.rawValue && n > capacity {
+                    tooSmall = true
+                    return
+                }
+                try check(st)
+                initialized = n
+            }
+            if !tooSmall { return ids }
+            capacity = n
         }
-        return ids
+        throw EmbedderError(status: .bufferTooSmall, message: "embd_tokenize asked for \(capacity) ids twice")
     }
 
     /// The number of tokens of `text` as the model sees it (`tokenize(text).count`, without the ids).
