@@ -192,14 +192,17 @@ run() {
   # On INT/TERM: stop the command first (it runs in the background for that),
   # then the EXIT trap unmounts.
   CHILD=""
-  trap 'if [ -n "$CHILD" ]; then kill -TERM "$CHILD" 2>/dev/null || true; wait "$CHILD" 2>/dev/null || true; fi; exit 130' INT TERM
+  trap 'if [ -n "$CHILD" ]; then kill -TERM -- "-$CHILD" 2>/dev/null || true; wait "$CHILD" 2>/dev/null || true; fi; exit 130' INT TERM
   ensure_devices "$DIR"
   mount_proc "$DIR"
   local d
   for d in "${binds[@]}"; do mount_bind "$DIR" "$d" 0; done
   for d in "${robinds[@]}"; do mount_bind "$DIR" "$d" 1; done
   local rc=0
-  in_chroot "$DIR" "$@" <&0 &
+  # A process group of its own (setsid), so that INT/TERM reaches every
+  # process of the command (a build's compilers too), never a process outside.
+  setsid chroot "$DIR" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin LANG=C.UTF-8 \
+    "$@" <&0 &
   CHILD=$!
   wait "$CHILD" || rc=$?
   CHILD=""
