@@ -35,7 +35,7 @@ for t in $TARGETS; do
     if [ "${ADD_TARGETS:-1}" = 1 ] && say "rustup target add $t" && rustup target add "$t" >/dev/null 2>&1; then
       continue
     fi
-    if rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    if rustup component list --toolchain nightly --installed 2>/dev/null | grep '^rust-src' >/dev/null; then
       say "$t: no prebuilt standard library (rustup target add $t failed); building it with cargo +nightly -Zbuild-std"
       build_std="$build_std$t "
     else
@@ -66,7 +66,7 @@ for t in $TARGETS; do
   case "$t" in aarch64-*) want_cpu="arm64" ;; x86_64-*) want_cpu="x86_64" ;; esac
   # The first member that is an object file: Mach-O for the target's CPU.
   tmp="$(mktemp -d)"
-  member="$(ar t "$lib" | grep '\.o$' | head -n1)"
+  member="$(ar t "$lib" | awk '/\.o$/ && !f { print; f = 1 }')"  # reads all: no SIGPIPE under pipefail
   (cd "$tmp" && ar x "$lib" "$member")
   kind="$(file -b "$tmp/$member")"
   rm -rf "$tmp"

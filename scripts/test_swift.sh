@@ -46,7 +46,7 @@ lap "chroot ready: $chroot_dir"
 # Per-clone paths inside the chroot (several clones may share the chroot).
 key="$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
 prefix="/opt/embedder-$key"             # the installed library
-scratch="/var/cache/embedder-swift/$key" # SwiftPM build trees, kept between runs (warm builds)
+scratch="/var/cache/embedder-swift/$key" # the Swift 6 check's build tree, kept between runs
 
 # --- the library, installed into the chroot -----------------------------------
 say "cmake: build the library and install it to $chroot_dir$prefix"
@@ -55,7 +55,7 @@ cmake -S "$ROOT" -B "$ROOT/build-swift/lib" -DCMAKE_BUILD_TYPE=Release -DEMBEDDE
 cmake --build "$ROOT/build-swift/lib" -j "$JOBS" >/dev/null
 rm -rf "${chroot_dir:?}$prefix"
 cmake --install "$ROOT/build-swift/lib" --prefix "$chroot_dir$prefix" >/dev/null
-pc="$(cd "$chroot_dir$prefix" && find . -path '*/pkgconfig/embedder.pc' | head -n1)"
+pc="$(cd "$chroot_dir$prefix" && find . -path '*/pkgconfig/embedder.pc' -print -quit)"
 [ -n "$pc" ] || { echo "test_swift: no embedder.pc under $chroot_dir$prefix" >&2; exit 1; }
 pcdir="$prefix/$(dirname "${pc#./}")"
 libdir="$(dirname "$pcdir")"
@@ -128,18 +128,20 @@ echo "== swift build --target Embedder (Swift 6 language mode, warnings as error
 swift build --scratch-path "$SCRATCH/swift6" --target Embedder \
   -Xswiftc -swift-version -Xswiftc 6 -Xswiftc -warnings-as-errors
 lap "Swift 6 mode"
+# The commands of examples/swift/README.md's quick start, as written (the
+# build tree is the default .build/ in the clone).
 echo "== swift build --build-tests"
-swift build --scratch-path "$SCRATCH/build" --build-tests $rpath
+swift build --build-tests $rpath
 lap "swift build"
 echo "== swift test"
 if [ -n "$FILTER" ]; then
-  swift test --scratch-path "$SCRATCH/build" $rpath --skip-build --filter "$FILTER"
+  swift test --skip-build $rpath --filter "$FILTER"
 else
-  swift test --scratch-path "$SCRATCH/build" $rpath --skip-build
+  swift test --skip-build $rpath
 fi
 lap "swift test"
 echo "== swift run embedder-swift-demo"
-out="$(swift run --scratch-path "$SCRATCH/build" $rpath --skip-build embedder-swift-demo "$MODEL")"
+out="$(swift run --skip-build $rpath embedder-swift-demo "$MODEL")"
 printf '%s\n' "$out"
 case "$out" in *"dim 384"*"expected error: file not found (status 20)"*) ;;
   *) echo "embedder-swift-demo: unexpected output" >&2; exit 1 ;; esac

@@ -95,6 +95,36 @@ final class AsyncTests: XCTestCase {
     }
 }
 
+extension AsyncTests {
+    /// More async calls than the cooperative pool has threads, all blocked
+    /// at once in their progress handler: each runs on a thread of its own,
+    /// and the pool still runs other tasks. (Were the work on the pool, at
+    /// most one call per CPU could block there and the pool would starve:
+    /// the watchdog then opens the gate after 120 s and the test fails.)
+    func testAsyncCallsLeaveTheCooperativePoolFree() async throws {
+        let n = ProcessInfo.processInfo.activeProcessorCount * 2 + 2
+        let gate = Gate()
+        let m = try sync { try openMinilm(ModelOptions(threads: 1, progress: { _, _ in
+            gate.reachedAndWait()
+            return true
+        })) }
+        let start = Date()
+        let watchdog = DispatchWorkItem { gate.open() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
+        let tasks = (0..<n).map { i in Task { try await m.embed("text number \(i)") } }
+        while gate.points < n && Date().timeIntervalSince(start) < 120 {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        XCTAssertEqual(gate.points, n, "calls blocked at once")
+        let answer = await Task.detached { 6 * 7 }.value
+        XCTAssertEqual(answer, 42)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 60, "the cooperative pool was starved")
+        gate.open()
+        watchdog.cancel()
+        for t in tasks { XCTAssertEqual(try await t.value.count, 384) }
+    }
+}
+
 /// A one-shot gate between a progress handler (another thread) and the test.
 final class Gate: @unchecked Sendable {
     private let cond = NSCondition()
