@@ -121,7 +121,10 @@ extension AsyncTests {
         XCTAssertLessThan(Date().timeIntervalSince(start), 60, "the cooperative pool was starved")
         gate.open()
         watchdog.cancel()
-        for t in tasks { XCTAssertEqual(try await t.value.count, 384) }
+        for t in tasks {
+            let v = try await t.value
+            XCTAssertEqual(v.count, 384)
+        }
     }
 }
 
