@@ -46,6 +46,9 @@ c_tests/run.sh
 step "examples against the installed package: C/C++ (ctest, ASan, valgrind), Go (go test)"
 examples/run_installed.sh
 
+step "Swift package in a Debian 13 chroot (Debian's swiftlang): swift build, swift test, demo, added by URL"
+scripts/test_swift.sh
+
 if [ -x bench/run.sh ]; then
   step "benchmark check mode (outputs agree with ONNX Runtime; no timing)"
   bench/run.sh --check
