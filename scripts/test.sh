@@ -28,6 +28,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 step "cargo test (unit, integration, reference parity, header freshness)"
 cargo test --release
 
+step "aarch64: clippy, library tests under qemu-aarch64 (cortex-a72, neoverse-n1, max), the same bits as x86-64 on the references, Apple targets' cargo check"
+scripts/aarch64.sh
+
 step "HTTP server: cargo test -p embd-server (routes vs reference, batching, limits, bad input, slow clients, SIGTERM)"
 cargo test --release -p embd-server
 

@@ -28,14 +28,7 @@ unsafe fn kernel_rx16<const R: usize>(
     let hi_mask = vdupq_n_u32(0xFFFF_0000);
     // SAFETY: all accesses stay inside the panels and the C tile (contract).
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (q, v) in row.iter_mut().enumerate() {
-                    *v = vld1q_f32(c.add(i * ldc + 4 * q));
-                }
-            }
-        }
+        let mut acc = super::load_tile::<R>(c, ldc, load);
         let mut b = b;
         let mut next = next;
         for q in 0..kp {
@@ -58,11 +51,7 @@ unsafe fn kernel_rx16<const R: usize>(
             }
             b = b.add(16);
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (q, &v) in row.iter().enumerate() {
-                vst1q_f32(c.add(i * ldc + 4 * q), v);
-            }
-        }
+        super::store_tile(c, ldc, &acc);
     }
 }
 

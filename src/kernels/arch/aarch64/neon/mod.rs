@@ -20,3 +20,48 @@ pub(crate) fn prefetch<T>(p: *const T) {
         )
     };
 }
+
+use std::arch::aarch64::*;
+
+/// An `R x 16` f32 accumulator tile: C's rows (row stride `ldc`) when
+/// `load`, else zeros.
+///
+/// # Safety
+/// With `load`, C has R rows of 16 readable floats.
+#[target_feature(enable = "neon")]
+#[inline]
+pub(crate) unsafe fn load_tile<const R: usize>(
+    c: *const f32,
+    ldc: usize,
+    load: bool,
+) -> [[float32x4_t; 4]; R] {
+    let mut acc = [[vdupq_n_f32(0.0); 4]; R];
+    if load {
+        for (i, row) in acc.iter_mut().enumerate() {
+            for (q, v) in row.iter_mut().enumerate() {
+                // SAFETY: row i < R of C has 16 floats (contract).
+                *v = unsafe { vld1q_f32(c.add(i * ldc + 4 * q)) };
+            }
+        }
+    }
+    acc
+}
+
+/// Stores an `R x 16` f32 tile into C's rows (row stride `ldc`).
+///
+/// # Safety
+/// C has R rows of 16 writable floats.
+#[target_feature(enable = "neon")]
+#[inline]
+pub(crate) unsafe fn store_tile<const R: usize>(
+    c: *mut f32,
+    ldc: usize,
+    acc: &[[float32x4_t; 4]; R],
+) {
+    for (i, row) in acc.iter().enumerate() {
+        for (q, &v) in row.iter().enumerate() {
+            // SAFETY: row i < R of C has 16 writable floats (contract).
+            unsafe { vst1q_f32(c.add(i * ldc + 4 * q), v) };
+        }
+    }
+}
