@@ -31,12 +31,15 @@ pub mod vectors;
 
 pub mod rerank;
 
-// The boundary (and the test-panic export), handles, and the rest.
+// The boundary (and the test-panic export), handles, the tables, and the
+// rest.
 pub mod boundary;
+pub(crate) mod c_enum;
 pub mod handles;
 pub mod last_error;
 pub mod output;
 pub mod precision;
+pub(crate) mod setters;
 pub mod status;
 pub mod version;
 
