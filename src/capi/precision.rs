@@ -1,6 +1,6 @@
 //! `embd_precision`: the arithmetic of the encoder's dense layers as a plain
-//! `int32_t` with named constants (see [`super::c_enum`]), its table
-//! ([`Precisions`]: the mapping to [`Precision`] and the names), and
+//! `int32_t` with named constants (see the `c_enum` module), its table
+//! (`Precisions`: the mapping to [`Precision`] and the names), and
 //! `embd_precision_name`.
 
 use std::ffi::{c_char, CStr};
