@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::routes::ROUTES;
+use crate::api::Route;
 use crate::AppState;
 
 /// Seconds a browser may cache a preflight's answer.
@@ -96,12 +96,13 @@ impl Origins {
     }
 }
 
-/// The methods `path` answers, as an `Access-Control-Allow-Methods` value.
-fn methods_of(path: &str) -> Option<String> {
-    let m: Vec<&str> = ROUTES
+/// The methods `path` answers among `routes`, as an
+/// `Access-Control-Allow-Methods` value.
+fn methods_of(routes: &[Route], path: &str) -> Option<String> {
+    let m: Vec<&str> = routes
         .iter()
-        .filter(|(_, p)| *p == path)
-        .map(|(m, _)| *m)
+        .filter(|r| r.path == path)
+        .map(|r| r.method)
         .collect();
     (!m.is_empty()).then(|| m.join(", "))
 }
@@ -110,8 +111,13 @@ fn add_vary(h: &mut HeaderMap, what: &'static str) {
     h.append(VARY, HeaderValue::from_static(what));
 }
 
-/// The middleware: answers preflights, adds the allow headers to answers.
-pub async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+/// The middleware over the route table `routes`: answers preflights, adds
+/// the allow headers to answers.
+pub async fn cors(
+    State((st, routes)): State<(Arc<AppState>, &'static [Route])>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(origins) = &st.cors else {
         return next.run(req).await;
     };
@@ -120,7 +126,7 @@ pub async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Next) -> 
         && origin.is_some()
         && req.headers().contains_key(ACCESS_CONTROL_REQUEST_METHOD);
     if preflight {
-        let Some(methods) = methods_of(req.uri().path()) else {
+        let Some(methods) = methods_of(routes, req.uri().path()) else {
             // No such route: the router's 404.
             return next.run(req).await;
         };

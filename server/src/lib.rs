@@ -5,6 +5,7 @@
 //! [`Config`] is the command line; [`spawn`] starts a server on its own
 //! runtime (used by the binary and the tests); see `docs/SERVER.md`.
 
+pub mod api;
 pub mod batcher;
 pub mod body;
 pub mod cors;

@@ -1,9 +1,12 @@
-//! The server's OpenAPI 3.0 document (`GET /openapi.json`). A test checks
-//! that its paths and methods are exactly [`crate::routes::ROUTES`].
+//! The server's OpenAPI 3.0 document (`GET /openapi.json`): one operation
+//! function per route (the `documentation` of its [`Route`] row), and
+//! [`document`], which lays the rows out as OpenAPI's `paths`. A test checks
+//! that the document's paths and methods are exactly
+//! [`crate::routes::ROUTES`].
 
 use serde_json::{json, Map, Value};
 
-use crate::routes::ROUTES;
+use crate::api::Route;
 
 fn tei_error() -> Value {
     json!({"type": "object", "required": ["error", "error_type"], "properties": {
@@ -71,12 +74,12 @@ fn post(summary: &str, body: Value, ok: Value, shape: Shape, codes: &[&str]) -> 
         "200".into(),
         json!({"description": "OK", "content": {"application/json": {"schema": ok}}}),
     );
-    json!({"post": {
+    json!({
         "summary": summary,
         "requestBody": {"required": true,
             "content": {"application/json": {"schema": body}}},
         "responses": responses,
-    }})
+    })
 }
 
 fn get(summary: &str, content_type: &str, ok: Value) -> Value {
@@ -85,7 +88,7 @@ fn get(summary: &str, content_type: &str, ok: Value) -> Value {
     } else {
         json!({"description": "OK", "content": {content_type: {"schema": ok}}})
     };
-    json!({"get": {"summary": summary, "responses": {"200": ok}}})
+    json!({"summary": summary, "responses": {"200": ok}})
 }
 
 fn embed_request() -> Value {
@@ -112,269 +115,318 @@ fn matrix() -> Value {
     json!({"type": "array", "items": {"type": "array", "items": {"type": "number"}}})
 }
 
-fn path_item(method: &str, path: &str) -> Value {
-    let health = json!({"get": {"summary": "200 while serving, 503 once stopping",
-        "responses": {"200": {"description": "OK"}, "503": {"description": "stopping",
-            "content": {"application/json": {"schema": tei_error()}}}}}});
-    match (method, path) {
-        ("POST", "/embed") | ("POST", "/") => post(
-            "Embed inputs (TEI)",
-            embed_request(),
-            matrix(),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/v1/embeddings") | ("POST", "/embeddings") => post(
-            "Embed inputs (OpenAI)",
-            json!({"type": "object", "required": ["input"], "properties": {
-                "input": inputs_schema(),
-                "model": {"type": "string"},
-                "encoding_format": {"type": "string", "enum": ["float", "base64"]},
-                "dimensions": {"type": "integer", "minimum": 1},
-                "user": {"type": "string"}
-            }}),
-            json!({"type": "object", "required": ["object", "data", "model", "usage"],
-                "properties": {
-                "object": {"type": "string", "enum": ["list"]},
-                "data": {"type": "array", "items": {"type": "object",
-                    "required": ["object", "embedding", "index"], "properties": {
-                    "object": {"type": "string", "enum": ["embedding"]},
-                    "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}},
-                        {"type": "string", "format": "byte"}]},
-                    "index": {"type": "integer"}}}},
-                "model": {"type": "string"},
-                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
-                    "properties": {"prompt_tokens": {"type": "integer"},
-                        "total_tokens": {"type": "integer"}}}
-            }}),
-            Shape::OpenAi,
-            INFER_ERRORS,
-        ),
-        ("POST", "/tokenize") => post(
-            "Tokenize inputs",
-            json!({"type": "object", "required": ["inputs"], "properties": {
-                "inputs": {"oneOf": [{"type": "string"},
-                    {"type": "array", "items": {"type": "string"}}]},
-                "add_special_tokens": {"type": "boolean", "default": true},
-                "prompt_name": {"type": "string", "nullable": true},
-                "model": {"type": "string", "nullable": true}
-            }}),
-            json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
-                "required": ["id", "text", "special", "start", "stop"], "properties": {
-                "id": {"type": "integer"}, "text": {"type": "string"},
-                "special": {"type": "boolean"},
-                "start": {"type": "integer", "nullable": true},
-                "stop": {"type": "integer", "nullable": true}}}}}),
-            Shape::Tei,
-            PARSE_ERRORS,
-        ),
-        ("POST", "/decode") => post(
-            "Decode token ids",
-            json!({"type": "object", "required": ["ids"], "properties": {
-                "ids": {"oneOf": [
-                    {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                    {"type": "array", "items": {"type": "array",
-                        "items": {"type": "integer", "minimum": 0}}}]},
-                "skip_special_tokens": {"type": "boolean", "default": true},
-                "model": {"type": "string", "nullable": true}
-            }}),
-            json!({"type": "array", "items": {"type": "string"}}),
-            Shape::Tei,
-            PARSE_ERRORS,
-        ),
-        ("POST", "/similarity") => post(
-            "Cosine of each sentence to the source sentence",
-            json!({"type": "object", "required": ["inputs"], "properties": {
-                "inputs": {"type": "object", "required": ["source_sentence", "sentences"],
-                    "properties": {"source_sentence": {"type": "string"},
-                        "sentences": {"type": "array", "items": {"type": "string"}}}},
-                "parameters": {"type": "object", "nullable": true, "properties": {
-                    "truncate": {"type": "boolean", "nullable": true},
-                    "truncation_direction": {"type": "string", "enum": ["right", "left"]},
-                    "prompt_name": {"type": "string", "nullable": true}}},
-                "model": {"type": "string", "nullable": true}
-            }}),
-            json!({"type": "array", "items": {"type": "number"}}),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/embed_all") => post(
-            "Un-pooled token vectors of each input (special and prompt tokens included); \
-             on a model with a multi-vector output (ColBERT, BGE-M3), its multi-vectors \
-             (texts only)",
-            json!({"type": "object", "required": ["inputs"], "properties": {
-                "inputs": inputs_schema(),
-                "normalize": {"type": "boolean", "default": false},
-                "truncate": {"type": "boolean", "nullable": true},
-                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
-                "prompt_name": {"type": "string", "nullable": true},
-                "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
-                "model": {"type": "string", "nullable": true},
-                "task": task_schema()
-            }}),
-            json!({"type": "array", "items": matrix()}),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/embed_sparse") => post(
-            "Sparse vectors (TEI): the non-zero weights of each input, ids ascending; \
-             424 on a model without a sparse output",
-            json!({"type": "object", "required": ["inputs"], "properties": {
-                "inputs": {"oneOf": [{"type": "string"},
-                    {"type": "array", "items": {"type": "string"}}]},
-                "truncate": {"type": "boolean", "nullable": true},
-                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
-                "prompt_name": {"type": "string", "nullable": true},
-                "model": {"type": "string", "nullable": true},
-                "task": task_schema()
-            }}),
-            json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
-                "required": ["index", "value"], "properties": {
-                "index": {"type": "integer", "minimum": 0}, "value": {"type": "number"}}}}}),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/encode") => post(
-            "The model's outputs (dense, sparse, multi-vector: BGE-M3's three) from one \
-             forward pass per input; 424 naming the model's outputs for one it lacks",
-            json!({"type": "object", "required": ["inputs"], "properties": {
-                "inputs": {"oneOf": [{"type": "string"},
-                    {"type": "array", "items": {"type": "string"}}]},
-                "outputs": {"type": "array", "items": {"type": "string",
-                    "enum": ["dense", "sparse", "multi-vector"]},
-                    "description": "default: every output the model has"},
-                "task": task_schema(),
-                "normalize": {"type": "boolean", "default": true},
-                "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
-                "top_k": {"type": "integer", "minimum": 1, "nullable": true},
-                "truncate": {"type": "boolean", "nullable": true},
-                "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
-                "prompt_name": {"type": "string", "nullable": true},
-                "model": {"type": "string", "nullable": true}
-            }}),
-            json!({"type": "object", "required": ["model", "data", "usage"], "properties": {
-                "model": {"type": "string"},
-                "data": {"type": "array", "items": {"type": "object", "properties": {
-                    "dense": {"type": "array", "items": {"type": "number"}},
-                    "sparse": {"type": "object", "required": ["indices", "values"],
-                        "properties": {
-                        "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                        "values": {"type": "array", "items": {"type": "number"}}}},
-                    "multi_vector": matrix()}}},
-                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
-                    "properties": {"prompt_tokens": {"type": "integer"},
-                        "total_tokens": {"type": "integer"}}}
-            }}),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/rerank") => post(
-            "Rerank texts against a query (TEI), best first; 424 on a server without a reranker",
-            json!({"type": "object", "required": ["query", "texts"], "properties": {
-                "query": {"type": "string"},
-                "texts": {"type": "array", "items": {"type": "string"}},
-                "truncate": {"type": "boolean", "nullable": true},
-                "truncation_direction": {"type": "string", "enum": ["right", "left"]},
-                "raw_scores": {"type": "boolean", "default": false},
-                "return_text": {"type": "boolean", "default": false},
-                "model": {"type": "string", "nullable": true},
-                "prompt": {"type": "string", "nullable": true,
-                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
-            }}),
-            json!({"type": "array", "items": {"type": "object", "required": ["index", "score"],
-                "properties": {"index": {"type": "integer"}, "score": {"type": "number"},
-                    "text": {"type": "string"}}}}),
-            Shape::Tei,
-            INFER_ERRORS,
-        ),
-        ("POST", "/v1/rerank") => post(
-            "Rerank documents (Jina / Cohere shape), best first; 424 on a server without a reranker",
-            json!({"type": "object", "required": ["query", "documents"], "properties": {
-                "model": {"type": "string"},
-                "query": {"type": "string"},
-                "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
-                    {"type": "object", "required": ["text"],
-                        "properties": {"text": {"type": "string"}}}]}},
-                "top_n": {"type": "integer", "minimum": 1},
-                "return_documents": {"type": "boolean", "default": false},
-                "prompt": {"type": "string", "nullable": true,
-                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
-            }}),
-            json!({"type": "object", "required": ["model", "object", "results"],
-                "properties": {"model": {"type": "string"}, "object": {"type": "string"},
-                "results": {"type": "array", "items": {"type": "object",
-                    "required": ["index", "relevance_score"], "properties": {
-                    "index": {"type": "integer"}, "relevance_score": {"type": "number"},
-                    "document": {"type": "object",
-                        "properties": {"text": {"type": "string"}}}}}},
-                "usage": {"type": "object"}}}),
-            Shape::OpenAi,
-            INFER_ERRORS,
-        ),
-        ("POST", "/v2/rerank") => post(
-            "Rerank documents (Cohere's v2 shape), best first; 424 on a server without a reranker",
-            json!({"type": "object", "required": ["query", "documents"], "properties": {
-                "model": {"type": "string"},
-                "query": {"type": "string"},
-                "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
-                    {"type": "object", "required": ["text"],
-                        "properties": {"text": {"type": "string"}}}]}},
-                "top_n": {"type": "integer", "minimum": 1},
-                "return_documents": {"type": "boolean", "default": false},
-                "prompt": {"type": "string", "nullable": true,
-                    "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
-            }}),
-            json!({"type": "object", "required": ["id", "results", "meta"],
-                "properties": {"id": {"type": "string"},
-                "results": {"type": "array", "items": {"type": "object",
-                    "required": ["index", "relevance_score"], "properties": {
-                    "index": {"type": "integer"}, "relevance_score": {"type": "number"},
-                    "document": {"type": "object",
-                        "properties": {"text": {"type": "string"}}}}}},
-                "meta": {"type": "object", "properties": {
-                    "api_version": {"type": "object",
-                        "properties": {"version": {"type": "string"}}},
-                    "tokens": {"type": "object", "properties": {
-                        "input_tokens": {"type": "number"},
-                        "output_tokens": {"type": "number"}}}}}}}),
-            Shape::Cohere,
-            INFER_ERRORS,
-        ),
-        ("GET", "/info") => get(
-            "Models and limits",
-            "application/json",
-            json!({"type": "object", "required": ["model_id", "max_input_length",
-                "max_batch_tokens", "max_client_batch_size", "version", "models"]}),
-        ),
-        ("GET", "/health") | ("GET", "/ping") => health,
-        ("GET", "/metrics") => get(
-            "Prometheus metrics",
-            "text/plain",
-            json!({"type": "string"}),
-        ),
-        ("GET", "/openapi.json") => get(
-            "This document",
-            "application/json",
-            json!({"type": "object"}),
-        ),
-        (m, p) => unreachable!("route {m} {p} has no OpenAPI entry"),
-    }
+/// `POST /embed` and `POST /` (TEI).
+pub(crate) fn embed() -> Value {
+    post(
+        "Embed inputs (TEI)",
+        embed_request(),
+        matrix(),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
 }
 
-/// The document.
-pub fn document() -> Value {
+/// `POST /v1/embeddings` and `POST /embeddings` (OpenAI).
+pub(crate) fn openai_embeddings() -> Value {
+    post(
+        "Embed inputs (OpenAI)",
+        json!({"type": "object", "required": ["input"], "properties": {
+            "input": inputs_schema(),
+            "model": {"type": "string"},
+            "encoding_format": {"type": "string", "enum": ["float", "base64"]},
+            "dimensions": {"type": "integer", "minimum": 1},
+            "user": {"type": "string"}
+        }}),
+        json!({"type": "object", "required": ["object", "data", "model", "usage"],
+            "properties": {
+            "object": {"type": "string", "enum": ["list"]},
+            "data": {"type": "array", "items": {"type": "object",
+                "required": ["object", "embedding", "index"], "properties": {
+                "object": {"type": "string", "enum": ["embedding"]},
+                "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}},
+                    {"type": "string", "format": "byte"}]},
+                "index": {"type": "integer"}}}},
+            "model": {"type": "string"},
+            "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
+                "properties": {"prompt_tokens": {"type": "integer"},
+                    "total_tokens": {"type": "integer"}}}
+        }}),
+        Shape::OpenAi,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /tokenize`.
+pub(crate) fn tokenize() -> Value {
+    post(
+        "Tokenize inputs",
+        json!({"type": "object", "required": ["inputs"], "properties": {
+            "inputs": {"oneOf": [{"type": "string"},
+                {"type": "array", "items": {"type": "string"}}]},
+            "add_special_tokens": {"type": "boolean", "default": true},
+            "prompt_name": {"type": "string", "nullable": true},
+            "model": {"type": "string", "nullable": true}
+        }}),
+        json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
+            "required": ["id", "text", "special", "start", "stop"], "properties": {
+            "id": {"type": "integer"}, "text": {"type": "string"},
+            "special": {"type": "boolean"},
+            "start": {"type": "integer", "nullable": true},
+            "stop": {"type": "integer", "nullable": true}}}}}),
+        Shape::Tei,
+        PARSE_ERRORS,
+    )
+}
+
+/// `POST /decode`.
+pub(crate) fn decode() -> Value {
+    post(
+        "Decode token ids",
+        json!({"type": "object", "required": ["ids"], "properties": {
+            "ids": {"oneOf": [
+                {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                {"type": "array", "items": {"type": "array",
+                    "items": {"type": "integer", "minimum": 0}}}]},
+            "skip_special_tokens": {"type": "boolean", "default": true},
+            "model": {"type": "string", "nullable": true}
+        }}),
+        json!({"type": "array", "items": {"type": "string"}}),
+        Shape::Tei,
+        PARSE_ERRORS,
+    )
+}
+
+/// `POST /similarity`.
+pub(crate) fn similarity() -> Value {
+    post(
+        "Cosine of each sentence to the source sentence",
+        json!({"type": "object", "required": ["inputs"], "properties": {
+            "inputs": {"type": "object", "required": ["source_sentence", "sentences"],
+                "properties": {"source_sentence": {"type": "string"},
+                    "sentences": {"type": "array", "items": {"type": "string"}}}},
+            "parameters": {"type": "object", "nullable": true, "properties": {
+                "truncate": {"type": "boolean", "nullable": true},
+                "truncation_direction": {"type": "string", "enum": ["right", "left"]},
+                "prompt_name": {"type": "string", "nullable": true}}},
+            "model": {"type": "string", "nullable": true}
+        }}),
+        json!({"type": "array", "items": {"type": "number"}}),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /embed_all`.
+pub(crate) fn embed_all() -> Value {
+    post(
+        "Un-pooled token vectors of each input (special and prompt tokens included); \
+         on a model with a multi-vector output (ColBERT, BGE-M3), its multi-vectors \
+         (texts only)",
+        json!({"type": "object", "required": ["inputs"], "properties": {
+            "inputs": inputs_schema(),
+            "normalize": {"type": "boolean", "default": false},
+            "truncate": {"type": "boolean", "nullable": true},
+            "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+            "prompt_name": {"type": "string", "nullable": true},
+            "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
+            "model": {"type": "string", "nullable": true},
+            "task": task_schema()
+        }}),
+        json!({"type": "array", "items": matrix()}),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /embed_sparse`.
+pub(crate) fn embed_sparse() -> Value {
+    post(
+        "Sparse vectors (TEI): the non-zero weights of each input, ids ascending; \
+         424 on a model without a sparse output",
+        json!({"type": "object", "required": ["inputs"], "properties": {
+            "inputs": {"oneOf": [{"type": "string"},
+                {"type": "array", "items": {"type": "string"}}]},
+            "truncate": {"type": "boolean", "nullable": true},
+            "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+            "prompt_name": {"type": "string", "nullable": true},
+            "model": {"type": "string", "nullable": true},
+            "task": task_schema()
+        }}),
+        json!({"type": "array", "items": {"type": "array", "items": {"type": "object",
+            "required": ["index", "value"], "properties": {
+            "index": {"type": "integer", "minimum": 0}, "value": {"type": "number"}}}}}),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /encode`.
+pub(crate) fn encode() -> Value {
+    post(
+        "The model's outputs (dense, sparse, multi-vector: BGE-M3's three) from one \
+         forward pass per input; 424 naming the model's outputs for one it lacks",
+        json!({"type": "object", "required": ["inputs"], "properties": {
+            "inputs": {"oneOf": [{"type": "string"},
+                {"type": "array", "items": {"type": "string"}}]},
+            "outputs": {"type": "array", "items": {"type": "string",
+                "enum": ["dense", "sparse", "multi-vector"]},
+                "description": "default: every output the model has"},
+            "task": task_schema(),
+            "normalize": {"type": "boolean", "default": true},
+            "dimensions": {"type": "integer", "minimum": 1, "nullable": true},
+            "top_k": {"type": "integer", "minimum": 1, "nullable": true},
+            "truncate": {"type": "boolean", "nullable": true},
+            "truncation_direction": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
+            "prompt_name": {"type": "string", "nullable": true},
+            "model": {"type": "string", "nullable": true}
+        }}),
+        json!({"type": "object", "required": ["model", "data", "usage"], "properties": {
+            "model": {"type": "string"},
+            "data": {"type": "array", "items": {"type": "object", "properties": {
+                "dense": {"type": "array", "items": {"type": "number"}},
+                "sparse": {"type": "object", "required": ["indices", "values"],
+                    "properties": {
+                    "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                    "values": {"type": "array", "items": {"type": "number"}}}},
+                "multi_vector": matrix()}}},
+            "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
+                "properties": {"prompt_tokens": {"type": "integer"},
+                    "total_tokens": {"type": "integer"}}}
+        }}),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /rerank` (TEI).
+pub(crate) fn rerank() -> Value {
+    post(
+        "Rerank texts against a query (TEI), best first; 424 on a server without a reranker",
+        json!({"type": "object", "required": ["query", "texts"], "properties": {
+            "query": {"type": "string"},
+            "texts": {"type": "array", "items": {"type": "string"}},
+            "truncate": {"type": "boolean", "nullable": true},
+            "truncation_direction": {"type": "string", "enum": ["right", "left"]},
+            "raw_scores": {"type": "boolean", "default": false},
+            "return_text": {"type": "boolean", "default": false},
+            "model": {"type": "string", "nullable": true},
+            "prompt": {"type": "string", "nullable": true,
+                "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
+        }}),
+        json!({"type": "array", "items": {"type": "object", "required": ["index", "score"],
+            "properties": {"index": {"type": "integer"}, "score": {"type": "number"},
+                "text": {"type": "string"}}}}),
+        Shape::Tei,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /v1/rerank` (Jina / Cohere v1).
+pub(crate) fn openai_rerank() -> Value {
+    post(
+        "Rerank documents (Jina / Cohere shape), best first; 424 on a server without a reranker",
+        json!({"type": "object", "required": ["query", "documents"], "properties": {
+            "model": {"type": "string"},
+            "query": {"type": "string"},
+            "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
+                {"type": "object", "required": ["text"],
+                    "properties": {"text": {"type": "string"}}}]}},
+            "top_n": {"type": "integer", "minimum": 1},
+            "return_documents": {"type": "boolean", "default": false},
+            "prompt": {"type": "string", "nullable": true,
+                "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
+        }}),
+        json!({"type": "object", "required": ["model", "object", "results"],
+            "properties": {"model": {"type": "string"}, "object": {"type": "string"},
+            "results": {"type": "array", "items": {"type": "object",
+                "required": ["index", "relevance_score"], "properties": {
+                "index": {"type": "integer"}, "relevance_score": {"type": "number"},
+                "document": {"type": "object",
+                    "properties": {"text": {"type": "string"}}}}}},
+            "usage": {"type": "object"}}}),
+        Shape::OpenAi,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /v2/rerank` (Cohere v2).
+pub(crate) fn cohere_v2_rerank() -> Value {
+    post(
+        "Rerank documents (Cohere's v2 shape), best first; 424 on a server without a reranker",
+        json!({"type": "object", "required": ["query", "documents"], "properties": {
+            "model": {"type": "string"},
+            "query": {"type": "string"},
+            "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
+                {"type": "object", "required": ["text"],
+                    "properties": {"text": {"type": "string"}}}]}},
+            "top_n": {"type": "integer", "minimum": 1},
+            "return_documents": {"type": "boolean", "default": false},
+            "prompt": {"type": "string", "nullable": true,
+                "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
+        }}),
+        json!({"type": "object", "required": ["id", "results", "meta"],
+            "properties": {"id": {"type": "string"},
+            "results": {"type": "array", "items": {"type": "object",
+                "required": ["index", "relevance_score"], "properties": {
+                "index": {"type": "integer"}, "relevance_score": {"type": "number"},
+                "document": {"type": "object",
+                    "properties": {"text": {"type": "string"}}}}}},
+            "meta": {"type": "object", "properties": {
+                "api_version": {"type": "object",
+                    "properties": {"version": {"type": "string"}}},
+                "tokens": {"type": "object", "properties": {
+                    "input_tokens": {"type": "number"},
+                    "output_tokens": {"type": "number"}}}}}}}),
+        Shape::Cohere,
+        INFER_ERRORS,
+    )
+}
+
+/// `GET /info`.
+pub(crate) fn info() -> Value {
+    get(
+        "Models and limits",
+        "application/json",
+        json!({"type": "object", "required": ["model_id", "max_input_length",
+            "max_batch_tokens", "max_client_batch_size", "version", "models"]}),
+    )
+}
+
+/// `GET /health` and `GET /ping`.
+pub(crate) fn health() -> Value {
+    json!({"summary": "200 while serving, 503 once stopping",
+        "responses": {"200": {"description": "OK"}, "503": {"description": "stopping",
+            "content": {"application/json": {"schema": tei_error()}}}}})
+}
+
+/// `GET /metrics`.
+pub(crate) fn metrics() -> Value {
+    get(
+        "Prometheus metrics",
+        "text/plain",
+        json!({"type": "string"}),
+    )
+}
+
+/// `GET /openapi.json`.
+pub(crate) fn openapi() -> Value {
+    get(
+        "This document",
+        "application/json",
+        json!({"type": "object"}),
+    )
+}
+
+/// The document of `routes`: each row's documentation under its path and
+/// (lower-case) method.
+pub fn document(routes: &[Route]) -> Value {
     let mut paths = Map::new();
-    for &(m, p) in ROUTES {
-        let item = path_item(m, p);
-        match paths.get_mut(p).and_then(Value::as_object_mut) {
-            Some(existing) => {
-                if let Some(o) = item.as_object() {
-                    existing.extend(o.clone());
-                }
-            }
-            None => {
-                paths.insert(p.to_string(), item);
-            }
+    for r in routes {
+        let item = paths
+            .entry(r.path)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(o) = item.as_object_mut() {
+            o.insert(r.method.to_ascii_lowercase(), (r.documentation)());
         }
     }
     json!({

@@ -3,15 +3,16 @@
 //! and `/encode`, the native route of the output stage (dense, sparse and
 //! multi-vector outputs of one forward pass).
 //!
-//! [`ROUTES`] is the one list of routes: [`router`] is built from it, and the
-//! OpenAPI document's test checks it against `/openapi.json`.
+//! [`ROUTES`] is the one table of routes, a [`Route`] row each (method,
+//! path, handler, documentation): [`router`] is built from it, the OpenAPI
+//! document and CORS read it, and a test checks it against `/openapi.json`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
@@ -25,58 +26,51 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+pub use crate::api::{method_of, Route};
 use crate::batcher::{EncodeInputs, EncodeJob, Job};
 use crate::body::read_json;
 use crate::error::{ApiError, Dialect, ErrorType};
+use crate::openapi;
 use crate::{AppState, EmbedModel, RerankModel};
 
 type St = Arc<AppState>;
 
-/// Every route: method and path. The router and the OpenAPI document both
-/// follow this list.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/embed"),
-    ("POST", "/"),
-    ("POST", "/v1/embeddings"),
-    ("POST", "/embeddings"),
-    ("POST", "/tokenize"),
-    ("POST", "/decode"),
-    ("POST", "/similarity"),
-    ("POST", "/embed_all"),
-    ("POST", "/embed_sparse"),
-    ("POST", "/encode"),
-    ("POST", "/rerank"),
-    ("POST", "/v1/rerank"),
-    ("POST", "/v2/rerank"),
-    ("GET", "/info"),
-    ("GET", "/health"),
-    ("GET", "/ping"),
-    ("GET", "/metrics"),
-    ("GET", "/openapi.json"),
+/// Every route, one row each: the router, the OpenAPI document and CORS
+/// all follow this table.
+#[rustfmt::skip]
+pub static ROUTES: &[Route] = &[
+    row("POST", "/embed",         |f| on(f, embed),             openapi::embed),
+    row("POST", "/",              |f| on(f, embed),             openapi::embed),
+    row("POST", "/v1/embeddings", |f| on(f, openai_embeddings), openapi::openai_embeddings),
+    row("POST", "/embeddings",    |f| on(f, openai_embeddings), openapi::openai_embeddings),
+    row("POST", "/tokenize",      |f| on(f, tokenize),          openapi::tokenize),
+    row("POST", "/decode",        |f| on(f, decode),            openapi::decode),
+    row("POST", "/similarity",    |f| on(f, similarity),        openapi::similarity),
+    row("POST", "/embed_all",     |f| on(f, embed_all),         openapi::embed_all),
+    row("POST", "/embed_sparse",  |f| on(f, embed_sparse),      openapi::embed_sparse),
+    row("POST", "/encode",        |f| on(f, encode),            openapi::encode),
+    row("POST", "/rerank",        |f| on(f, rerank),            openapi::rerank),
+    row("POST", "/v1/rerank",     |f| on(f, openai_rerank),     openapi::openai_rerank),
+    row("POST", "/v2/rerank",     |f| on(f, cohere_v2_rerank),  openapi::cohere_v2_rerank),
+    row("GET",  "/info",          |f| on(f, info),              openapi::info),
+    row("GET",  "/health",        |f| on(f, health),            openapi::health),
+    row("GET",  "/ping",          |f| on(f, health),            openapi::health),
+    row("GET",  "/metrics",       |f| on(f, metrics),           openapi::metrics),
+    row("GET",  "/openapi.json",  |f| on(f, openapi_document),  openapi::openapi),
 ];
 
-fn handler(method: &str, path: &str) -> MethodRouter<St> {
-    let filter = match method {
-        "GET" => MethodFilter::GET,
-        _ => MethodFilter::POST,
-    };
-    match path {
-        "/embed" | "/" => on(filter, embed),
-        "/v1/embeddings" | "/embeddings" => on(filter, openai_embeddings),
-        "/tokenize" => on(filter, tokenize),
-        "/decode" => on(filter, decode),
-        "/similarity" => on(filter, similarity),
-        "/embed_all" => on(filter, embed_all),
-        "/embed_sparse" => on(filter, embed_sparse),
-        "/encode" => on(filter, encode),
-        "/rerank" => on(filter, rerank),
-        "/v1/rerank" => on(filter, openai_rerank),
-        "/v2/rerank" => on(filter, cohere_v2_rerank),
-        "/info" => on(filter, info),
-        "/health" | "/ping" => on(filter, health),
-        "/metrics" => on(filter, metrics),
-        "/openapi.json" => on(filter, openapi),
-        other => unreachable!("route {other} in ROUTES has no handler"),
+/// A row of [`ROUTES`].
+const fn row(
+    method: &'static str,
+    path: &'static str,
+    handler: fn(MethodFilter) -> MethodRouter<St>,
+    documentation: fn() -> Value,
+) -> Route {
+    Route {
+        method,
+        path,
+        handler,
+        documentation,
     }
 }
 
@@ -85,7 +79,8 @@ fn handler(method: &str, path: &str) -> MethodRouter<St> {
 /// layer.
 pub fn router(state: St) -> Router {
     let mut r = Router::new();
-    for &(m, p) in ROUTES {
+    for route in ROUTES {
+        let (m, p) = (route.method, route.path);
         let not_allowed = move || async move {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -93,7 +88,7 @@ pub fn router(state: St) -> Router {
                 format!("{p} answers {m} only"),
             )
         };
-        r = r.route(p, handler(m, p).fallback(not_allowed));
+        r = r.route(p, (route.handler)(route.filter()).fallback(not_allowed));
     }
     r.fallback(|req: Request| async move {
         ApiError::new(
@@ -103,7 +98,7 @@ pub fn router(state: St) -> Router {
         )
     })
     .layer(axum::middleware::from_fn_with_state(
-        Arc::clone(&state),
+        (Arc::clone(&state), ROUTES),
         crate::cors::cors,
     ))
     .layer(axum::middleware::from_fn_with_state(
@@ -120,8 +115,8 @@ async fn observe(State(st): State<St>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let route = ROUTES
         .iter()
-        .find(|(_, p)| *p == path)
-        .map_or("other", |(_, p)| p);
+        .find(|r| r.path == path)
+        .map_or("other", |r| r.path);
     let mut resp = next.run(req).await;
     let took = start.elapsed();
     st.metrics
@@ -1605,14 +1600,6 @@ async fn metrics(State(st): State<St>) -> Response {
 }
 
 /// `GET /openapi.json`.
-async fn openapi(State(_st): State<St>) -> Response {
-    Json(crate::openapi::document()).into_response()
-}
-
-/// Methods of [`ROUTES`] as `http` methods.
-pub fn method_of(m: &str) -> Method {
-    match m {
-        "GET" => Method::GET,
-        _ => Method::POST,
-    }
+async fn openapi_document(State(_st): State<St>) -> Response {
+    Json(openapi::document(ROUTES)).into_response()
 }

@@ -860,7 +860,7 @@ fn openapi_document_lists_exactly_the_routes() {
     in_doc.sort();
     let mut routes: Vec<(String, String)> = embd_server::routes::ROUTES
         .iter()
-        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .map(|r| (r.method.to_string(), r.path.to_string()))
         .collect();
     routes.sort();
     assert_eq!(in_doc, routes);
@@ -1255,8 +1255,9 @@ fn nesting_is_limited_wherever_it_is() {
         "}".repeat(100_000)
     );
     let arrays = body(100_000);
-    for (m, p) in embd_server::routes::ROUTES {
-        if *m != "POST" {
+    for route in embd_server::routes::ROUTES {
+        let (m, p) = (route.method, route.path);
+        if m != "POST" {
             continue;
         }
         for b in [&objects, &arrays] {

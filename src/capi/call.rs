@@ -5,9 +5,11 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
-use super::boundary::{c_str, ffi_boundary, ffi_boundary_or, Fail, FfiResult};
+use super::boundary::{ffi_boundary, ffi_boundary_or, Fail, FfiResult};
+use super::c_enum::{c_enum, CEnum};
 use super::encode::{check_batch, check_out_len, embd_text, texts_from_c, write_info};
 use super::handles::{self, embd_model, Handle};
+use super::setters::{self, OptionsHandle};
 use super::status::embd_status;
 use crate::{CallOptions, Truncation};
 
@@ -71,16 +73,20 @@ pub extern "C" fn embd_call_options_free(options: *mut embd_call_options) {
     })
 }
 
-fn with_call_options(
-    func: &str,
-    options: *mut embd_call_options,
-    f: impl FnOnce(&mut CallOptions) -> FfiResult<()>,
-) -> embd_status {
-    ffi_boundary(func, || {
-        let o = handles::resolve(options, "options")?;
-        let mut g = o.opts.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g)
-    })
+impl OptionsHandle for embd_call_options {
+    type Opts = CallOptions;
+    fn opts(&self) -> &Mutex<CallOptions> {
+        &self.opts
+    }
+}
+
+c_enum! {
+    /// `embd_truncation` as the truncation.
+    pub(crate) struct Truncations: Truncation, "truncation" {
+        EMBD_TRUNCATION_RIGHT => [Truncation::Right];
+        EMBD_TRUNCATION_LEFT => [Truncation::Left];
+        EMBD_TRUNCATION_REFUSE => [Truncation::Refuse];
+    }
 }
 
 /// L2 normalization of this call's vectors.
@@ -99,20 +105,7 @@ pub extern "C" fn embd_call_options_set_normalize(
     options: *mut embd_call_options,
     normalize: c_int,
 ) -> embd_status {
-    with_call_options("embd_call_options_set_normalize", options, |o| {
-        o.normalize = match normalize {
-            -1 => None,
-            0 => Some(false),
-            1 => Some(true),
-            v => {
-                return Err(Fail::new(
-                    embd_status::InvalidArgument,
-                    format!("normalize must be -1, 0 or 1, got {v}"),
-                ))
-            }
-        };
-        Ok(())
-    })
+    setters::normalize("embd_call_options_set_normalize", options, normalize)
 }
 
 /// Matryoshka size of this call's vectors: the first `dimensions` components
@@ -133,22 +126,7 @@ pub extern "C" fn embd_call_options_set_dimensions(
     options: *mut embd_call_options,
     dimensions: usize,
 ) -> embd_status {
-    with_call_options("embd_call_options_set_dimensions", options, |o| {
-        o.dimensions = (dimensions != 0).then_some(dimensions);
-        Ok(())
-    })
-}
-
-/// A copy of an optional NUL-terminated UTF-8 string (NULL: `None`).
-///
-/// # Safety
-/// `p` must be NULL or NUL-terminated.
-unsafe fn opt_string(p: *const c_char, param: &str) -> FfiResult<Option<String>> {
-    if p.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: non-NULL and NUL-terminated per the contract.
-    Ok(Some(unsafe { c_str(p, param) }?.to_string()))
+    setters::dimensions("embd_call_options_set_dimensions", options, dimensions)
 }
 
 /// The prompt of this call, replacing the one the model was opened with
@@ -171,11 +149,8 @@ pub unsafe extern "C" fn embd_call_options_set_prompt(
     options: *mut embd_call_options,
     prompt: *const c_char,
 ) -> embd_status {
-    with_call_options("embd_call_options_set_prompt", options, |o| {
-        // SAFETY: NULL or NUL-terminated per the contract.
-        o.prompt = unsafe { opt_string(prompt, "prompt") }?;
-        Ok(())
-    })
+    // SAFETY: NULL or NUL-terminated per the contract.
+    unsafe { setters::prompt("embd_call_options_set_prompt", options, prompt) }
 }
 
 /// The name of one of the model's stored prompts for this call (checked by
@@ -197,11 +172,8 @@ pub unsafe extern "C" fn embd_call_options_set_prompt_name(
     options: *mut embd_call_options,
     name: *const c_char,
 ) -> embd_status {
-    with_call_options("embd_call_options_set_prompt_name", options, |o| {
-        // SAFETY: NULL or NUL-terminated per the contract.
-        o.prompt_name = unsafe { opt_string(name, "name") }?;
-        Ok(())
-    })
+    // SAFETY: NULL or NUL-terminated per the contract.
+    unsafe { setters::prompt_name("embd_call_options_set_prompt_name", options, name) }
 }
 
 /// What this call does with a text longer than `embd_max_seq_length` tokens.
@@ -220,21 +192,8 @@ pub extern "C" fn embd_call_options_set_truncation(
     options: *mut embd_call_options,
     truncation: embd_truncation,
 ) -> embd_status {
-    with_call_options("embd_call_options_set_truncation", options, |o| {
-        o.truncation = match truncation {
-            EMBD_TRUNCATION_RIGHT => Truncation::Right,
-            EMBD_TRUNCATION_LEFT => Truncation::Left,
-            EMBD_TRUNCATION_REFUSE => Truncation::Refuse,
-            v => {
-                return Err(Fail::new(
-                    embd_status::InvalidArgument,
-                    format!(
-                        "truncation {v} is not supported; accepted: EMBD_TRUNCATION_RIGHT (0), \
-                         EMBD_TRUNCATION_LEFT (1), EMBD_TRUNCATION_REFUSE (2)"
-                    ),
-                ))
-            }
-        };
+    setters::with("embd_call_options_set_truncation", options, |o| {
+        o.truncation = Truncations::from_c(truncation)?;
         Ok(())
     })
 }

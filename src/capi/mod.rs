@@ -14,7 +14,10 @@
 //! (float vectors), `tokens`, `vectors` (similarity), `output` (quantized
 //! output), `rerank` (`embd_reranker`), `precision`, `status`, `version`, `last_error`. Adding a C
 //! function means writing it in its object's file (the globs below re-export
-//! it) and blessing the header. cbindgen emits functions in the order of the
+//! it) and blessing the header. Two tables serve the objects: `c_enum` (each
+//! C enumeration's constants as rows, from which its conversions and names
+//! follow) and `setters` (the setters `embd_options` and `embd_call_options`
+//! share). cbindgen emits functions in the order of the
 //! `mod` lines below (hence the groups: rustfmt sorts only within a group).
 #![allow(non_camel_case_types)]
 
@@ -31,12 +34,15 @@ pub mod vectors;
 
 pub mod rerank;
 
-// The boundary (and the test-panic export), handles, and the rest.
+// The boundary (and the test-panic export), handles, the tables, and the
+// rest.
 pub mod boundary;
+pub(crate) mod c_enum;
 pub mod handles;
 pub mod last_error;
 pub mod output;
 pub mod precision;
+pub(crate) mod setters;
 pub mod status;
 pub mod version;
 

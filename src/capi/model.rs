@@ -4,9 +4,10 @@
 use std::ffi::{c_char, c_int};
 
 use super::boundary::{self, c_str, ffi_boundary, ffi_boundary_or, write_opt, FfiResult};
+use super::c_enum::CEnum;
 use super::handles::{self, embd_model, embd_options};
 use super::last_error;
-use super::precision::{self, embd_precision, EMBD_PRECISION_DEFAULT};
+use super::precision::{embd_precision, Precisions, EMBD_PRECISION_DEFAULT};
 use super::status::embd_status;
 use crate::{Engine, Options};
 
@@ -255,6 +256,6 @@ pub extern "C" fn embd_normalizes(model: *const embd_model) -> c_int {
 #[no_mangle]
 pub extern "C" fn embd_model_precision(model: *const embd_model) -> embd_precision {
     getter("embd_model_precision", model, EMBD_PRECISION_DEFAULT, |m| {
-        precision::to_c(m.info.precision)
+        Precisions::to_c(Some(m.info.precision))
     })
 }

@@ -4,22 +4,13 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
-use super::boundary::{c_str, ffi_boundary, ffi_boundary_or, Fail, FfiResult};
+use super::boundary::ffi_boundary_or;
+use super::c_enum::CEnum;
 use super::handles::{self, embd_options};
-use super::precision::{self, embd_precision};
+use super::precision::{embd_precision, Precisions};
+use super::setters::{self, bool_flag, with, OptionsHandle};
 use super::status::embd_status;
 use crate::Options;
-
-fn bool_flag(v: c_int, param: &str) -> FfiResult<bool> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(Fail::new(
-            embd_status::InvalidArgument,
-            format!("{param} must be 0 or 1, got {v}"),
-        )),
-    }
-}
 
 /// Creates an options object holding the defaults: all CPU threads, the model's
 /// own maximum sequence length, normalization and precision, checksums
@@ -55,16 +46,11 @@ pub extern "C" fn embd_options_free(options: *mut embd_options) {
     })
 }
 
-pub(crate) fn with_options(
-    func: &str,
-    options: *mut embd_options,
-    f: impl FnOnce(&mut Options) -> FfiResult<()>,
-) -> embd_status {
-    ffi_boundary(func, || {
-        let o = handles::resolve(options, "options")?;
-        let mut g = o.opts.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g)
-    })
+impl OptionsHandle for embd_options {
+    type Opts = Options;
+    fn opts(&self) -> &Mutex<Options> {
+        &self.opts
+    }
 }
 
 /// Sets the number of worker threads one embedding call may use.
@@ -81,7 +67,7 @@ pub extern "C" fn embd_options_set_threads(
     options: *mut embd_options,
     threads: usize,
 ) -> embd_status {
-    with_options("embd_options_set_threads", options, |o| {
+    with("embd_options_set_threads", options, |o| {
         *o = o.clone().threads(threads);
         Ok(())
     })
@@ -104,7 +90,7 @@ pub extern "C" fn embd_options_set_max_seq_length(
     options: *mut embd_options,
     max_seq_length: usize,
 ) -> embd_status {
-    with_options("embd_options_set_max_seq_length", options, |o| {
+    with("embd_options_set_max_seq_length", options, |o| {
         o.max_seq_length = if max_seq_length == 0 {
             None
         } else {
@@ -130,13 +116,7 @@ pub extern "C" fn embd_options_set_normalize(
     options: *mut embd_options,
     normalize: c_int,
 ) -> embd_status {
-    with_options("embd_options_set_normalize", options, |o| {
-        o.normalize = match normalize {
-            -1 => None,
-            v => Some(bool_flag(v, "normalize (or -1)")?),
-        };
-        Ok(())
-    })
+    setters::normalize("embd_options_set_normalize", options, normalize)
 }
 
 /// Turns verification of the model file's data and whole-file checksums at
@@ -154,7 +134,7 @@ pub extern "C" fn embd_options_set_verify_checksums(
     options: *mut embd_options,
     verify: c_int,
 ) -> embd_status {
-    with_options("embd_options_set_verify_checksums", options, |o| {
+    with("embd_options_set_verify_checksums", options, |o| {
         o.verify_checksums = bool_flag(verify, "verify")?;
         Ok(())
     })
@@ -179,7 +159,7 @@ pub extern "C" fn embd_options_set_prepack_weights(
     options: *mut embd_options,
     prepack: c_int,
 ) -> embd_status {
-    with_options("embd_options_set_prepack_weights", options, |o| {
+    with("embd_options_set_prepack_weights", options, |o| {
         o.prepack_weights = bool_flag(prepack, "prepack")?;
         Ok(())
     })
@@ -210,8 +190,8 @@ pub extern "C" fn embd_options_set_precision(
     options: *mut embd_options,
     precision: embd_precision,
 ) -> embd_status {
-    with_options("embd_options_set_precision", options, |o| {
-        o.precision = precision::from_c(precision)?;
+    with("embd_options_set_precision", options, |o| {
+        o.precision = Precisions::from_c(precision)?;
         Ok(())
     })
 }
@@ -237,22 +217,7 @@ pub extern "C" fn embd_options_set_dimensions(
     options: *mut embd_options,
     dimensions: usize,
 ) -> embd_status {
-    with_options("embd_options_set_dimensions", options, |o| {
-        o.dimensions = (dimensions != 0).then_some(dimensions);
-        Ok(())
-    })
-}
-
-/// A copy of an optional NUL-terminated UTF-8 string (NULL: `None`).
-///
-/// # Safety
-/// `p` must be NULL or NUL-terminated.
-unsafe fn opt_string(p: *const c_char, param: &str) -> FfiResult<Option<String>> {
-    if p.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: non-NULL and NUL-terminated per the contract.
-    Ok(Some(unsafe { c_str(p, param) }?.to_string()))
+    setters::dimensions("embd_options_set_dimensions", options, dimensions)
 }
 
 /// Sets a prompt prepended to every text, as sentence-transformers'
@@ -281,11 +246,8 @@ pub unsafe extern "C" fn embd_options_set_prompt(
     options: *mut embd_options,
     prompt: *const c_char,
 ) -> embd_status {
-    with_options("embd_options_set_prompt", options, |o| {
-        // SAFETY: NULL or NUL-terminated per the contract.
-        o.prompt = unsafe { opt_string(prompt, "prompt") }?;
-        Ok(())
-    })
+    // SAFETY: NULL or NUL-terminated per the contract.
+    unsafe { setters::prompt("embd_options_set_prompt", options, prompt) }
 }
 
 /// Selects a prompt stored in the model file by name, as
@@ -311,11 +273,8 @@ pub unsafe extern "C" fn embd_options_set_prompt_name(
     options: *mut embd_options,
     name: *const c_char,
 ) -> embd_status {
-    with_options("embd_options_set_prompt_name", options, |o| {
-        // SAFETY: NULL or NUL-terminated per the contract.
-        o.prompt_name = unsafe { opt_string(name, "name") }?;
-        Ok(())
-    })
+    // SAFETY: NULL or NUL-terminated per the contract.
+    unsafe { setters::prompt_name("embd_options_set_prompt_name", options, name) }
 }
 
 /// Long texts: by default (`enable` 0) a text is truncated to the maximum
@@ -343,7 +302,7 @@ pub extern "C" fn embd_options_set_windows(
     enable: c_int,
     overlap: usize,
 ) -> embd_status {
-    with_options("embd_options_set_windows", options, |o| {
+    with("embd_options_set_windows", options, |o| {
         o.window_overlap = bool_flag(enable, "enable")?.then_some(overlap);
         Ok(())
     })
@@ -402,7 +361,7 @@ pub extern "C" fn embd_options_set_progress(
     progress: embd_progress_fn,
     user: *mut std::ffi::c_void,
 ) -> embd_status {
-    with_options("embd_options_set_progress", options, |o| {
+    with("embd_options_set_progress", options, |o| {
         o.progress = progress.map(|f| {
             let user = UserPtr(user);
             crate::options::ProgressFn::new(move |done, total| {

@@ -3,13 +3,14 @@
 //! `embd_encode_quantized`. Semantics of sentence-transformers'
 //! `quantize_embeddings` (see `crate::quantize`).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_void, CStr};
 
 use super::boundary::{self, ffi_boundary, slice, slice_mut, Fail, FfiResult};
+use super::c_enum::{c_enum, CEnum};
 use super::encode::{check_batch, check_out_len, embd_text, texts_from_c, write_info};
 use super::handles::{self, embd_model, embd_options};
 use super::model::model_value;
-use super::options::with_options;
+use super::setters::with;
 use super::status::embd_status;
 use crate::{OutputPrecision, OutputRanges, TextInfo};
 
@@ -44,21 +45,15 @@ pub const EMBD_OUTPUT_BINARY: embd_output_precision = 3;
 /// type: `uint8_t`, `(dim + 7) / 8` per vector.
 pub const EMBD_OUTPUT_UBINARY: embd_output_precision = 4;
 
-fn output_from_c(v: embd_output_precision) -> FfiResult<OutputPrecision> {
-    match v {
-        EMBD_OUTPUT_FLOAT32 => Ok(OutputPrecision::Float32),
-        EMBD_OUTPUT_INT8 => Ok(OutputPrecision::Int8),
-        EMBD_OUTPUT_UINT8 => Ok(OutputPrecision::Uint8),
-        EMBD_OUTPUT_BINARY => Ok(OutputPrecision::Binary),
-        EMBD_OUTPUT_UBINARY => Ok(OutputPrecision::Ubinary),
-        _ => Err(Fail::new(
-            embd_status::InvalidArgument,
-            format!(
-                "output precision {v} is not supported; accepted: EMBD_OUTPUT_FLOAT32 (0), \
-                 EMBD_OUTPUT_INT8 (1), EMBD_OUTPUT_UINT8 (2), EMBD_OUTPUT_BINARY (3), \
-                 EMBD_OUTPUT_UBINARY (4)"
-            ),
-        )),
+c_enum! {
+    /// `embd_output_precision` as the output precision and the name
+    /// sentence-transformers and the `embd` command line give it.
+    pub(crate) struct OutputPrecisions: OutputPrecision, "output precision" {
+        EMBD_OUTPUT_FLOAT32 => [OutputPrecision::Float32], c"float32";
+        EMBD_OUTPUT_INT8 => [OutputPrecision::Int8], c"int8";
+        EMBD_OUTPUT_UINT8 => [OutputPrecision::Uint8], c"uint8";
+        EMBD_OUTPUT_BINARY => [OutputPrecision::Binary], c"binary";
+        EMBD_OUTPUT_UBINARY => [OutputPrecision::Ubinary], c"ubinary";
     }
 }
 
@@ -75,14 +70,7 @@ fn output_from_c(v: embd_output_precision) -> FfiResult<OutputPrecision> {
 /// Thread safety: safe from any thread at any time (pure function).
 #[no_mangle]
 pub extern "C" fn embd_output_precision_name(precision: embd_output_precision) -> *const c_char {
-    match precision {
-        EMBD_OUTPUT_FLOAT32 => c"float32".as_ptr(),
-        EMBD_OUTPUT_INT8 => c"int8".as_ptr(),
-        EMBD_OUTPUT_UINT8 => c"uint8".as_ptr(),
-        EMBD_OUTPUT_BINARY => c"binary".as_ptr(),
-        EMBD_OUTPUT_UBINARY => c"ubinary".as_ptr(),
-        _ => std::ptr::null(),
-    }
+    OutputPrecisions::name(precision).map_or(std::ptr::null(), CStr::as_ptr)
 }
 
 /// Sets the per-dimension ranges of `EMBD_OUTPUT_INT8` / `EMBD_OUTPUT_UINT8`
@@ -111,7 +99,7 @@ pub unsafe extern "C" fn embd_options_set_output_ranges(
     ranges: *const f32,
     len: usize,
 ) -> embd_status {
-    with_options("embd_options_set_output_ranges", options, |o| {
+    with("embd_options_set_output_ranges", options, |o| {
         if len == 0 {
             o.output_ranges = None;
             return Ok(());
@@ -176,7 +164,7 @@ pub unsafe extern "C" fn embd_output_len(
     // SAFETY: `len_out` is NULL or writable per the contract.
     unsafe {
         model_value("embd_output_len", model, len_out, "len_out", |m| {
-            output_len(m, output_from_c(precision)?, n_texts)
+            output_len(m, OutputPrecisions::from_c(precision)?, n_texts)
         })
     }
 }
@@ -221,7 +209,7 @@ pub unsafe extern "C" fn embd_encode_quantized(
 ) -> embd_status {
     ffi_boundary("embd_encode_quantized", || {
         let m = handles::resolve(model, "model")?;
-        let p = output_from_c(precision)?;
+        let p = OutputPrecisions::from_c(precision)?;
         if texts.is_null() && n_texts > 0 {
             return Err(Fail::null("texts"));
         }

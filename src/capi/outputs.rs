@@ -7,6 +7,7 @@
 use std::ffi::{c_char, c_int};
 
 use super::boundary::{c_str, ffi_boundary, ffi_boundary_or, slice_mut, Fail, FfiResult};
+use super::c_enum::{c_enum, CEnum};
 use super::call::{embd_call_options, read_options};
 use super::encode::{check_batch, embd_text, texts_from_c};
 use super::handles::{self, embd_model};
@@ -30,18 +31,12 @@ pub const EMBD_TASK_QUERY: embd_task = 1;
 /// Documents (sentence-transformers' `encode_document`).
 pub const EMBD_TASK_DOCUMENT: embd_task = 2;
 
-fn task_of(task: embd_task) -> FfiResult<Option<EncodeTask>> {
-    match task {
-        EMBD_TASK_NONE => Ok(None),
-        EMBD_TASK_QUERY => Ok(Some(EncodeTask::Query)),
-        EMBD_TASK_DOCUMENT => Ok(Some(EncodeTask::Document)),
-        v => Err(Fail::new(
-            embd_status::InvalidArgument,
-            format!(
-                "task {v} is not supported; accepted: EMBD_TASK_NONE (0), EMBD_TASK_QUERY (1), \
-                 EMBD_TASK_DOCUMENT (2)"
-            ),
-        )),
+c_enum! {
+    /// `embd_task` as the task (`None`: neither).
+    pub(crate) struct Tasks: Option<EncodeTask>, "task" {
+        EMBD_TASK_NONE => [None];
+        EMBD_TASK_QUERY => [Some(EncodeTask::Query)];
+        EMBD_TASK_DOCUMENT => [Some(EncodeTask::Document)];
     }
 }
 
@@ -113,7 +108,7 @@ unsafe fn encode_one(
 ) -> FfiResult<Encoded> {
     let m = handles::resolve(model, "model")?;
     let call = read_options(options)?;
-    let task = task_of(task)?;
+    let task = Tasks::from_c(task)?;
     if texts.is_null() && n_texts > 0 {
         return Err(Fail::null("texts"));
     }

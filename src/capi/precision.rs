@@ -1,12 +1,11 @@
 //! `embd_precision`: the arithmetic of the encoder's dense layers as a plain
-//! `int32_t` with named constants (not a Rust enum taken by value, so any
-//! integer a C caller passes is defined behaviour and an unknown one is a
-//! status), its mapping to [`Precision`], and `embd_precision_name`.
+//! `int32_t` with named constants (see the `c_enum` module), its table
+//! (`Precisions`: the mapping to [`Precision`] and the names), and
+//! `embd_precision_name`.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 
-use super::boundary::{Fail, FfiResult};
-use super::status::embd_status;
+use super::c_enum::{c_enum, CEnum};
 use crate::Precision;
 
 /// Arithmetic of the encoder's dense (Linear) layers, for
@@ -33,30 +32,14 @@ pub const EMBD_PRECISION_BF16: embd_precision = 2;
 /// row, exact int32 accumulation, f32 epilogues.
 pub const EMBD_PRECISION_INT8: embd_precision = 3;
 
-/// The option value for `v`: `None` = the file's own; an error naming `v` and
-/// the accepted values for anything else.
-pub(crate) fn from_c(v: embd_precision) -> FfiResult<Option<Precision>> {
-    match v {
-        EMBD_PRECISION_DEFAULT => Ok(None),
-        EMBD_PRECISION_F32 => Ok(Some(Precision::F32)),
-        EMBD_PRECISION_BF16 => Ok(Some(Precision::Bf16)),
-        EMBD_PRECISION_INT8 => Ok(Some(Precision::Int8)),
-        _ => Err(Fail::new(
-            embd_status::InvalidArgument,
-            format!(
-                "precision {v} is not supported; accepted: EMBD_PRECISION_DEFAULT (0), \
-                 EMBD_PRECISION_F32 (1), EMBD_PRECISION_BF16 (2), EMBD_PRECISION_INT8 (3)"
-            ),
-        )),
-    }
-}
-
-/// The C constant of `p`.
-pub(crate) fn to_c(p: Precision) -> embd_precision {
-    match p {
-        Precision::F32 => EMBD_PRECISION_F32,
-        Precision::Bf16 => EMBD_PRECISION_BF16,
-        Precision::Int8 => EMBD_PRECISION_INT8,
+c_enum! {
+    /// `embd_precision` as the option value (`None`: the file's own) and the
+    /// name the `embd` command line gives it.
+    pub(crate) struct Precisions: Option<Precision>, "precision" {
+        EMBD_PRECISION_DEFAULT => [None], c"default";
+        EMBD_PRECISION_F32 => [Some(Precision::F32)], c"f32";
+        EMBD_PRECISION_BF16 => [Some(Precision::Bf16)], c"bf16";
+        EMBD_PRECISION_INT8 => [Some(Precision::Int8)], c"int8";
     }
 }
 
@@ -73,40 +56,39 @@ pub(crate) fn to_c(p: Precision) -> embd_precision {
 /// Thread safety: safe from any thread at any time (pure function).
 #[no_mangle]
 pub extern "C" fn embd_precision_name(precision: embd_precision) -> *const c_char {
-    match precision {
-        EMBD_PRECISION_DEFAULT => c"default".as_ptr(),
-        EMBD_PRECISION_F32 => c"f32".as_ptr(),
-        EMBD_PRECISION_BF16 => c"bf16".as_ptr(),
-        EMBD_PRECISION_INT8 => c"int8".as_ptr(),
-        _ => std::ptr::null(),
-    }
+    Precisions::name(precision).map_or(std::ptr::null(), CStr::as_ptr)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CStr;
+    use crate::capi::status::embd_status;
 
     #[test]
     fn constants_round_trip_and_names_match_the_cli() {
         for p in Precision::ALL {
-            let c = to_c(p);
-            assert_eq!(from_c(c).unwrap(), Some(p));
+            let c = Precisions::to_c(Some(p));
+            assert_eq!(Precisions::from_c(c).unwrap(), Some(p));
             // SAFETY: embd_precision_name returns a static NUL-terminated string for known values.
             let name = unsafe { CStr::from_ptr(embd_precision_name(c)) };
             assert_eq!(name.to_str().unwrap(), p.name());
             assert_eq!(Precision::from_name(p.name()), Some(p));
         }
-        assert_eq!(from_c(EMBD_PRECISION_DEFAULT).unwrap(), None);
+        assert_eq!(Precisions::from_c(EMBD_PRECISION_DEFAULT).unwrap(), None);
     }
 
     #[test]
     fn unknown_values_are_refused_by_name() {
         for v in [-1, 4, 7, i32::MIN, i32::MAX] {
-            let e = from_c(v).unwrap_err();
+            let e = Precisions::from_c(v).unwrap_err();
             assert_eq!(e.status, embd_status::InvalidArgument);
-            assert!(e.msg.contains(&format!("precision {v} ")), "{}", e.msg);
-            assert!(e.msg.contains("EMBD_PRECISION_INT8 (3)"), "{}", e.msg);
+            assert_eq!(
+                e.msg,
+                format!(
+                    "precision {v} is not supported; accepted: EMBD_PRECISION_DEFAULT (0), \
+                     EMBD_PRECISION_F32 (1), EMBD_PRECISION_BF16 (2), EMBD_PRECISION_INT8 (3)"
+                )
+            );
             assert!(embd_precision_name(v).is_null());
         }
     }

@@ -6,6 +6,7 @@
 #![allow(clippy::duplicate_mod)]
 
 mod arch_tokenizers;
+mod bindings;
 mod bpe;
 mod call_options;
 mod common;
