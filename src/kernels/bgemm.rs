@@ -940,6 +940,7 @@ mod tests {
 
         /// A bf16 with a random sign and mantissa and a biased exponent in
         /// `e0..e0 + span`.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
         fn bf16(&mut self, e0: u16, span: u16) -> u16 {
             let x = self.next();
             ((x >> 63) as u16) << 15 | (e0 + (x >> 32) as u16 % span) << 7 | (x >> 8) as u16 & 0x7F
@@ -978,6 +979,7 @@ mod tests {
     }
 
     /// The oracle of one lane: the high halves (elements 2q) first.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn oracle_lane(s: f32, a: u32, b: u32) -> f32 {
         dot_oracle(
             s,
