@@ -9,12 +9,11 @@
 
 use std::path::Path;
 
-use crate::embedder::{
-    check_batch, check_dimensions, check_info, cut_rows, Embedder, ModelInfo, TextInfo,
-};
+use crate::embedder::{check_batch, check_dimensions, check_info, Embedder, ModelInfo, TextInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::finalfusion::Embeddings;
 use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
+use crate::model::dense::cut_rows;
 use crate::model::pooling::Pooling;
 use crate::options::CallOptions;
 use crate::options::Options;
