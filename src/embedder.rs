@@ -13,14 +13,14 @@ use std::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 use crate::model::config::ModelConfig;
+use crate::model::dense::DenseOpts;
 use crate::model::encoder::Seqs;
 use crate::model::head::Task;
 use crate::model::outputs::{OutputHeads, OutputKind};
-use crate::model::pooling::SentencePooling;
 use crate::model::precision::Precision;
 use crate::options::Options;
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
-use crate::runtime::{Runtime, Track};
+use crate::runtime::{Framed, Runtime, Track, GROUP as TEXT_GROUP};
 use crate::tokenizer::Tokenizer;
 
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
@@ -32,10 +32,6 @@ mod outputs;
 mod windows;
 pub use call::CallPlan;
 pub use outputs::{EncodeRequest, Encoded};
-
-/// Texts tokenized ahead of the forward pass in [`Embedder::embed_into`]; ids of
-/// at most this many texts are held at once.
-const TEXT_GROUP: usize = 1024;
 
 /// An open model: immutable, `Send + Sync`, shareable across threads.
 ///
@@ -61,7 +57,7 @@ pub struct Embedder {
     pool_from: usize,
     /// Long texts as overlapping windows ([`Options::window_overlap`]).
     window_overlap: Option<usize>,
-    /// The outputs beyond the dense vector and their heads.
+    /// The model's outputs and their heads.
     heads: OutputHeads,
 }
 
@@ -130,10 +126,6 @@ impl Embedder {
                 ));
             }
         }
-        let full_dim = rt.encoder().output_dim();
-        let dim = check_dimensions(opts.dimensions, full_dim)?;
-        let output_ranges =
-            crate::quantize::resolve_ranges(&file, opts.output_ranges.as_ref(), full_dim, dim)?;
         let sp = tokenizer.vocab().specials();
         let heads = OutputHeads::load(
             &file,
@@ -141,6 +133,10 @@ impl Embedder {
             rt.precision(),
             vec![sp.cls, sp.sep, sp.pad, sp.unk],
         )?;
+        let full_dim = heads.dense.out_dim();
+        let dim = check_dimensions(opts.dimensions, full_dim)?;
+        let output_ranges =
+            crate::quantize::resolve_ranges(&file, opts.output_ranges.as_ref(), full_dim, dim)?;
         Ok(Embedder {
             normalize,
             dim,
@@ -278,52 +274,105 @@ impl Embedder {
         &self,
         texts: &[S],
         out: &mut [f32],
-        mut info: Option<&mut [TextInfo]>,
+        info: Option<&mut [TextInfo]>,
         track: &mut Track<'_>,
     ) -> Result<()> {
         let need = check_batch(texts, out.len(), self.dim())?;
         check_info(texts.len(), info.as_deref())?;
-        if let Some(overlap) = self.window_overlap {
-            return self.embed_windows(texts, overlap, &mut out[..need], info, track);
+        if self.window_overlap.is_some() {
+            return self.embed_windows(texts, &mut out[..need], info, track);
         }
-        let call_base = track.base;
-        let dim = self.dim();
         let max = self.max_seq_length();
-        for (g, (group, dst)) in texts
-            .chunks(TEXT_GROUP)
-            .zip(out[..need].chunks_mut(TEXT_GROUP * dim.max(1)))
-            .enumerate()
-        {
-            let ids: Vec<Vec<u32>> = if let Some(info) = info.as_deref_mut() {
-                // Token counts asked for: tokenize one id further, to tell a
-                // text of exactly max_seq_length tokens from a longer one.
-                let flagged = self.rt.map_parallel(0..group.len(), |k| {
-                    let mut v = Vec::new();
-                    let text = self.prompted(group[k].as_ref());
-                    let cut = self.tokenizer().encode_into_checked(&text, max, &mut v);
-                    (v, cut)
-                });
-                let base = g * TEXT_GROUP;
-                flagged
-                    .into_iter()
-                    .enumerate()
-                    .map(|(k, (v, cut))| {
-                        info[base + k] = TextInfo {
-                            tokens: v.len(),
-                            truncated: cut,
-                        };
-                        v
-                    })
-                    .collect()
-            } else {
-                self.rt
-                    .map_parallel(0..group.len(), |k| self.tokenize(group[k].as_ref()))
-            };
-            let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-            track.base = call_base + g * TEXT_GROUP;
-            self.run(Seqs::untyped(&refs), self.pass(), dst, track)?;
+        // Token counts asked for: tokenize one id further, to tell a text of
+        // exactly max_seq_length tokens from a longer one.
+        let counted = info.is_some();
+        let frame = |k: usize| {
+            if !counted {
+                let ids = self.tokenize(texts[k].as_ref());
+                return Ok(Framed::ids(ids, TextInfo::default()));
+            }
+            let text = self.prompted(texts[k].as_ref());
+            let mut v = Vec::new();
+            let truncated = self.tokenizer().encode_into_checked(&text, max, &mut v);
+            let tokens = v.len();
+            Ok(Framed::ids(v, TextInfo { tokens, truncated }))
+        };
+        self.run_dense(
+            texts.len(),
+            track,
+            frame,
+            info,
+            self.pass(),
+            &mut out[..need],
+        )
+    }
+
+    /// Dense vectors of `texts` from their windows into `out` (`n x dim`),
+    /// each text's [`TextInfo`] into `info` when given.
+    fn embed_windows<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        out: &mut [f32],
+        mut info: Option<&mut [TextInfo]>,
+        track: &mut Track<'_>,
+    ) -> Result<()> {
+        if !texts.is_empty() {
+            self.heads.check(&[OutputKind::Dense])?;
         }
-        Ok(())
+        let want = outputs::Want {
+            kinds: &[OutputKind::Dense],
+            pass: self.pass(),
+            top_k: None,
+            route: outputs::Route::Encoder,
+        };
+        // With a progress callback, smaller groups: it is called after each.
+        let group_len = if track.cb.is_some() { 16 } else { TEXT_GROUP };
+        let dim = self.dim();
+        self.run_windows(texts, group_len, &want, track, |first, outs, inf| {
+            for (k, (o, i)) in outs.iter().zip(inf).enumerate() {
+                out[(first + k) * dim..(first + k + 1) * dim].copy_from_slice(&o.dense);
+                if let Some(info) = info.as_deref_mut() {
+                    info[first + k] = i;
+                }
+            }
+        })
+    }
+
+    /// The dense outputs of `n` inputs framed by `frame` under `pass` into
+    /// `out` (`pass.rows x pass.dim` floats), each input's [`TextInfo`] into
+    /// `info` when given: [`Runtime::run_groups`] through the dense head.
+    fn run_dense(
+        &self,
+        n: usize,
+        track: &mut Track<'_>,
+        frame: impl Fn(usize) -> Result<Framed> + Sync + Send,
+        mut info: Option<&mut [TextInfo]>,
+        pass: DenseOpts,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let mut at = 0;
+        self.rt.run_groups(
+            n,
+            track,
+            frame,
+            |first, frames| {
+                if let Some(info) = info.as_deref_mut() {
+                    for (k, f) in frames.iter().enumerate() {
+                        info[first + k] = f.info;
+                    }
+                }
+                if pass.tokens {
+                    Ok(())
+                } else {
+                    self.heads.check(&[OutputKind::Dense])
+                }
+            },
+            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, pass),
+            |_, rows: Vec<f32>| {
+                out[at..at + rows.len()].copy_from_slice(&rows);
+                at += rows.len();
+            },
+        )
     }
 
     /// Embeds a batch into a new row-major `n x dim` vector, with each text's
@@ -393,7 +442,7 @@ impl Embedder {
         let need = self.check_batch(ids.len(), out.len())?;
         self.check_id_inputs(ids)?;
         let mut track = Track::new(self.rt.progress(), ids.len());
-        let pass = Pass {
+        let pass = DenseOpts {
             pool_from: 0,
             ..self.pass()
         };
@@ -431,8 +480,8 @@ impl Embedder {
     }
 
     /// The pass every call runs unless its [`crate::CallOptions`] say otherwise.
-    fn pass(&self) -> Pass {
-        Pass {
+    fn pass(&self) -> DenseOpts {
+        DenseOpts {
             pool_from: self.pool_from,
             normalize: self.normalize,
             dim: self.dim,
@@ -440,14 +489,14 @@ impl Embedder {
         }
     }
 
-    /// Runs validated sequences through the runtime and the dense output
-    /// stage of `pass` into `out` (`pass.rows(seqs) x pass.dim` floats),
+    /// Runs validated sequences through the runtime and the dense head
+    /// under `pass` into `out` (`pass.rows(seqs) x pass.dim` floats),
     /// reporting to `track`. Every vector is bit-identical to the one its
     /// text gets alone.
     fn run(
         &self,
         seqs: Seqs<'_>,
-        pass: Pass,
+        pass: DenseOpts,
         out: &mut [f32],
         track: &mut Track<'_>,
     ) -> Result<()> {
@@ -458,70 +507,12 @@ impl Embedder {
         self.rt.run(
             seqs,
             track,
-            |chunk, hidden, _, _| self.dense_stage(chunk, hidden, pass),
+            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, pass),
             |_, rows: Vec<f32>| {
                 out[at..at + rows.len()].copy_from_slice(&rows);
                 at += rows.len();
             },
         )
-    }
-
-    /// The dense output of one chunk under `pass`: its sentence vectors
-    /// (pooled, the `Dense` modules, normalized as `pass` says, cut to
-    /// `pass.dim`: Matryoshka), or its tokens' vectors.
-    fn dense_stage(&self, chunk: Seqs<'_>, hidden: &[f32], pass: Pass) -> Vec<f32> {
-        let enc = self.rt.encoder();
-        let (h, od) = (enc.hidden_size(), enc.output_dim());
-        let norm = pass.normalize;
-        let (full, width) = if pass.tokens {
-            if pass.dim == h && !norm {
-                return hidden.to_vec();
-            }
-            (std::borrow::Cow::Borrowed(hidden), h)
-        } else {
-            let pooling = SentencePooling {
-                skip: pass.pool_from,
-                ..SentencePooling::new(self.config().pooling, norm)
-            };
-            let mut v = vec![0.0f32; chunk.len() * od];
-            enc.pool_into(chunk.ids, hidden, pooling, &mut v);
-            if pass.dim == od {
-                return v;
-            }
-            (std::borrow::Cow::Owned(v), od)
-        };
-        // The full vectors (normalized as the model says), then their first
-        // `dim` components, normalized again.
-        let mut out = vec![0.0f32; full.len() / width * pass.dim];
-        cut_rows(&full, width, &mut out, pass.dim, norm);
-        out
-    }
-}
-
-/// How one forward pass pools and shapes its vectors: the open-time settings
-/// ([`Embedder::pass`]) or a call's ([`CallPlan`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Pass {
-    /// Tokens at the start of each sequence left out of pooling.
-    pool_from: usize,
-    /// L2-normalize the pooled (and cut) vectors.
-    normalize: bool,
-    /// Output dimension (below the hidden size: Matryoshka cut).
-    dim: usize,
-    /// Un-pooled: one vector per token (the last hidden states, cut to `dim`,
-    /// normalized when `normalize`) instead of one per sequence.
-    tokens: bool,
-}
-
-impl Pass {
-    /// Output vectors of `seqs` under this pass: one per sequence, or one
-    /// per token.
-    fn rows(&self, seqs: &[&[u32]]) -> usize {
-        if self.tokens {
-            seqs.iter().map(|s| s.len()).sum()
-        } else {
-            seqs.len()
-        }
     }
 }
 
@@ -534,17 +525,6 @@ pub(crate) fn check_dimensions(k: Option<usize>, full: usize) -> Result<usize> {
         Some(k) => Err(Error::invalid_argument(format!(
             "dimensions {k} must be in 1..={full} (the model's output dimension)"
         ))),
-    }
-}
-
-/// Copies the first `k` components of each `full_dim`-wide row of `full` into
-/// the `k`-wide rows of `out`, L2-normalizing each cut row when `normalize`.
-pub(crate) fn cut_rows(full: &[f32], full_dim: usize, out: &mut [f32], k: usize, normalize: bool) {
-    for (src, dst) in full.chunks_exact(full_dim).zip(out.chunks_exact_mut(k)) {
-        dst.copy_from_slice(&src[..k]);
-        if normalize {
-            crate::vector::l2_normalize(dst);
-        }
     }
 }
 

@@ -4,17 +4,18 @@
 //! static word-embedding file (finalfusion `.fifu`, or any container whose
 //! metadata says `architecture` = `static`) opens as a [`StaticEmbedder`].
 //! Both implement [`Embed`], the calls every embedding model answers, and
-//! `Engine` is one of them behind that trait. The C API's `embd_open` and the
-//! CLI use this type, so every supported file works through the same calls.
+//! `Engine` is one of them behind that trait: it dereferences to `dyn
+//! Embed`, whose generic calls (`embed`, `embed_into_ex`, ...) are written
+//! once below. The C API's `embd_open` and the CLI use this type, so every
+//! supported file works through the same calls.
 
 use std::path::Path;
 
-use crate::embedder::{
-    check_batch, check_dimensions, check_info, cut_rows, Embedder, ModelInfo, TextInfo,
-};
+use crate::embedder::{check_batch, check_dimensions, check_info, Embedder, ModelInfo, TextInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::finalfusion::Embeddings;
 use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
+use crate::model::dense::cut_rows;
 use crate::model::pooling::Pooling;
 use crate::options::CallOptions;
 use crate::options::Options;
@@ -105,89 +106,9 @@ impl StaticEmbedder {
         &self.emb
     }
 
-    /// Output dimension (after [`Options::dimensions`]).
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
-    /// Vocabulary index of each whitespace-separated word, `u32::MAX` for words
-    /// outside the vocabulary (their vector, if any, comes from subwords).
-    pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        text.split_whitespace()
-            .map(|w| {
-                self.emb
-                    .word_index(w)
-                    .and_then(|i| u32::try_from(i).ok())
-                    .unwrap_or(u32::MAX)
-            })
-            .collect()
-    }
-
     /// Number of whitespace-separated words.
-    pub fn count_tokens(&self, text: &str) -> usize {
+    fn count_words(text: &str) -> usize {
         text.split_whitespace().count()
-    }
-
-    /// Embeds a batch into `out` (row-major `n x dim`).
-    ///
-    /// # Errors
-    /// As [`Embedder::embed_into`] for buffer size and limits.
-    pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
-        self.embed_into_ex(texts, out, None)
-    }
-
-    /// As [`StaticEmbedder::embed_into`], filling `info` (when given) with
-    /// each text's word count (never truncated).
-    pub fn embed_into_ex<S: AsRef<str> + Sync>(
-        &self,
-        texts: &[S],
-        out: &mut [f32],
-        info: Option<&mut [TextInfo]>,
-    ) -> Result<()> {
-        let dim = self.dim();
-        let full = self.emb.dims();
-        check_batch(texts, out.len(), dim)?;
-        check_info(texts.len(), info.as_deref())?;
-        if let Some(info) = info {
-            for (t, i) in texts.iter().zip(info.iter_mut()) {
-                *i = TextInfo {
-                    tokens: self.count_tokens(t.as_ref()),
-                    truncated: false,
-                };
-            }
-        }
-        for (t, row) in texts.iter().zip(out.chunks_mut(dim)) {
-            match self.emb.embed_text(t.as_ref(), self.normalize) {
-                Some(v) if v.len() == full && dim == full => row.copy_from_slice(&v),
-                Some(v) if v.len() == full => cut_rows(&v, full, row, dim, self.normalize),
-                Some(_) => {
-                    return Err(Error::new(
-                        ErrorKind::Internal,
-                        "static embedding has the wrong dimension",
-                    ))
-                }
-                None => row.fill(0.0),
-            }
-        }
-        Ok(())
-    }
-
-    /// Facts about the model (layers and heads are 0; `max_seq_length` 0 = unbounded).
-    pub fn info(&self) -> ModelInfo {
-        ModelInfo {
-            name: self.name.clone(),
-            format: self.format,
-            dim: self.dim(),
-            num_layers: 0,
-            num_heads: 0,
-            hidden_size: self.emb.dims(),
-            vocab_size: self.emb.words().len(),
-            max_seq_length: 0,
-            pooling: Pooling::Mean,
-            normalize: self.normalize,
-            // A table lookup: no dense layers, the stored f32 vectors.
-            precision: crate::model::precision::Precision::F32,
-        }
     }
 }
 
@@ -332,27 +253,54 @@ impl Embed for Embedder {
 
 impl Embed for StaticEmbedder {
     fn dim(&self) -> usize {
-        StaticEmbedder::dim(self)
+        self.dim
     }
     fn max_seq_length(&self) -> usize {
         0
     }
+    /// Facts about the model (layers and heads are 0; `max_seq_length` 0 =
+    /// unbounded).
     fn info(&self) -> ModelInfo {
-        StaticEmbedder::info(self)
+        ModelInfo {
+            name: self.name.clone(),
+            format: self.format,
+            dim: self.dim,
+            num_layers: 0,
+            num_heads: 0,
+            hidden_size: self.emb.dims(),
+            vocab_size: self.emb.words().len(),
+            max_seq_length: 0,
+            pooling: Pooling::Mean,
+            normalize: self.normalize,
+            // A table lookup: no dense layers, the stored f32 vectors.
+            precision: crate::model::precision::Precision::F32,
+        }
     }
+    /// Vocabulary index of each whitespace-separated word, `u32::MAX` for
+    /// words outside the vocabulary (their vector, if any, comes from
+    /// subwords).
     fn tokenize(&self, text: &str) -> Vec<u32> {
-        StaticEmbedder::tokenize(self, text)
+        text.split_whitespace()
+            .map(|w| {
+                self.emb
+                    .word_index(w)
+                    .and_then(|i| u32::try_from(i).ok())
+                    .unwrap_or(u32::MAX)
+            })
+            .collect()
     }
     fn tokenize_full(&self, text: &str) -> Vec<u32> {
-        StaticEmbedder::tokenize(self, text)
+        self.tokenize(text)
     }
+    /// Number of whitespace-separated words.
     fn count_tokens(&self, text: &str) -> usize {
-        StaticEmbedder::count_tokens(self, text)
+        StaticEmbedder::count_words(text)
     }
     fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
         check_static_call(opts)?;
         Ok(self.dim)
     }
+    /// Each text's word count in `info` (never truncated).
     fn embed_texts(
         &self,
         texts: &[&str],
@@ -361,7 +309,31 @@ impl Embed for StaticEmbedder {
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
         check_static_call(opts)?;
-        self.embed_into_ex(texts, out, info)
+        let (dim, full) = (self.dim, self.emb.dims());
+        check_batch(texts, out.len(), dim)?;
+        check_info(texts.len(), info.as_deref())?;
+        if let Some(info) = info {
+            for (t, i) in texts.iter().zip(info.iter_mut()) {
+                *i = TextInfo {
+                    tokens: StaticEmbedder::count_words(t),
+                    truncated: false,
+                };
+            }
+        }
+        for (t, row) in texts.iter().zip(out.chunks_mut(dim)) {
+            match self.emb.embed_text(t, self.normalize) {
+                Some(v) if v.len() == full && dim == full => row.copy_from_slice(&v),
+                Some(v) if v.len() == full => cut_rows(&v, full, row, dim, self.normalize),
+                Some(_) => {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        "static embedding has the wrong dimension",
+                    ))
+                }
+                None => row.fill(0.0),
+            }
+        }
+        Ok(())
     }
     fn output_ranges(&self) -> Option<&OutputRanges> {
         self.output_ranges.as_ref()
@@ -373,6 +345,7 @@ impl Embed for StaticEmbedder {
         out: &mut [u8],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
+        let call = CallOptions::default();
         crate::embedder::embed_quantized(
             texts,
             self.dim,
@@ -380,7 +353,7 @@ impl Embed for StaticEmbedder {
             self.output_ranges.as_ref(),
             out,
             info,
-            |t, o, i, _| (self.embed_into_ex(t, o, i), t.len()),
+            |t, o, i, _| (self.embed_texts(t, &call, o, i), t.len()),
         )
     }
     fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
@@ -501,49 +474,52 @@ impl Engine {
         Ok(Engine { model })
     }
 
-    /// The model, answering every call of [`Embed`].
+    /// The model, answering every call of [`Embed`] (as the engine itself
+    /// does, through `Deref`).
     pub fn model(&self) -> &dyn Embed {
         &*self.model
     }
 
-    /// Output dimension.
-    pub fn dim(&self) -> usize {
-        self.model.dim()
+    /// The encoder embedder by value, if the model is one; else the engine
+    /// back.
+    ///
+    /// # Errors
+    /// The engine itself when it holds another kind of model.
+    pub fn into_embedder(self) -> std::result::Result<Embedder, Engine> {
+        self.model
+            .into_embedder()
+            .map(|e| *e)
+            .map_err(|model| Engine { model })
     }
+}
 
-    /// Maximum tokens per input (0 = unbounded, static models).
-    pub fn max_seq_length(&self) -> usize {
-        self.model.max_seq_length()
+/// [`Engine`] answers every call of [`Embed`] (`engine.dim()`,
+/// `engine.tokenize(..)`, `engine.as_embedder()`, ...) and the generic calls
+/// of `dyn Embed` below.
+impl std::ops::Deref for Engine {
+    type Target = dyn Embed;
+
+    fn deref(&self) -> &(dyn Embed + 'static) {
+        &*self.model
     }
+}
 
-    /// Facts about the model.
-    pub fn info(&self) -> ModelInfo {
-        self.model.info()
-    }
-
-    /// Token ids (encoders: with their special tokens, truncated; static:
-    /// word indices).
-    pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        self.model.tokenize(text)
-    }
-
-    /// Token ids without truncation.
-    pub fn tokenize_full(&self, text: &str) -> Vec<u32> {
-        self.model.tokenize_full(text)
-    }
-
-    /// `tokenize(text).len()`.
-    pub fn count_tokens(&self, text: &str) -> usize {
-        self.model.count_tokens(text)
-    }
-
+/// The calls over any texts (`&[S]`, `S: AsRef<str>`) of every embedding
+/// model, written once over [`Embed`]'s object-safe calls.
+impl dyn Embed {
     /// Embeds a batch into `out` (row-major `n x dim`).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_into`].
     pub fn embed_into<S: AsRef<str> + Sync>(&self, texts: &[S], out: &mut [f32]) -> Result<()> {
         self.embed_into_ex(texts, out, None)
     }
 
     /// Embeds a batch into `out`, filling `info` (when given, one entry per
     /// text) with each text's token count and truncation flag.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_into_ex`].
     pub fn embed_into_ex<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
@@ -551,15 +527,6 @@ impl Engine {
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
         self.embed_with(texts, &CallOptions::default(), out, info)
-    }
-
-    /// Floats per vector of a call with `opts` ([`Embedder::plan`]).
-    ///
-    /// # Errors
-    /// As [`Embedder::plan`]; [`crate::ErrorKind::Unsupported`] for non-default
-    /// options on a static word-embedding model.
-    pub fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
-        self.model.call_dim(opts)
     }
 
     /// [`Embedder::embed_with`]: per-call options (static word-embedding
@@ -575,10 +542,13 @@ impl Engine {
         out: &mut [f32],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
-        self.model.embed_texts(&strs(texts), opts, out, info)
+        self.embed_texts(&strs(texts), opts, out, info)
     }
 
     /// Embeds a batch into a new row-major vector, with each text's [`TextInfo`].
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_into_ex`].
     pub fn embed_with_info<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
@@ -590,19 +560,19 @@ impl Engine {
     }
 
     /// Embeds a batch into a new row-major vector.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_into`].
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
         let mut out = vec![0.0; texts.len() * self.dim()];
         self.embed_into(texts, &mut out)?;
         Ok(out)
     }
 
-    /// The ranges `int8` / `uint8` output uses (see
-    /// [`Embedder::output_ranges`]).
-    pub fn output_ranges(&self) -> Option<&OutputRanges> {
-        self.model.output_ranges()
-    }
-
     /// Embeds a batch and quantizes it (see [`Embedder::embed_quantized_into`]).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed_quantized_into`].
     pub fn embed_quantized_into<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
@@ -610,26 +580,7 @@ impl Engine {
         out: &mut [u8],
         info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
-        self.model
-            .embed_quantized_texts(&strs(texts), precision, out, info)
-    }
-
-    /// The encoder embedder, if the model is one (the outputs beyond dense
-    /// vectors, token vectors, per-call plans).
-    pub fn as_embedder(&self) -> Option<&Embedder> {
-        self.model.as_embedder()
-    }
-
-    /// The encoder embedder by value, if the model is one; else the engine
-    /// back.
-    ///
-    /// # Errors
-    /// The engine itself when it holds another kind of model.
-    pub fn into_embedder(self) -> std::result::Result<Embedder, Engine> {
-        self.model
-            .into_embedder()
-            .map(|e| *e)
-            .map_err(|model| Engine { model })
+        self.embed_quantized_texts(&strs(texts), precision, out, info)
     }
 }
 

@@ -11,13 +11,14 @@
 //!
 //! It is a face of the runtime every model runs on, as
 //! [`crate::Embedder`] is, with a different output stage: the pairs are
-//! tokenized in parallel on the workers, run padding-free through the same
-//! batching over the worker pool (chunks of whole pairs, long batches split
-//! over the threads, progress and cancellation between chunks); on each
-//! chunk the classifier's pooling (the first token, `[CLS]` / `<s>`, or as
-//! `classifier_pooling` says) and the classification head
-//! ([`crate::model::head::ClassificationHead`]) turn the last hidden states
-//! into logits, and the model's activation into scores.
+//! framed on the workers and run padding-free through the same group loop
+//! and batching over the worker pool (chunks of whole pairs, long batches
+//! split over the threads, progress and cancellation between chunks); on
+//! each chunk the classification head
+//! ([`crate::model::head::ClassificationHead`]: its pooling, the first token
+//! `[CLS]` / `<s>` or as `classifier_pooling` says, then its products or an
+//! LLM's logit score) turns the last hidden states into logits, and the
+//! model's activation into scores.
 
 use std::path::Path;
 
@@ -26,19 +27,14 @@ use crate::formats::ModelFile;
 use crate::kernels::Par;
 use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 use crate::model::encoder::{HeadScratch, Seqs};
-use crate::model::head::{ClassificationHead, ScoreActivation, Task, CLASSIFIER_POOLING};
+use crate::model::head::{ClassificationHead, ScoreActivation, Task};
 use crate::model::pair_template::{self, PairTemplate};
-use crate::model::pooling::{Pooling, SentencePooling};
 use crate::model::precision::Precision;
 use crate::options::Options;
-use crate::runtime::{open_model_file, Runtime, Track};
+use crate::runtime::{open_model_file, Framed, Runtime, Track};
 use crate::runtime::{ModelInfo, TextInfo};
 use crate::tokenizer::template::Template;
 use crate::tokenizer::Tokenizer;
-
-/// Pairs tokenized ahead of the forward pass; ids of at most this many pairs
-/// are held at once.
-const PAIR_GROUP: usize = 1024;
 
 /// A text pair as the model reads it ([`Reranker::tokenize_pair`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -270,8 +266,7 @@ pub struct Ranked {
 pub struct Reranker {
     /// The encoder, tokenizer, workers and workspaces.
     rt: Runtime,
-    /// How the head's input is pooled from the last hidden states.
-    pooling: Pooling,
+    /// The classifier (its pooling, products and activation).
     head: ClassificationHead,
     /// The pair framing, `None` for a tokenizer whose frame could not be read.
     frame: Option<PairFrame>,
@@ -345,18 +340,6 @@ impl Reranker {
                 "option '{name}' applies to embedders, not to a reranker"
             )));
         }
-        // The head reads the first token's state, or (ModernBERT's
-        // `classifier_pooling` "mean") the mean of all tokens' states.
-        let pooling = match file.metadata.get(CLASSIFIER_POOLING).map(|s| s.trim()) {
-            None | Some("cls") => Pooling::Cls,
-            Some("mean") => Pooling::Mean,
-            Some("last") => Pooling::LastToken,
-            Some(v) => {
-                return Err(Error::model(format!(
-                    "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls', 'mean' or 'last'"
-                )))
-            }
-        };
         let prompt = opts.prompt.clone().filter(|p| !p.is_empty());
         let (rt, file) = Runtime::open(file, opts)?;
         let types = rt.config().family()?.names.token_type.is_some();
@@ -373,7 +356,6 @@ impl Reranker {
         });
         Ok(Reranker {
             rt,
-            pooling,
             head,
             frame,
             types,
@@ -414,7 +396,7 @@ impl Reranker {
 
     /// Facts about the encoder (`dim` is its hidden size).
     pub fn info(&self) -> ModelInfo {
-        self.rt.info(self.head.hidden(), self.pooling, false)
+        self.rt.info(self.head.hidden(), self.head.pooling(), false)
     }
 
     /// A pair as the model reads it: ids, token types, truncation.
@@ -724,40 +706,40 @@ impl Reranker {
         }
         crate::runtime::check_info(n, info.as_deref())?;
         let mut track = Track::new(self.rt.progress(), n);
-        let enc = self.rt.encoder();
-        let (hidden, pooling) = (enc.output_dim(), SentencePooling::new(self.pooling, false));
-        // On the workers: each chunk's pooled states through the head.
-        let stage = |chunk: Seqs<'_>, states: &[f32], _: HeadScratch<'_>, _: Par| {
-            let mut pooled = vec![0.0f32; chunk.len() * hidden];
-            enc.pool_into(chunk.ids, states, pooling, &mut pooled);
-            let mut rows = vec![0.0f32; chunk.len() * labels];
-            for (p, row) in pooled
-                .chunks_exact(hidden)
-                .zip(rows.chunks_exact_mut(labels))
-            {
-                self.head.logits(p, row);
-            }
-            rows
+        let frame = |i: usize| {
+            let e = encode(i);
+            let info = TextInfo {
+                tokens: e.ids.len(),
+                truncated: e.truncated,
+            };
+            Ok(Framed {
+                keys: e.ids.len(),
+                ids: e.ids,
+                types: Some(e.type_ids),
+                info,
+            })
         };
-        for start in (0..n).step_by(PAIR_GROUP) {
-            let end = (start + PAIR_GROUP).min(n);
-            let encs = self.rt.map_parallel(start..end, &encode);
-            if let Some(info) = info.as_deref_mut() {
-                for (k, e) in encs.iter().enumerate() {
-                    info[start + k] = TextInfo {
-                        tokens: e.ids.len(),
-                        truncated: e.truncated,
-                    };
+        self.rt.run_groups(
+            n,
+            &mut track,
+            frame,
+            |first, frames| {
+                if let Some(info) = info.as_deref_mut() {
+                    for (k, f) in frames.iter().enumerate() {
+                        info[first + k] = f.info;
+                    }
                 }
-            }
-            let ids: Vec<&[u32]> = encs.iter().map(|e| e.ids.as_slice()).collect();
-            let types: Vec<&[u32]> = encs.iter().map(|e| e.type_ids.as_slice()).collect();
-            track.base = start;
+                Ok(())
+            },
+            // On the workers: each chunk's states through the head.
+            |chunk: Seqs<'_>, states: &[f32], _: HeadScratch<'_>, _: Par| {
+                self.head.apply(chunk.ids, states)
+            },
             // Each chunk's rows as they complete (after a cancel, the rows
             // the callback counted are complete).
-            let sink = |first: usize, rows: Vec<f32>| {
+            |first: usize, rows: Vec<f32>| {
                 for (k, row) in rows.chunks_exact(labels).enumerate() {
-                    let i = start + first + k;
+                    let i = first + k;
                     if let Some(l) = logits.as_deref_mut() {
                         l[i * labels..(i + 1) * labels].copy_from_slice(row);
                     }
@@ -767,11 +749,8 @@ impl Reranker {
                         self.head.config().activation.apply(s);
                     }
                 }
-            };
-            self.rt
-                .run(Seqs::typed(&ids, &types), &mut track, stage, sink)?;
-        }
-        Ok(())
+            },
+        )
     }
 }
 

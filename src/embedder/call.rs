@@ -5,8 +5,10 @@
 //! [`Embedder::wrap_ids`] and [`Embedder::embed_planned`] are its steps, for
 //! callers that tokenize on arrival and batch later (the HTTP server).
 
-use super::{check_batch, check_dimensions, check_info, check_sizes, Embedder, Pass, TextInfo};
-use super::{Seqs, Track, TEXT_GROUP};
+use super::{
+    check_batch, check_dimensions, check_info, check_sizes, DenseOpts, Embedder, TextInfo,
+};
+use super::{Framed, Seqs, Track};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{CallOptions, Truncation};
 
@@ -15,7 +17,7 @@ use crate::options::{CallOptions, Truncation};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPlan {
     prompt: String,
-    pub(super) pass: Pass,
+    pub(super) pass: DenseOpts,
     truncation: Truncation,
 }
 
@@ -114,11 +116,11 @@ impl Embedder {
         };
         let dim = match opts.dimensions {
             None => self.dim,
-            k => check_dimensions(k, self.rt.encoder().output_dim())?,
+            k => check_dimensions(k, self.heads.dense.out_dim())?,
         };
         Ok(CallPlan {
             prompt,
-            pass: Pass {
+            pass: DenseOpts {
                 pool_from,
                 normalize: opts.normalize.unwrap_or(self.normalize),
                 dim,
@@ -155,8 +157,9 @@ impl Embedder {
         plan.pass.tokens = true;
         // Token vectors are the hidden states: the Dense modules after
         // pooling, if any, do not apply to them (nor their width).
-        if self.rt.encoder().output_dim() != self.rt.encoder().hidden_size() {
-            plan.pass.dim = check_dimensions(opts.dimensions, self.rt.encoder().hidden_size())?;
+        let (full, hidden) = (self.heads.dense.out_dim(), self.heads.dense.hidden());
+        if full != hidden {
+            plan.pass.dim = check_dimensions(opts.dimensions, hidden)?;
         }
         Ok(plan)
     }
@@ -329,28 +332,24 @@ impl Embedder {
         texts: &[S],
         opts: &CallOptions,
         out: &mut [f32],
-        mut info: Option<&mut [TextInfo]>,
+        info: Option<&mut [TextInfo]>,
     ) -> Result<()> {
         if *opts == CallOptions::default() {
             return self.embed_into_ex(texts, out, info);
         }
         let plan = self.plan(opts)?;
-        let dim = plan.dim();
-        let need = check_batch(texts, out.len(), dim)?;
+        let need = check_batch(texts, out.len(), plan.dim())?;
         check_info(texts.len(), info.as_deref())?;
         let mut track = Track::new(self.rt.progress(), texts.len());
-        for (g, (group, dst)) in texts
-            .chunks(TEXT_GROUP)
-            .zip(out[..need].chunks_mut(TEXT_GROUP * dim.max(1)))
-            .enumerate()
-        {
-            let base = g * TEXT_GROUP;
-            let seqs = self.tokenize_group(group, base, &plan, info.as_deref_mut())?;
-            let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-            track.base = base;
-            self.run(Seqs::untyped(&refs), plan.pass, dst, &mut track)?;
-        }
-        Ok(())
+        let frame = |k: usize| self.frame_planned(texts, k, &plan);
+        self.run_dense(
+            texts.len(),
+            &mut track,
+            frame,
+            info,
+            plan.pass,
+            &mut out[..need],
+        )
     }
 }
 
@@ -374,48 +373,46 @@ impl Embedder {
         check_batch(texts, 0, 0)?;
         check_info(texts.len(), info.as_deref())?;
         let mut track = Track::new(self.rt.progress(), texts.len());
-        let mut out = Vec::with_capacity(texts.len());
-        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
-            let base = g * TEXT_GROUP;
-            let seqs = self.tokenize_group(group, base, &plan, info.as_deref_mut())?;
-            let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-            let mut flat = vec![0.0f32; plan.rows(&refs) * dim];
-            track.base = base;
-            self.run(Seqs::untyped(&refs), plan.pass, &mut flat, &mut track)?;
-            let mut at = 0;
-            for s in &refs {
-                let n = s.len() * dim;
-                out.push(flat[at..at + n].to_vec());
-                at += n;
-            }
-        }
-        Ok(out)
+        let mut tokens = Vec::with_capacity(texts.len());
+        let mut flat = Vec::new();
+        self.rt.run_groups(
+            texts.len(),
+            &mut track,
+            |k| self.frame_planned(texts, k, &plan),
+            |first, frames| {
+                for (k, f) in frames.iter().enumerate() {
+                    if let Some(info) = info.as_deref_mut() {
+                        info[first + k] = f.info;
+                    }
+                    tokens.push(f.ids.len());
+                }
+                Ok(())
+            },
+            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, plan.pass),
+            |_, rows: Vec<f32>| flat.extend_from_slice(&rows),
+        )?;
+        let mut at = 0;
+        Ok(tokens
+            .iter()
+            .map(|&t| {
+                let v = flat[at..at + t * dim].to_vec();
+                at += t * dim;
+                v
+            })
+            .collect())
     }
 
-    /// The ids of a group of texts (`group[k]` is text `base + k` of the
-    /// call) under `plan`, tokenized on the workers; their [`TextInfo`] into
-    /// `info[base..]` when given. The first text refused is named.
-    fn tokenize_group<S: AsRef<str> + Sync>(
+    /// Text `k` of `texts` framed under `plan` ([`Embedder::tokenize_planned`]);
+    /// a refusal names the text.
+    fn frame_planned<S: AsRef<str>>(
         &self,
-        group: &[S],
-        base: usize,
+        texts: &[S],
+        k: usize,
         plan: &CallPlan,
-        info: Option<&mut [TextInfo]>,
-    ) -> Result<Vec<Vec<u32>>> {
-        let seqs: Vec<(Vec<u32>, TextInfo)> = self
-            .rt
-            .map_parallel(0..group.len(), |k| {
-                self.tokenize_planned(group[k].as_ref(), plan).map_err(|e| {
-                    Error::new(e.kind(), format!("text {}: {}", base + k, e.message()))
-                })
-            })
-            .into_iter()
-            .collect::<Result<_>>()?;
-        if let Some(info) = info {
-            for (k, (_, ti)) in seqs.iter().enumerate() {
-                info[base + k] = *ti;
-            }
-        }
-        Ok(seqs.into_iter().map(|(s, _)| s).collect())
+    ) -> Result<Framed> {
+        let (ids, info) = self
+            .tokenize_planned(texts[k].as_ref(), plan)
+            .map_err(|e| Error::new(e.kind(), format!("text {k}: {}", e.message())))?;
+        Ok(Framed::ids(ids, info))
     }
 }

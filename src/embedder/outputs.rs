@@ -10,13 +10,12 @@
 //! Router's query route (an inference-free SPLADE's static weights), and
 //! ColBERT's markers, query expansion and skip-list.
 
-use super::{cut_rows, CallPlan, Embedder, Pass, TextInfo, TEXT_GROUP};
+use super::{CallPlan, DenseOpts, Embedder, Framed, TextInfo, TEXT_GROUP};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernels::Par;
 use crate::model::encoder::{HeadScratch, Seqs};
 use crate::model::multi_vector::{ColbertFrame, MultiVector};
 use crate::model::outputs::{EncodeTask, OutputKind};
-use crate::model::pooling::SentencePooling;
 use crate::model::sparse::SparseVector;
 use crate::options::{CallOptions, Truncation};
 use crate::runtime::Track;
@@ -96,7 +95,7 @@ pub struct Encoded {
 
 /// How a call's texts become outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Route {
+pub(crate) enum Route {
     /// Through the encoder as for dense vectors.
     Encoder,
     /// An inference-free model's static query weights (no encoder).
@@ -116,7 +115,7 @@ pub(super) struct SeqOut {
 /// What the heads compute for a call.
 pub(super) struct Want<'a> {
     pub(super) kinds: &'a [OutputKind],
-    pub(super) pass: Pass,
+    pub(super) pass: DenseOpts,
     pub(super) top_k: Option<usize>,
     pub(super) route: Route,
 }
@@ -190,45 +189,62 @@ impl Embedder {
         };
         let mut outs: Vec<SeqOut> = Vec::with_capacity(texts.len());
         let mut info: Vec<TextInfo> = Vec::with_capacity(texts.len());
-        for (g, group) in texts.chunks(TEXT_GROUP).enumerate() {
-            let base = g * TEXT_GROUP;
-            if let (Some(overlap), Route::Encoder) = (self.window_overlap, route) {
-                let (o, i) = self.encode_windows(group, overlap, &want)?;
+        let named = |i: usize, e: Error| Error::new(e.kind(), format!("text {i}: {}", e.message()));
+        if route == Route::Encoder && self.window_overlap.is_some() {
+            // A text is several sequences: the windows group texts themselves.
+            self.run_windows(texts, TEXT_GROUP, &want, track, |_, o, i| {
                 outs.extend(o);
                 info.extend(i);
-                track.report(base + group.len())?;
-                continue;
+            })?;
+        } else if route == Route::StaticQuery {
+            // No encoder: the static weights of each query's ids.
+            let q = self.heads.static_query.as_ref();
+            for start in (0..texts.len()).step_by(TEXT_GROUP) {
+                let end = (start + TEXT_GROUP).min(texts.len());
+                let framed = self.rt.map_parallel(start..end, |i| {
+                    self.frame(texts[i].as_ref(), &plan, route)
+                        .map_err(|e| named(i, e))
+                });
+                for f in framed {
+                    let (ids, i, _) = f?;
+                    info.push(i);
+                    outs.push(SeqOut {
+                        sparse: q.map(|q| {
+                            let mut v = q.apply(&ids);
+                            if let Some(k) = want.top_k {
+                                v.keep_top(k);
+                            }
+                            v
+                        }),
+                        ..SeqOut::default()
+                    });
+                }
+                track.report(end)?;
             }
-            let framed = self.rt.map_parallel(0..group.len(), |i| {
-                self.frame(group[i].as_ref(), &plan, route).map_err(|e| {
-                    Error::new(e.kind(), format!("text {}: {}", base + i, e.message()))
-                })
-            });
-            let framed: Vec<(Vec<u32>, TextInfo, usize)> =
-                framed.into_iter().collect::<Result<_>>()?;
-            let seqs: Vec<&[u32]> = framed.iter().map(|(s, _, _)| s.as_slice()).collect();
-            info.extend(framed.iter().map(|(_, i, _)| *i));
-            if route == Route::StaticQuery {
-                let q = self.heads.static_query.as_ref();
-                outs.extend(seqs.iter().map(|ids| SeqOut {
-                    sparse: q.map(|q| {
-                        let mut v = q.apply(ids);
-                        if let Some(k) = want.top_k {
-                            v.keep_top(k);
-                        }
-                        v
-                    }),
-                    ..SeqOut::default()
-                }));
-            } else {
-                let keys: Vec<usize> = framed.iter().map(|(_, _, k)| *k).collect();
-                let keyed = framed.iter().any(|(s, _, k)| *k < s.len());
-                track.base = base;
-                outs.extend(self.run_heads(&seqs, keyed.then_some(&keys[..]), &want, track)?);
-            }
-            if track.done < base + group.len() {
-                track.report(base + group.len())?;
-            }
+        } else {
+            self.rt.run_groups(
+                texts.len(),
+                track,
+                |i| {
+                    let (ids, info, keys) = self
+                        .frame(texts[i].as_ref(), &plan, route)
+                        .map_err(|e| named(i, e))?;
+                    Ok(Framed {
+                        ids,
+                        types: None,
+                        keys,
+                        info,
+                    })
+                },
+                |_, frames| {
+                    info.extend(frames.iter().map(|f| f.info));
+                    Ok(())
+                },
+                |chunk, hidden, scratch, par| {
+                    self.apply_heads(chunk.ids, hidden, scratch, par, &want)
+                },
+                |_, o: Vec<SeqOut>| outs.extend(o),
+            )?;
         }
         Ok(assemble(&kinds, plan.dim(), outs, info))
     }
@@ -254,7 +270,7 @@ impl Embedder {
         self.check_id_inputs(ids)?;
         let want = Want {
             kinds: &kinds,
-            pass: Pass {
+            pass: DenseOpts {
                 pool_from: 0,
                 ..plan.pass
             },
@@ -263,21 +279,25 @@ impl Embedder {
         };
         let mut track = Track::new(self.rt.progress(), ids.len());
         let mut outs: Vec<SeqOut> = Vec::with_capacity(ids.len());
-        for (g, group) in ids.chunks(TEXT_GROUP).enumerate() {
-            let base = g * TEXT_GROUP;
-            track.base = base;
-            outs.extend(self.run_heads(group, None, &want, &mut track)?);
-            if track.done < base + group.len() {
-                track.report(base + group.len())?;
-            }
-        }
-        let info = ids
-            .iter()
-            .map(|s| TextInfo {
-                tokens: s.len(),
-                truncated: false,
-            })
-            .collect();
+        let mut info: Vec<TextInfo> = Vec::with_capacity(ids.len());
+        self.rt.run_groups(
+            ids.len(),
+            &mut track,
+            |i| {
+                let tokens = ids[i].len();
+                let info = TextInfo {
+                    tokens,
+                    truncated: false,
+                };
+                Ok(Framed::ids(ids[i].to_vec(), info))
+            },
+            |_, frames| {
+                info.extend(frames.iter().map(|f| f.info));
+                Ok(())
+            },
+            |chunk, hidden, scratch, par| self.apply_heads(chunk.ids, hidden, scratch, par, &want),
+            |_, o: Vec<SeqOut>| outs.extend(o),
+        )?;
         Ok(assemble(&kinds, plan.dim(), outs, info))
     }
 
@@ -496,34 +516,13 @@ impl Embedder {
         par: Par,
         want: &Want<'_>,
     ) -> Vec<SeqOut> {
-        let h = self.rt.encoder().hidden_size();
+        let h = self.heads.dense.hidden();
         let mut outs: Vec<SeqOut> = seqs.iter().map(|_| SeqOut::default()).collect();
         if want.kinds.contains(&OutputKind::Dense) {
-            let od = self.rt.encoder().output_dim();
-            let pooling = SentencePooling {
-                skip: want.pass.pool_from,
-                ..SentencePooling::new(self.config().pooling, want.pass.normalize)
-            };
-            let (mut full, mut tmp) = (vec![0f32; od], Vec::new());
-            let mut o = 0;
-            for (s, out) in seqs.iter().zip(outs.iter_mut()) {
-                let rows = &hidden[o * h..(o + s.len()) * h];
-                o += s.len();
-                self.rt
-                    .encoder()
-                    .pool_sequence(rows, pooling, &mut tmp, &mut full);
-                out.dense = vec![0f32; want.pass.dim];
-                if want.pass.dim == od {
-                    out.dense.copy_from_slice(&full);
-                } else {
-                    cut_rows(
-                        &full,
-                        od,
-                        &mut out.dense,
-                        want.pass.dim,
-                        want.pass.normalize,
-                    );
-                }
+            let dim = want.pass.dim;
+            let v = self.heads.dense.apply(seqs, hidden, want.pass);
+            for (d, out) in v.chunks_exact(dim.max(1)).zip(outs.iter_mut()) {
+                out.dense = d.to_vec();
             }
         }
         if want.kinds.contains(&OutputKind::Sparse) {

@@ -2,24 +2,24 @@
 //! a text longer than `max_seq_length` is cut into windows of at most
 //! `max_seq_length` tokens (the tokenizer's special tokens around each),
 //! consecutive windows sharing `overlap` text tokens; every window runs
-//! through the encoder, and the text's outputs are made from its windows':
+//! through the encoder, and each head makes the text's output from its
+//! windows':
 //!
-//! - dense: the mean of the windows' vectors weighted by their token counts
-//!   (in f64), normalized when the model normalizes;
-//! - sparse: as the head pools tokens ([`crate::model::sparse::SparseHead::merge`]: the largest
-//!   weight per id, or the sum for SPLADE sum pooling), then the top-k;
-//! - multi-vector: the windows' vectors in text order, each text token's
-//!   vector once (from the first window that has it), the leading special
-//!   tokens' from the first window and the trailing ones' from the last.
+//! - dense ([`DenseHead::merge`]): the mean of the windows' vectors weighted
+//!   by their token counts (in f64), normalized when the model normalizes;
+//! - sparse ([`crate::model::sparse::SparseHead::merge`]): as the head pools
+//!   tokens (the largest weight per id, or the sum for SPLADE sum pooling),
+//!   then the top-k;
+//! - multi-vector ([`crate::model::multi_vector::MultiVectorHead::merge`]):
+//!   the windows' vectors in text order, each text token's vector once.
 //!
 //! A text that fits is one window and gets exactly the outputs it gets
 //! without windows.
 
 use super::outputs::{SeqOut, Want};
-use super::{Embedder, TextInfo, TEXT_GROUP};
+use super::{Embedder, TextInfo};
 use crate::error::Result;
-use crate::model::encoder::Seqs;
-use crate::model::multi_vector::MultiVector;
+use crate::model::dense::DenseHead;
 use crate::runtime::Track;
 
 /// The windows of a group of texts.
@@ -66,46 +66,34 @@ impl Embedder {
         w
     }
 
-    /// Dense vectors of `texts` from their windows into `out` (`n x dim`).
-    pub(super) fn embed_windows<S: AsRef<str> + Sync>(
+    /// The outputs `want` asks for of `texts` from their windows, in groups
+    /// of `group_len` texts: after each group, `sink(first, outputs, info)`
+    /// takes its texts' outputs and [`TextInfo`] (`first`: the index of its
+    /// first text), and the progress callback hears of them.
+    pub(super) fn run_windows<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
-        overlap: usize,
-        out: &mut [f32],
-        mut info: Option<&mut [TextInfo]>,
+        group_len: usize,
+        want: &Want<'_>,
         track: &mut Track<'_>,
+        mut sink: impl FnMut(usize, Vec<SeqOut>, Vec<TextInfo>),
     ) -> Result<()> {
-        let dim = self.dim();
+        let Some(overlap) = self.window_overlap else {
+            return Ok(());
+        };
         let call_base = track.base;
-        // With a progress callback, smaller groups: it is called after each.
-        let group_len = if track.cb.is_some() { 16 } else { TEXT_GROUP };
-        for (g, (group, dst)) in texts
-            .chunks(group_len)
-            .zip(out.chunks_mut(group_len * dim.max(1)))
-            .enumerate()
-        {
-            let w = self.windows(group, overlap);
-            if let Some(i) = info.as_deref_mut() {
-                for (k, &tokens) in w.tokens.iter().enumerate() {
-                    i[g * group_len + k] = TextInfo {
-                        tokens,
-                        truncated: false,
-                    };
-                }
-            }
-            let refs: Vec<&[u32]> = w.ids.iter().map(Vec::as_slice).collect();
-            let mut vecs = vec![0.0f32; refs.len() * dim];
-            let seqs = Seqs::untyped(&refs);
-            self.run(seqs, self.pass(), &mut vecs, &mut Track::new(None, 0))?;
-            combine_windows(&vecs, dim, &refs, &w.owner, self.normalize, dst);
-            track.report(call_base + g * group_len + group.len())?;
+        for start in (0..texts.len()).step_by(group_len) {
+            let end = (start + group_len).min(texts.len());
+            let (outs, info) = self.encode_windows(&texts[start..end], overlap, want)?;
+            sink(start, outs, info);
+            track.report(call_base + end)?;
         }
         Ok(())
     }
 
     /// The outputs `want` asks for of a group of texts from their windows,
     /// with each text's [`TextInfo`].
-    pub(super) fn encode_windows<S: AsRef<str> + Sync>(
+    fn encode_windows<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         overlap: usize,
@@ -133,7 +121,7 @@ impl Embedder {
             if !parts[0].dense.is_empty() {
                 let vecs: Vec<f32> = parts.iter().flat_map(|p| p.dense.iter().copied()).collect();
                 o.dense = vec![0.0; dim];
-                combine_windows(
+                DenseHead::merge(
                     &vecs,
                     dim,
                     wins,
@@ -150,29 +138,8 @@ impl Embedder {
                 o.sparse = Some(v);
             }
             if let (Some(head), true) = (&self.heads.multi_vector, parts[0].multi.is_some()) {
-                let skip = usize::from(head.skips_first());
-                let n = parts.len();
-                let mut mv = MultiVector {
-                    dim: head.dim(),
-                    data: Vec::new(),
-                };
-                for (j, (ids, p)) in wins.iter().zip(parts).enumerate() {
-                    let Some(m) = &p.multi else { continue };
-                    // Window j's token positions that give the text's
-                    // vectors: not the leading specials and the overlap
-                    // after the first window, not the trailing specials
-                    // before the last.
-                    let from = if j == 0 { 0 } else { pre.len() + overlap };
-                    let to = if j + 1 == n {
-                        ids.len()
-                    } else {
-                        ids.len() - post.len()
-                    };
-                    for pos in from.max(skip)..to {
-                        mv.data.extend_from_slice(m.row(pos - skip));
-                    }
-                }
-                o.multi = Some(mv);
+                let m: Vec<_> = parts.iter().filter_map(|p| p.multi.as_ref()).collect();
+                o.multi = Some(head.merge(wins, &m, pre.len(), post.len(), overlap));
             }
             texts_out.push(o);
             first = last;
@@ -186,48 +153,5 @@ impl Embedder {
             })
             .collect();
         Ok((texts_out, info))
-    }
-}
-
-/// Each text's vector from its windows' (`vecs`, row w for window
-/// `windows[w]` of text `owner[w]`, owners in increasing order): the mean
-/// weighted by the windows' token counts (in f64), L2-normalized when
-/// `normalize`. A text with one window keeps that window's vector exactly.
-fn combine_windows(
-    vecs: &[f32],
-    dim: usize,
-    windows: &[&[u32]],
-    owner: &[usize],
-    normalize: bool,
-    out: &mut [f32],
-) {
-    let mut w = 0;
-    for (k, dst) in out.chunks_exact_mut(dim).enumerate() {
-        let first = w;
-        while w < owner.len() && owner[w] == k {
-            w += 1;
-        }
-        if w - first == 1 {
-            dst.copy_from_slice(&vecs[first * dim..(first + 1) * dim]);
-            continue;
-        }
-        let mut acc = vec![0.0f64; dim];
-        let mut total = 0.0f64;
-        for (v, ids) in vecs[first * dim..w * dim]
-            .chunks_exact(dim)
-            .zip(&windows[first..w])
-        {
-            let weight = ids.len() as f64;
-            total += weight;
-            for (a, &x) in acc.iter_mut().zip(v) {
-                *a += weight * f64::from(x);
-            }
-        }
-        for (d, a) in dst.iter_mut().zip(&acc) {
-            *d = (a / total) as f32;
-        }
-        if normalize {
-            crate::vector::l2_normalize(dst);
-        }
     }
 }

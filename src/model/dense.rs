@@ -1,20 +1,207 @@
-//! The sentence-transformers `Dense` modules after pooling (EmbeddingGemma:
-//! 768 -> 3072 -> 768, no bias, identity; LaBSE-style heads with `tanh`):
-//! `y = act(x · Wᵀ + b)` on each pooled vector, before the normalization.
+//! The dense output: one vector per text, as sentence-transformers makes it
+//! after the `Transformer` module, `Pooling` -> `Dense` (if any) ->
+//! `Normalize` (if any) -> the Matryoshka cut ([`DenseHead`]); and the
+//! un-pooled token vectors (`output_value="token_embeddings"`), the hidden
+//! states cut and normalized as a call asks. The head also merges a long
+//! text's windows ([`DenseHead::merge`]).
 //!
-//! Stored as the tensors `dense.{i}.weight` (`[out x in]`, the torch
-//! layout) and, if the module has one, `dense.{i}.bias`, with the
-//! activations in the metadata key `dense_modules` ([`ModelConfig`]). One
-//! vector per text: the products accumulate in f64 (`vector::dot_f64`) and round
-//! once.
+//! The `Dense` modules ([`SentenceDense`]; EmbeddingGemma: 768 -> 3072 ->
+//! 768, no bias, identity; LaBSE-style heads with `tanh`): `y = act(x · Wᵀ +
+//! b)` on each pooled vector, before the normalization. Stored as the tensors
+//! `dense.{i}.weight` (`[out x in]`, the torch layout) and, if the module has
+//! one, `dense.{i}.bias`, with the activations in the metadata key
+//! `dense_modules` ([`ModelConfig`]). One vector per text: the products
+//! accumulate in f64 (`vector::dot_f64`) and round once.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::model::config::{DenseActivation, ModelConfig};
-use crate::model::param::{load_param, Param};
+use crate::model::param::{load_param, stores_int8, Param};
+use crate::model::pooling::{Pooling, SentencePooling};
 use crate::vector::dot_f64;
+
+/// The dense head's share of a call's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenseOpts {
+    /// Tokens at the start of each sequence left out of pooling (the prompt's
+    /// when the model's pooling leaves it out).
+    pub pool_from: usize,
+    /// L2-normalize the pooled (and cut) vectors.
+    pub normalize: bool,
+    /// Output dimension (below the full width: the Matryoshka cut).
+    pub dim: usize,
+    /// Un-pooled: one vector per token (the last hidden states, cut to
+    /// `dim`, normalized when `normalize`) instead of one per sequence.
+    pub tokens: bool,
+}
+
+impl DenseOpts {
+    /// Vectors of `seqs` under these options: one per sequence, or one per
+    /// token.
+    pub fn rows(&self, seqs: &[&[u32]]) -> usize {
+        if self.tokens {
+            seqs.iter().map(|s| s.len()).sum()
+        } else {
+            seqs.len()
+        }
+    }
+}
+
+/// The dense output of a model: its pooling, its `Dense` modules (if any)
+/// and the widths they give.
+pub struct DenseHead {
+    pooling: Pooling,
+    hidden: usize,
+    modules: Option<SentenceDense>,
+}
+
+impl DenseHead {
+    /// The head `cfg` describes (`pooling`, `dense_modules`) over the
+    /// encoder's `hidden_size`.
+    ///
+    /// # Errors
+    /// As [`SentenceDense::load`].
+    pub fn load(file: &Arc<ModelFile>, cfg: &ModelConfig) -> Result<DenseHead> {
+        Ok(DenseHead {
+            pooling: cfg.pooling,
+            hidden: cfg.hidden_size,
+            modules: SentenceDense::load(file, cfg, stores_int8(file)?)?,
+        })
+    }
+
+    /// The width of a sentence vector: the hidden size, or the last `Dense`
+    /// module's output.
+    pub fn out_dim(&self) -> usize {
+        self.modules
+            .as_ref()
+            .map_or(self.hidden, SentenceDense::out_dim)
+    }
+
+    /// The width of a token vector (the hidden size).
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    /// The outputs of one chunk (`seqs` and their last hidden states, the
+    /// encoder's layout) under `opts`: `opts.rows(seqs) x opts.dim` floats.
+    pub fn apply(&self, seqs: &[&[u32]], hidden: &[f32], opts: DenseOpts) -> Vec<f32> {
+        let (h, od, dim, norm) = (self.hidden, self.out_dim(), opts.dim, opts.normalize);
+        if opts.tokens {
+            if dim == h && !norm {
+                return hidden.to_vec();
+            }
+            let mut out = vec![0.0f32; hidden.len() / h * dim];
+            cut_rows(hidden, h, &mut out, dim, norm);
+            return out;
+        }
+        let pooling = SentencePooling {
+            skip: opts.pool_from,
+            ..SentencePooling::new(self.pooling, norm)
+        };
+        let mut out = vec![0.0f32; seqs.len() * dim];
+        let (mut full, mut pooled) = (vec![0.0f32; od], Vec::new());
+        let mut o = 0;
+        for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(dim.max(1))) {
+            let rows = &hidden[o * h..(o + s.len()) * h];
+            o += s.len();
+            if dim == od {
+                self.sentence(rows, pooling, &mut pooled, dst);
+            } else {
+                // The full vector (normalized as the model says), then its
+                // first `dim` components, normalized again.
+                self.sentence(rows, pooling, &mut pooled, &mut full);
+                cut_rows(&full, od, dst, dim, norm);
+            }
+        }
+        out
+    }
+
+    /// One sequence's full sentence vector (`out_dim` floats into `dst`)
+    /// from its tokens' last hidden states: pooling, the `Dense` modules if
+    /// any, the normalization `pooling` says. `pooled`: scratch.
+    fn sentence(
+        &self,
+        rows: &[f32],
+        pooling: SentencePooling,
+        pooled: &mut Vec<f32>,
+        dst: &mut [f32],
+    ) {
+        let h = self.hidden;
+        match &self.modules {
+            None => pooling.apply(rows, h, dst),
+            Some(dense) => {
+                let raw = SentencePooling {
+                    normalize: false,
+                    ..pooling
+                };
+                pooled.resize(h, 0.0);
+                raw.apply(rows, h, pooled);
+                dense.apply(pooled, dst);
+                if pooling.normalize {
+                    crate::vector::l2_normalize(dst);
+                }
+            }
+        }
+    }
+
+    /// Each text's vector from its windows' (`vecs`, row w for window
+    /// `windows[w]` of text `owner[w]`, owners in increasing order) into the
+    /// `dim`-wide rows of `out`: the mean weighted by the windows' token
+    /// counts (in f64), L2-normalized when `normalize`. A text with one
+    /// window keeps that window's vector exactly.
+    pub fn merge(
+        vecs: &[f32],
+        dim: usize,
+        windows: &[&[u32]],
+        owner: &[usize],
+        normalize: bool,
+        out: &mut [f32],
+    ) {
+        let mut w = 0;
+        for (k, dst) in out.chunks_exact_mut(dim).enumerate() {
+            let first = w;
+            while w < owner.len() && owner[w] == k {
+                w += 1;
+            }
+            if w - first == 1 {
+                dst.copy_from_slice(&vecs[first * dim..(first + 1) * dim]);
+                continue;
+            }
+            let mut acc = vec![0.0f64; dim];
+            let mut total = 0.0f64;
+            for (v, ids) in vecs[first * dim..w * dim]
+                .chunks_exact(dim)
+                .zip(&windows[first..w])
+            {
+                let weight = ids.len() as f64;
+                total += weight;
+                for (a, &x) in acc.iter_mut().zip(v) {
+                    *a += weight * f64::from(x);
+                }
+            }
+            for (d, a) in dst.iter_mut().zip(&acc) {
+                *d = (a / total) as f32;
+            }
+            if normalize {
+                crate::vector::l2_normalize(dst);
+            }
+        }
+    }
+}
+
+/// Copies the first `k` components of each `full_dim`-wide row of `full` into
+/// the `k`-wide rows of `out`, L2-normalizing each cut row when `normalize`
+/// (the Matryoshka cut).
+pub fn cut_rows(full: &[f32], full_dim: usize, out: &mut [f32], k: usize, normalize: bool) {
+    for (src, dst) in full.chunks_exact(full_dim).zip(out.chunks_exact_mut(k)) {
+        dst.copy_from_slice(&src[..k]);
+        if normalize {
+            crate::vector::l2_normalize(dst);
+        }
+    }
+}
 
 /// Name of module `i`'s weight tensor.
 pub fn weight_name(i: usize) -> String {

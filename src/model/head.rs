@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
+use crate::model::pooling::{Pooling, SentencePooling};
 
 /// Metadata key marking what a model file computes: absent (or `embedding`)
 /// for an embedder, [`TASK_CLASSIFICATION`] for a cross-encoder.
@@ -319,10 +320,13 @@ impl ClassifierConfig {
     }
 }
 
-/// A loaded head: both products in f32.
+/// A loaded head: how it pools the last hidden states, both products in f32.
 #[derive(Debug, Clone)]
 pub struct ClassificationHead {
     cfg: ClassifierConfig,
+    /// The state the head reads: the first token's (`[CLS]` / `<s>`), or as
+    /// [`CLASSIFIER_POOLING`] says (ModernBERT's mean, an LLM's last token).
+    pooling: Pooling,
     hidden: usize,
     /// `[hidden x hidden]`, row-major (output rows).
     dense_w: Vec<f32>,
@@ -369,6 +373,7 @@ impl ClassificationHead {
         }
         Ok(ClassificationHead {
             cfg,
+            pooling: Pooling::Cls,
             hidden,
             dense_w,
             dense_b,
@@ -385,6 +390,7 @@ impl ClassificationHead {
     /// [`crate::ErrorKind::Model`] for bad metadata or a missing or misshapen
     /// tensor, named.
     pub fn load(file: &ModelFile, hidden: usize) -> Result<ClassificationHead> {
+        let pooling = classifier_pooling(&file.metadata)?;
         let cfg = ClassifierConfig::from_metadata(&file.metadata)?;
         let (d, o) = cfg.layout.tensors();
         let labels = cfg.num_labels;
@@ -421,7 +427,9 @@ impl ClassificationHead {
                 )));
             }
             let out_w = read(format!("{o}.weight"), &[2, hidden])?;
-            return ClassificationHead::new(cfg, hidden, Vec::new(), Vec::new(), out_w, Vec::new());
+            let head =
+                ClassificationHead::new(cfg, hidden, Vec::new(), Vec::new(), out_w, Vec::new())?;
+            return Ok(ClassificationHead { pooling, ..head });
         }
         let dense_w = read(format!("{d}.weight"), &[hidden, hidden])?;
         let modern = cfg.layout == HeadLayout::ModernBert;
@@ -442,7 +450,7 @@ impl ClassificationHead {
                 .unwrap_or(1e-5);
             head.norm = Some((read("head.norm.weight".into(), &[hidden])?, eps));
         }
-        Ok(head)
+        Ok(ClassificationHead { pooling, ..head })
     }
 
     /// The classifier's settings.
@@ -455,9 +463,31 @@ impl ClassificationHead {
         self.cfg.num_labels
     }
 
+    /// The state the head reads (the first token's, the mean, the last).
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
     /// The encoder width the head reads.
     pub fn hidden(&self) -> usize {
         self.hidden
+    }
+
+    /// The logits of each sequence of a chunk (`seqs`, their last hidden
+    /// states `hidden` in the encoder's layout), `num_labels` per sequence:
+    /// the head's pooling, then [`ClassificationHead::logits`].
+    pub fn apply(&self, seqs: &[&[u32]], hidden: &[f32]) -> Vec<f32> {
+        let (h, labels) = (self.hidden, self.num_labels());
+        let pooling = SentencePooling::new(self.pooling, false);
+        let mut pooled = vec![0.0f32; h];
+        let mut rows = vec![0.0f32; seqs.len() * labels];
+        let mut o = 0;
+        for (s, row) in seqs.iter().zip(rows.chunks_exact_mut(labels)) {
+            pooling.apply(&hidden[o * h..(o + s.len()) * h], h, &mut pooled);
+            o += s.len();
+            self.logits(&pooled, row);
+        }
+        rows
     }
 
     /// The logits of one pair from the encoder's first-token state `h0`
@@ -508,6 +538,23 @@ impl ClassificationHead {
         {
             *o = (dot(row, &pooled) + f64::from(b)) as f32;
         }
+    }
+}
+
+/// The state a classifier reads ([`CLASSIFIER_POOLING`]): the first token's
+/// (absent, `cls`), the mean of all tokens' (ModernBERT's `mean`), or the
+/// last token's (`last`, an LLM reranker).
+///
+/// # Errors
+/// [`crate::ErrorKind::Model`] for another value.
+fn classifier_pooling(md: &BTreeMap<String, String>) -> Result<Pooling> {
+    match md.get(CLASSIFIER_POOLING).map(|s| s.trim()) {
+        None | Some("cls") => Ok(Pooling::Cls),
+        Some("mean") => Ok(Pooling::Mean),
+        Some("last") => Ok(Pooling::LastToken),
+        Some(v) => Err(Error::model(format!(
+            "metadata '{CLASSIFIER_POOLING}' = '{v}' is not 'cls', 'mean' or 'last'"
+        ))),
     }
 }
 

@@ -266,4 +266,41 @@ impl MultiVectorHead {
             })
             .collect()
     }
+
+    /// A long text's vectors from its windows' (`windows[j]` the ids of
+    /// window j, `parts[j]` its vectors; `pre` and `post` special tokens
+    /// around each window's text, consecutive windows sharing `overlap` text
+    /// tokens): the vectors in text order, each text token's once (from the
+    /// first window that has it), the leading special tokens' from the first
+    /// window and the trailing ones' from the last.
+    pub fn merge(
+        &self,
+        windows: &[&[u32]],
+        parts: &[&MultiVector],
+        pre: usize,
+        post: usize,
+        overlap: usize,
+    ) -> MultiVector {
+        let skip = usize::from(self.skip_first);
+        let n = parts.len();
+        let mut mv = MultiVector {
+            dim: self.dim,
+            data: Vec::new(),
+        };
+        for (j, (ids, m)) in windows.iter().zip(parts).enumerate() {
+            // Window j's token positions that give the text's vectors: not
+            // the leading specials and the overlap after the first window,
+            // not the trailing specials before the last.
+            let from = if j == 0 { 0 } else { pre + overlap };
+            let to = if j + 1 == n {
+                ids.len()
+            } else {
+                ids.len() - post
+            };
+            for pos in from.max(skip)..to {
+                mv.data.extend_from_slice(m.row(pos - skip));
+            }
+        }
+        mv
+    }
 }

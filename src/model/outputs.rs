@@ -1,16 +1,20 @@
 //! The output stage: what a model turns its last hidden states into. The
-//! encoder gives hidden states; the heads here give the outputs: a pooled
-//! dense vector (pooling, `Dense` modules, normalization: the encoder's),
-//! a sparse vector ([`crate::model::sparse`]), vectors per token
-//! ([`crate::model::multi_vector`]). A model declares the outputs it has
-//! (metadata [`OUTPUTS`]; none: dense only) and asking for another is
-//! refused by name.
+//! encoder gives hidden states; a head per output kind gives the outputs,
+//! each head in its own module with its window merge: the pooled dense
+//! vector and the token vectors ([`crate::model::dense`]: pooling, the
+//! `Dense` modules, normalization, the Matryoshka cut), the sparse vector
+//! ([`crate::model::sparse`]), the vectors per token
+//! ([`crate::model::multi_vector`]); a cross-encoder's classifier and an LLM
+//! reranker's logit score are [`crate::model::head`]. A model declares the
+//! outputs it has (metadata [`OUTPUTS`]; none: dense only) and asking for
+//! another is refused by name.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
 use crate::model::config::ModelConfig;
+use crate::model::dense::DenseHead;
 use crate::model::multi_vector::MultiVectorHead;
 use crate::model::precision::Precision;
 use crate::model::sparse::{self, SparseHead, StaticQuery};
@@ -115,10 +119,13 @@ impl EncodeTask {
     }
 }
 
-/// The heads of a model beyond its dense vector.
+/// The heads of a model, one per output kind.
 pub struct OutputHeads {
     /// The declared outputs, in order.
     pub kinds: Vec<OutputKind>,
+    /// The dense head (pooling, `Dense` modules, normalization, cut), which
+    /// also gives token vectors.
+    pub dense: DenseHead,
     /// The sparse head.
     pub sparse: Option<SparseHead>,
     /// An inference-free model's query route.
@@ -148,6 +155,7 @@ impl OutputHeads {
                 .map_err(|e| Error::model(format!("metadata '{OUTPUTS}': {}", e.message())))?,
         };
         let heads = OutputHeads {
+            dense: DenseHead::load(file, cfg)?,
             sparse: if kinds.contains(&OutputKind::Sparse) {
                 SparseHead::load(file, cfg, precision, special)?
             } else {

@@ -11,8 +11,8 @@ use crate::formats::{ModelFile, ReadOptions};
 use crate::kernels::Par;
 use crate::model::calibrate;
 use crate::model::config::ModelConfig;
+use crate::model::dense::{DenseHead, DenseOpts};
 use crate::model::encoder::{Encoder, Seqs, Stage, Trace, Workspace};
-use crate::model::pooling::SentencePooling;
 use crate::model::precision::LayerPrecision;
 use crate::model::precision::Precision;
 
@@ -94,7 +94,14 @@ pub fn precision_report(
         .map(|t| tok.encode(t, Some(cfg.max_seq_length)))
         .collect();
     let file = Arc::new(file);
-    let dim = cfg.hidden_size;
+    let head = DenseHead::load(&file, &cfg)?;
+    let dim = head.out_dim();
+    let opts = DenseOpts {
+        pool_from: 0,
+        normalize: cfg.normalize,
+        dim,
+        tokens: false,
+    };
     // The engine's calibration (the built-in texts) unless others are given.
     let calib = {
         let f32_model = Encoder::load(&file, &cfg, LayerPrecision::uniform(Precision::F32), None)?;
@@ -124,14 +131,13 @@ pub fn precision_report(
                 }
             };
             let t: Trace<'_> = &mut trace;
-            let pooling = SentencePooling::new(cfg.pooling, cfg.normalize);
             let ids = [s.as_slice()];
             model.forward(
                 Seqs::untyped(&ids),
                 &mut ws,
                 Par::Serial,
                 Some(t),
-                |h, _| model.pool_into(&ids, h, pooling, o),
+                |h, _| o.copy_from_slice(&head.apply(&ids, h, opts)),
             )?;
         }
         Ok((out, hidden))

@@ -5,12 +5,15 @@
 //! chunks, progress reports and cancellation, and the background packing
 //! of the weights.
 //!
-//! A face asks [`Runtime::run`] for one forward pass over token sequences
-//! and gives it the output stage to apply to each chunk's last hidden
-//! states (pooling, token vectors, the classifier, the sparse and
-//! multi-vector heads); the runtime hands each chunk's result back in
-//! order. Every result is bit-identical whatever the batch and thread count,
-//! because each row's arithmetic is independent of the others'.
+//! A face hands [`Runtime::run_groups`] its inputs (how to frame input `i`)
+//! and the output stage to apply to each chunk's last hidden states (the
+//! heads of [`crate::model::outputs`]: the dense head, token vectors, the
+//! sparse and multi-vector heads, the classifier); the runtime frames them
+//! in groups on the workers, runs each group's forward pass
+//! ([`Runtime::run`]) and hands each chunk's result back in order. Every
+//! result is bit-identical whatever the batch and thread count, because each
+//! row's arithmetic is independent of the others'. The faces never touch the
+//! encoder.
 
 mod open;
 mod progress;
@@ -82,6 +85,35 @@ pub(crate) fn check_info(n: usize, info: Option<&[TextInfo]>) -> Result<()> {
             format!("info holds {} entries, {n} texts need one each", i.len()),
         )),
         _ => Ok(()),
+    }
+}
+
+/// Inputs framed (tokenized) ahead of the forward pass by
+/// [`Runtime::run_groups`]: the ids of at most this many are held at once.
+pub(crate) const GROUP: usize = 1024;
+
+/// One input as the encoder reads it ([`Runtime::run_groups`]).
+pub(crate) struct Framed {
+    /// Its ids, special tokens included.
+    pub(crate) ids: Vec<u32>,
+    /// Its token types (a cross-encoder's pair), as long as `ids`.
+    pub(crate) types: Option<Vec<u32>>,
+    /// How many of its first tokens are attention keys (ColBERT's query
+    /// expansion: fewer than `ids.len()`).
+    pub(crate) keys: usize,
+    /// What the input became (tokens, truncation).
+    pub(crate) info: TextInfo,
+}
+
+impl Framed {
+    /// Ids of token type 0, every token a key.
+    pub(crate) fn ids(ids: Vec<u32>, info: TextInfo) -> Framed {
+        Framed {
+            keys: ids.len(),
+            ids,
+            types: None,
+            info,
+        }
     }
 }
 
@@ -262,11 +294,6 @@ impl Runtime {
         &self.cfg
     }
 
-    /// The encoder.
-    pub(crate) fn encoder(&self) -> &Encoder {
-        &self.encoder
-    }
-
     /// The model's tokenizer.
     pub(crate) fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
@@ -417,6 +444,56 @@ impl Runtime {
             }
             Ok(())
         })
+    }
+
+    /// The one loop over the inputs of a call, for every face: `n` inputs
+    /// in groups of [`GROUP`], each group framed on the workers (`frame(i)`:
+    /// input `i` of the call; the first input refused, in order, ends the
+    /// call), shown to `framed(first, frames)` (each input's info; a face may
+    /// still refuse the group), then run through the encoder as one
+    /// [`Runtime::run`] with `stage`, whose results `sink(i, result)` takes
+    /// in order (`i`: the call index of the chunk's first input). `track`'s
+    /// `base` is the index of input 0 in the whole call.
+    ///
+    /// # Errors
+    /// Those of `frame` and `framed`; those of [`Runtime::run`].
+    pub(crate) fn run_groups<R: Send>(
+        &self,
+        n: usize,
+        track: &mut Track<'_>,
+        frame: impl Fn(usize) -> Result<Framed> + Sync + Send,
+        mut framed: impl FnMut(usize, &[Framed]) -> Result<()>,
+        stage: impl Fn(Seqs<'_>, &[f32], HeadScratch<'_>, Par) -> R + Sync,
+        mut sink: impl FnMut(usize, R),
+    ) -> Result<()> {
+        let call_base = track.base;
+        for start in (0..n).step_by(GROUP) {
+            let end = (start + GROUP).min(n);
+            let frames: Vec<Framed> = self
+                .map_parallel(start..end, &frame)
+                .into_iter()
+                .collect::<Result<_>>()?;
+            framed(start, &frames)?;
+            let ids: Vec<&[u32]> = frames.iter().map(|f| f.ids.as_slice()).collect();
+            let types: Option<Vec<&[u32]>> = frames
+                .iter()
+                .map(|f| f.types.as_deref())
+                .collect::<Option<_>>()
+                .filter(|_| !frames.is_empty());
+            let keys: Vec<usize> = frames.iter().map(|f| f.keys).collect();
+            let keyed = frames.iter().any(|f| f.keys < f.ids.len());
+            let seqs = match &types {
+                Some(t) => Seqs::typed(&ids, t),
+                None => Seqs::untyped(&ids),
+            }
+            .with_keys(keyed.then_some(&keys[..]));
+            track.base = call_base + start;
+            self.run(seqs, track, &stage, |first, r| sink(start + first, r))?;
+            if track.done < call_base + end {
+                track.report(call_base + end)?;
+            }
+        }
+        Ok(())
     }
 
     fn take_workspace(&self) -> Workspace {

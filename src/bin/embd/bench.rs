@@ -11,9 +11,12 @@
 //! 3. single-text latency: `embed_into` of the latency text, `latency_runs` times.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use embedder::{Embedder, EncodeRequest, Error, Options, OutputKind, Precision};
+
+use crate::{resolve_model, ModelArgs, PrecisionArg};
 use serde_json::json;
 
 /// What to run; filled from the command line.
@@ -113,7 +116,7 @@ fn pass(
 }
 
 /// Runs the benchmark and prints one JSON object on standard output.
-pub fn run(args: &BenchArgs) -> Result<(), Error> {
+pub fn run_bench(args: &BenchArgs) -> Result<(), Error> {
     let mut texts = crate::io_util::read_texts(&args.input, false)?;
     if args.limit > 0 {
         texts.truncate(args.limit);
@@ -279,4 +282,84 @@ mod tests {
         assert_eq!(quantile(&v, 1.0), 10.0);
         assert!(quantile(&[], 0.5).is_nan());
     }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+    /// Corpus: one text per line.
+    #[arg(long)]
+    pub input: String,
+    /// Texts per embedding call (1 = one text per call).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Timed passes over the corpus.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Use only the first N texts (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: usize,
+    /// Texts embedded before timing.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    /// Text for the single-text latency (default: a corpus text of --latency-tokens tokens).
+    #[arg(long)]
+    pub latency_text: Option<String>,
+    /// Tokens (`[CLS]`/`[SEP]` included) of the default latency text.
+    #[arg(long, default_value_t = 20)]
+    pub latency_tokens: usize,
+    /// Timed single-text calls (0 = skip).
+    #[arg(long, default_value_t = 200)]
+    pub latency_runs: usize,
+    /// Time only the tokenizer: one thread, every text encoded whole (no
+    /// truncation, special tokens added), `rounds` passes; prints the
+    /// tokenizer's open time and tokens/s (the tokenizer table of
+    /// `bench/tokenizer_speed.py`).
+    #[arg(long)]
+    pub tokenize_only: bool,
+    /// Outputs each call computes, comma-separated: dense, sparse,
+    /// multi-vector (default: dense, or the model's outputs when it has
+    /// no dense one).
+    #[arg(long, value_name = "LIST")]
+    pub emit: Option<String>,
+}
+
+/// Runs `embd bench`.
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let Args {
+        model,
+        precision,
+        input,
+        batch_size,
+        rounds,
+        limit,
+        warmup,
+        latency_text,
+        latency_tokens,
+        latency_runs,
+        tokenize_only,
+        emit,
+    } = args;
+    if tokenize_only {
+        run_tokenizer(&resolve_model(&model.model)?, &input, rounds, limit)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    run_bench(&BenchArgs {
+        model: resolve_model(&model.model)?,
+        threads: model.threads.unwrap_or(0),
+        precision: precision.precision,
+        input,
+        batch_size,
+        rounds,
+        limit,
+        warmup,
+        latency_text,
+        latency_tokens,
+        latency_runs,
+        emit: emit.as_deref().map(OutputKind::parse_list).transpose()?,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,9 +3,12 @@
 //! `embedder::model::report`).
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use embedder::model::report::{precision_report, Agreement, PrecisionReport};
 use embedder::{Error, Precision};
+
+use crate::{parse_precision, resolve_model};
 
 /// What the subcommand was given.
 pub struct ReportArgs {
@@ -127,7 +130,7 @@ fn print(r: &PrecisionReport, json: bool) {
 }
 
 /// Runs the report and prints it.
-pub fn run(a: &ReportArgs) -> Result<(), Error> {
+pub fn run_report(a: &ReportArgs) -> Result<(), Error> {
     let (texts, refs) = read_input(&a.input)?;
     let calib = match &a.calibration {
         Some(p) => Some(crate::io_util::read_texts(p, false)?),
@@ -142,4 +145,44 @@ pub fn run(a: &ReportArgs) -> Result<(), Error> {
     )?;
     print(&r, a.json);
     Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model file (default: $EMBD_MODEL, then models/all-MiniLM-L6-v2.weights).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    /// Texts, one per line; or JSONL with "text" and "embedding" (reference
+    /// vectors, e.g. sentence-transformers') on every line.
+    #[arg(long)]
+    pub input: String,
+    /// The precision to examine.
+    #[arg(long, default_value = "int8", value_name = "bf16|int8", value_parser = parse_precision)]
+    pub precision: Precision,
+    /// Calibration texts for int8 smoothing, one per line (default: the
+    /// engine's built-in set).
+    #[arg(long)]
+    pub calibration: Option<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `embd precision-report`.
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let Args {
+        model,
+        input,
+        precision,
+        calibration,
+        json,
+    } = args;
+    run_report(&ReportArgs {
+        model: resolve_model(&model)?,
+        input,
+        precision,
+        calibration,
+        json,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

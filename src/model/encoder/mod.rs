@@ -2,7 +2,10 @@
 //! ModernBERT: see [`crate::model::arch`]): the embeddings, the layers built
 //! from the shared blocks of [`crate::model::blocks`] as the family
 //! describes them, each run by the family's own `forward`, and the final
-//! norm. Weight loading checks every tensor exactly.
+//! norm. Weight loading checks every tensor exactly. The encoder gives the
+//! last hidden states of every token; what they become (pooled vectors,
+//! sparse weights, token vectors, logits) is the output heads' business
+//! ([`crate::model::outputs`]).
 //!
 //! # Packed batches
 //!
@@ -30,10 +33,8 @@ use crate::model::blocks::norm::Norm;
 use crate::model::blocks::rope::Rope;
 use crate::model::blocks::{Layer, LayerRun};
 use crate::model::config::ModelConfig;
-use crate::model::dense::SentenceDense;
 use crate::model::linear::{self, Linear, LinearScratch};
 use crate::model::param::{load_param, Param};
-use crate::model::pooling::SentencePooling;
 use crate::model::precision::{Calibration, LayerPrecision, Product};
 use crate::threads::JoinOnDrop;
 
@@ -68,8 +69,6 @@ pub struct Encoder {
     embeddings: Embeddings,
     /// The norm after the last layer, if the family has one.
     final_norm: Option<Norm>,
-    /// The sentence-transformers `Dense` modules after pooling, if any.
-    dense: Option<SentenceDense>,
     /// The attention bias hook ([`AttentionBias::RelativeBuckets`]).
     rel_bias: Option<RelativeBias>,
     layers: Arc<Vec<Layer>>,
@@ -521,7 +520,6 @@ impl Encoder {
             None => None,
         };
         let ropes = Ropes::new(cfg, family);
-        let dense = SentenceDense::load(file, cfg, int8)?;
         // Layers load in parallel on the current rayon pool (int8 and bf16
         // weights are converted and packed here).
         let layers: Vec<Layer> = (0..cfg.num_layers)
@@ -544,7 +542,6 @@ impl Encoder {
             family,
             embeddings,
             final_norm,
-            dense,
             rel_bias,
             packs: Arc::new(PackStore::default()),
             layers: Arc::new(layers),
@@ -588,11 +585,7 @@ impl Encoder {
                 f(p);
             }
         }
-        self.final_norm
-            .iter()
-            .flat_map(Norm::params)
-            .chain(self.dense.iter().flat_map(SentenceDense::params))
-            .for_each(f);
+        self.final_norm.iter().flat_map(Norm::params).for_each(f);
     }
 
     /// Every layer's `Linear`s, layer by layer.
@@ -670,14 +663,6 @@ impl Encoder {
         self.hidden
     }
 
-    /// The width of a pooled vector: the hidden size, or the last `Dense`
-    /// module's output.
-    pub fn output_dim(&self) -> usize {
-        self.dense
-            .as_ref()
-            .map_or(self.hidden, SentenceDense::out_dim)
-    }
-
     /// Workspace floats needed for a chunk of `tokens` total tokens whose longest
     /// sequence has `max_len` tokens.
     pub fn workspace_floats(&self, tokens: usize, max_len: usize, par: Par) -> usize {
@@ -725,54 +710,6 @@ impl Encoder {
             &hidden[..total * self.hidden],
             HeadScratch { buf: inter, lin },
         ))
-    }
-
-    /// The sentence vector of each sequence of `ids` (`output_dim` floats
-    /// each, into `out`) from their tokens' last hidden states `hidden`
-    /// ([`Encoder::forward`]'s layout).
-    pub fn pool_into(
-        &self,
-        ids: &[&[u32]],
-        hidden: &[f32],
-        pooling: SentencePooling,
-        out: &mut [f32],
-    ) {
-        let (h, od) = (self.hidden, self.output_dim());
-        let (mut o, mut pooled) = (0, Vec::new());
-        for (s, dst) in ids.iter().zip(out.chunks_exact_mut(od)) {
-            let rows = &hidden[o * h..(o + s.len()) * h];
-            self.pool_sequence(rows, pooling, &mut pooled, dst);
-            o += s.len();
-        }
-    }
-
-    /// One sequence's sentence vector (`output_dim` floats into `dst`) from
-    /// its tokens' last hidden states: pooling, the `Dense` modules if any,
-    /// the normalization `pooling` says. `pooled`: scratch.
-    pub fn pool_sequence(
-        &self,
-        rows: &[f32],
-        pooling: SentencePooling,
-        pooled: &mut Vec<f32>,
-        dst: &mut [f32],
-    ) {
-        let h = self.hidden;
-        match &self.dense {
-            None => pooling.apply(rows, h, dst),
-            Some(dense) => {
-                // Pool, the Dense modules, then normalize.
-                let raw = SentencePooling {
-                    normalize: false,
-                    ..pooling
-                };
-                pooled.resize(h, 0.0);
-                raw.apply(rows, h, pooled);
-                dense.apply(pooled, dst);
-                if pooling.normalize {
-                    crate::vector::l2_normalize(dst);
-                }
-            }
-        }
     }
 
     /// The checks of every forward pass: sequences within the position
