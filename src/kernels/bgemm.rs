@@ -117,7 +117,7 @@
 //! # Speed
 //!
 //! `vdpbf16ps` does 64 flops per instruction. On AMD Zen 4 it issues like an
-//! fp32 FMA, twice the fp32 flops (225 vs 112 GFLOP/s per core, issue 11). On
+//! fp32 FMA, twice the fp32 flops (225 vs 112 GFLOP/s per core, measured on a Zen 4). On
 //! the Intel Xeon this was written on (Sapphire Rapids class) it occupies
 //! both FMA ports for about two cycles: 87 GFLOP/s against 170 for fp32 FMA,
 //! and the `Avx512` emulation (about 0.9x the fp32 `sgemm`) is faster. [`isa`]

@@ -38,7 +38,7 @@
 //! 32767), so the AVX2 form multiplies `|qw|` (u8, <= 127) by `qa · sign(qw)`
 //! (s8, |·| <= 127): pair sums stay below 32,258 and nothing saturates.
 //!
-//! Why AVX2 keeps the exact 8-bit x 8-bit scheme (issue 24, measured with
+//! Why AVX2 keeps the exact 8-bit x 8-bit scheme (measured with
 //! `embd precision-report` on `minilm_reference.jsonl`): the forms that let
 //! `vpmaddubsw` run without the sign step lose a bit on one side, and both
 //! fail the int8 bars (worst >= 0.995, mean >= 0.999) by a wide margin:
