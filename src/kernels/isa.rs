@@ -87,37 +87,7 @@ impl Features {
     pub fn available(self) -> bool {
         cpu() & self.0 == self.0
     }
-
-    /// The names of the features of this set, as the target's detection
-    /// macro spells them.
-    pub fn names(self) -> Vec<&'static str> {
-        NAMES
-            .iter()
-            .filter(|(f, _)| self.0 & f.0 != 0)
-            .map(|&(_, n)| n)
-            .collect()
-    }
-
-    /// Every feature this CPU has that a row may need.
-    pub fn detected() -> Features {
-        Features(cpu() & !DETECTED)
-    }
 }
-
-/// Each feature and its name.
-const NAMES: [(Features, &str); 11] = [
-    (Features::AVX2, "avx2"),
-    (Features::FMA, "fma"),
-    (Features::AVX512F, "avx512f"),
-    (Features::AVX512BW, "avx512bw"),
-    (Features::AVX512VL, "avx512vl"),
-    (Features::AVX512VNNI, "avx512vnni"),
-    (Features::AVXVNNI, "avxvnni"),
-    (Features::AVX512BF16, "avx512bf16"),
-    (Features::DOTPROD, "dotprod"),
-    (Features::I8MM, "i8mm"),
-    (Features::BF16, "bf16"),
-];
 
 /// The features of this CPU, and [`DETECTED`].
 static CPU: AtomicU32 = AtomicU32::new(0);
