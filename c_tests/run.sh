@@ -36,10 +36,9 @@ if [ ! -f "$MODEL" ]; then
   echo "note: $MODEL not found; the model tests (label 'model') will fail" >&2
 fi
 
-# test_families.c: xlmr-tiny, bert-unigram-tiny, roberta-bpe-tiny, modernbert-tiny,
-# qwen3-embedding-tiny and embeddinggemma-tiny converted
-# by embd; every line of their sentence-transformers reference and of the three
-# tokenizer case files as expected values.
+# test_families.c: every model of tests/data/families.tsv converted by embd; every
+# line of its sentence-transformers reference and of its tokenizer case file as
+# expected values (c_tests/families_expected.py).
 SHARED="${EMBD_SHARED_DIR:-$ROOT/../shared}"
 FAMILIES="$BUILD_ROOT/families"
 if [ -d "$SHARED/reference/families" ]; then
@@ -47,28 +46,8 @@ if [ -d "$SHARED/reference/families" ]; then
     (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --release --quiet --bin embd)
     EMBD_BIN="$TARGET_DIR/release/embd"
   fi
-  mkdir -p "$FAMILIES"
-  for name in xlmr-tiny bert-unigram-tiny roberta-bpe-tiny; do
-    "$EMBD_BIN" convert "$SHARED/reference/families/$name" -o "$FAMILIES/$name.weights" >/dev/null
-    python3 "$ROOT/c_tests/families_expected.py" \
-      "$SHARED/reference/families/${name}_reference.jsonl" all "$FAMILIES/$name.expected"
-  done
-  for cases in unigram_cases unigram_v5_cases bpe_cases; do
-    python3 "$ROOT/c_tests/families_expected.py" \
-      "$SHARED/reference/families/$cases.jsonl" all "$FAMILIES/$cases.expected"
-  done
-  # ModernBERT, Qwen3-Embedding, EmbeddingGemma (shared/reference/architectures):
-  # their references and tokenizer cases.
-  arch="$SHARED/reference/architectures"
-  for name in modernbert-tiny qwen3-embedding-tiny embeddinggemma-tiny; do
-    "$EMBD_BIN" convert "$arch/$name" -o "$FAMILIES/$name.weights" >/dev/null
-    python3 "$ROOT/c_tests/families_expected.py" \
-      "$arch/${name}_reference.jsonl" all "$FAMILIES/$name.expected"
-  done
-  for cases in modernbert_bpe_cases qwen3_bpe_cases gemma_spm_bpe_cases; do
-    python3 "$ROOT/c_tests/families_expected.py" \
-      "$arch/$cases.jsonl" all "$FAMILIES/$cases.expected"
-  done
+  python3 "$ROOT/c_tests/families_expected.py" "$ROOT/tests/data/families.tsv" "$SHARED" \
+    "$EMBD_BIN" "$FAMILIES"
 else
   echo "note: $SHARED/reference/families not found; the families test will fail" >&2
 fi

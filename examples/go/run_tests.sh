@@ -7,8 +7,9 @@
 #   EMBEDDER_PREFIX=<prefix> examples/go/run_tests.sh   # use <prefix>/lib*/pkgconfig/embedder.pc
 #   examples/go/run_tests.sh                            # build it: cargo build --release --lib, then
 #                                                       # cmake --install into a temporary prefix
-# Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), EMBD_XLMR_MODEL
-# (default: families/xlmr-tiny converted with embd into a temporary folder), EMBD_SHARED_DIR
+# Env: EMBD_MODEL (default <repo>/models/all-MiniLM-L6-v2.weights), EMBD_FAMILIES_DIR
+# (the models of tests/data/families.tsv as <name>.weights; default: converted with embd
+# into a temporary folder), EMBD_SHARED_DIR
 # (reference data; default <repo>/../shared when it exists), CARGO_TARGET_DIR
 # (default <repo>/target), JOBS (default 2).
 # Runs: gofmt -l, go vet, go test -v, go test -race (concurrency tests),
@@ -99,34 +100,21 @@ if [ -z "${EMBD_SHARED_DIR:-}" ] && [ -d "$ROOT/../shared" ]; then
   export EMBD_SHARED_DIR="$(cd "$ROOT/../shared" && pwd)"
 fi
 [ -f "$EMBD_MODEL" ] || echo "note: $EMBD_MODEL not found; the model tests will fail (CI) or skip" >&2
-# TestXLMRTiny: the reference xlmr-tiny folder converted by embd (unless
-# EMBD_XLMR_MODEL is set).
-xlmr_src="${EMBD_SHARED_DIR:-}/reference/families/xlmr-tiny"
-if [ -z "${EMBD_XLMR_MODEL:-}" ] && [ -d "$xlmr_src" ]; then
-  say "embd convert xlmr-tiny"
+# TestFamilies: every model of tests/data/families.tsv, its reference folder
+# converted by embd into $EMBD_FAMILIES_DIR (unless that is set).
+fam_dir=""
+trap 'cleanup; [ -z "$fam_dir" ] || rm -rf "$fam_dir"' EXIT
+if [ -z "${EMBD_FAMILIES_DIR:-}" ] && [ -d "${EMBD_SHARED_DIR:-}/reference" ]; then
   (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
-  xlmr_dir="$(mktemp -d)"
-  trap 'cleanup; rm -rf "$xlmr_dir"' EXIT
-  "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$xlmr_src" -o "$xlmr_dir/xlmr-tiny.weights" >/dev/null
-  export EMBD_XLMR_MODEL="$xlmr_dir/xlmr-tiny.weights"
-fi
-# TestModernBertTiny, TestQwen3EmbeddingTiny, TestEmbeddingGemmaTiny: the
-# reference architecture folders converted by embd (unless their variables
-# are set).
-arch_dir="$(mktemp -d)"
-trap 'cleanup; rm -rf "${xlmr_dir:-}" "$arch_dir"' EXIT
-for pair in EMBD_MODERNBERT_MODEL:modernbert-tiny EMBD_QWEN3_MODEL:qwen3-embedding-tiny \
-            EMBD_GEMMA_MODEL:embeddinggemma-tiny; do
-  var="${pair%%:*}"
-  name="${pair#*:}"
-  src="${EMBD_SHARED_DIR:-}/reference/architectures/$name"
-  if [ -z "${!var:-}" ] && [ -d "$src" ]; then
+  fam_dir="$(mktemp -d)"
+  while read -r name folder; do
     say "embd convert $name"
-    (cd "$ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --release --quiet --bin embd)
-    "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$src" -o "$arch_dir/$name.weights" >/dev/null
-    export "$var=$arch_dir/$name.weights"
-  fi
-done
+    "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$EMBD_SHARED_DIR/reference/$folder" \
+      -o "$fam_dir/$name.weights" >/dev/null
+  done < <(awk -F'\t' '/^#/ || !NF { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+                       { print $c["name"], $c["folder"] }' "$ROOT/tests/data/families.tsv")
+  export EMBD_FAMILIES_DIR="$fam_dir"
+fi
 
 # --- checks ------------------------------------------------------------------
 cd "$HERE"

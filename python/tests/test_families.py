@@ -1,9 +1,9 @@
-"""XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE,
-ModernBERT + byte-level BPE, Qwen3-Embedding (byte-level BPE, last-token
-pooling) and EmbeddingGemma (SentencePiece BPE, Dense modules) through the
-Python package: ids and embeddings
-against sentence-transformers on every line of
-``shared/reference/{families,architectures}/<name>_reference.jsonl``.
+"""Every model of ``tests/data/families.tsv`` (one row per reference model:
+XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE, ModernBERT,
+Qwen3-Embedding, EmbeddingGemma, ...) through the Python package: ids and
+embeddings against sentence-transformers on every line of
+``shared/reference/<folder>_reference.jsonl``, its tokenizer case file and its
+prompt reference.
 
 The models are the reference folders converted with ``embd convert``: taken from
 ``$EMBD_FAMILIES_DIR/<name>.weights`` when that is set, else converted into a
@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -25,30 +26,72 @@ import pytest
 import embedder
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = [
-    "xlmr-tiny",
-    "bert-unigram-tiny",
-    "roberta-bpe-tiny",
-    "modernbert-tiny",
-    "qwen3-embedding-tiny",
-    "embeddinggemma-tiny",
-]
-# Reference lines of each model's reference file.
-ARCHITECTURES = ["modernbert-tiny", "qwen3-embedding-tiny", "embeddinggemma-tiny"]
-LINES = {name: 346 for name in ARCHITECTURES}
-FAMILY_LINES = 353
 
 
-def families() -> Path:
+def reference_dir() -> Path:
     env = os.environ.get("EMBD_SHARED_DIR")
     shared = Path(env) if env else REPO.parent / "shared"
-    return shared / "reference" / "families"
+    return shared / "reference"
 
 
-def source(name: str) -> Path:
-    """The folder holding ``name`` and its reference files."""
-    arch = families().parent / "architectures"
-    return arch if (arch / name).is_dir() else families()
+@dataclass(frozen=True)
+class Family:
+    """A row of ``tests/data/families.tsv`` (its header says what each column means)."""
+
+    name: str
+    folder: str
+    tokenizer: str
+    dim: int
+    max_tokens: int
+    lines: int
+    cases: Optional[Tuple[str, int]]
+    prompts: Optional[Tuple[int, Optional[str]]]
+
+    @property
+    def dir(self) -> Path:
+        return reference_dir() / self.folder
+
+    @property
+    def reference(self) -> Path:
+        return reference_dir() / f"{self.folder}_reference.jsonl"
+
+    @property
+    def prompt_reference(self) -> Path:
+        return reference_dir() / f"{self.folder}_prompt_reference.jsonl"
+
+
+def read_families() -> List[Family]:
+    rows = [
+        line.rstrip("\n").split("\t")
+        for line in (REPO / "tests" / "data" / "families.tsv")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    header, out = rows[0], []
+    for r in rows[1:]:
+        assert len(r) == len(header), r
+        v = {h: (None if x == "-" else x) for h, x in zip(header, r)}
+        cases = (v["cases"], int(v["case_lines"] or 0)) if v["cases"] else None
+        prompts = (int(v["prompt_lines"]), v["prompt_default"]) if v["prompt_lines"] else None
+        out.append(
+            Family(
+                name=str(v["name"]),
+                folder=str(v["folder"]),
+                tokenizer=str(v["tokenizer"]),
+                dim=int(v["dim"] or 0),
+                max_tokens=int(v["max_tokens"] or 0),
+                lines=int(v["lines"] or 0),
+                cases=cases,
+                prompts=prompts,
+            )
+        )
+    return out
+
+
+FAMILIES = read_families()
+BY_NAME = {f.name: f for f in FAMILIES}
+MODELS = [f.name for f in FAMILIES]
 
 
 def read_jsonl(p: Path) -> List[Dict[str, Any]]:
@@ -78,7 +121,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     for name in MODELS:
         dst = out / f"{name}.weights"
         r = subprocess.run(
-            [str(binary), "convert", str(source(name) / name), "-o", str(dst)],
+            [str(binary), "convert", str(BY_NAME[name].dir), "-o", str(dst)],
             capture_output=True,
             text=True,
         )
@@ -97,12 +140,14 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], name: str) -> None:
-    ref = read_jsonl(source(name) / f"{name}_reference.jsonl")
-    lines = LINES.get(name, FAMILY_LINES)
+    fam = BY_NAME[name]
+    ref = read_jsonl(fam.reference)
+    lines = fam.lines
     assert len(ref) == lines
     texts = [r["text"] for r in ref]
     want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
     with embedder.Embedder(converted[name], threads=1) as m:
+        assert (m.dim, m.max_seq_length) == (fam.dim, fam.max_tokens)
         bad_ids = [
             (i + 1, r["text"][:40])
             for i, r in enumerate(ref)
@@ -126,34 +171,41 @@ def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], nam
         assert np.array_equal(m2.encode(texts, batch_size=7), got)
 
 
-def test_prompt_name_query(converted: Dict[str, Path]) -> None:
-    ref = read_jsonl(families() / "bert-unigram-tiny_prompt_reference.jsonl")
-    assert len(ref) == 60 and all(r["prompt_name"] == "query" for r in ref)
-    want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
-    with embedder.Embedder(converted["bert-unigram-tiny"], prompt_name="query") as m:
-        got = m.encode([r["text"] for r in ref])
-    assert np.abs(got - want).max() <= 1e-5
-    assert cosines(got, want).min() >= 0.99999
+@pytest.mark.parametrize("name", [f.name for f in FAMILIES if f.prompts])
+def test_prompts(converted: Dict[str, Path], name: str) -> None:
+    """Each model's stored prompts, by name, against ``<folder>_prompt_reference.jsonl``:
+    ids (where the file has them) and vectors."""
+    fam = BY_NAME[name]
+    assert fam.prompts is not None
+    count, default = fam.prompts
+    ref = read_jsonl(fam.prompt_reference)
+    assert len(ref) == count
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for r in ref:
+        prompt = r.get("prompt_name") or default
+        assert prompt, f"{name}: a line without prompt_name and no default prompt"
+        groups.setdefault(prompt, []).append(r)
+    for prompt, rows in groups.items():
+        with embedder.Embedder(converted[name], prompt_name=prompt) as m:
+            for r in rows:
+                if "input_ids" in r:
+                    assert m.tokenize(r["text"]) == r["input_ids"], (prompt, r["text"])
+            got = m.encode([r["text"] for r in rows])
+        want = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+        assert np.abs(got - want).max() <= 1e-5, prompt
+        assert cosines(got, want).min() >= 0.99999, prompt
 
 
-CASES = {
-    "xlmr-tiny": "unigram_cases.jsonl",
-    "bert-unigram-tiny": "unigram_v5_cases.jsonl",
-    "roberta-bpe-tiny": "bpe_cases.jsonl",
-    "modernbert-tiny": "modernbert_bpe_cases.jsonl",
-    "qwen3-embedding-tiny": "qwen3_bpe_cases.jsonl",
-    "embeddinggemma-tiny": "gemma_spm_bpe_cases.jsonl",
-}
-
-
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", [f.name for f in FAMILIES if f.cases])
 def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
-    """The tokenizer case files (ids without truncation; 2,914 lines each)
-    with the model carrying the same tokenizer.json: ids equal, and a text
-    longer than the model is its reference ids cut on the right (the first
+    """The tokenizer case files (ids without truncation) with the model
+    carrying the same tokenizer.json: ids equal, and a text longer than the
+    model is its reference ids cut on the right (the first
     ``max_seq_length - 1`` ids, then the closing special token)."""
-    cases = read_jsonl(source(name) / CASES[name])
-    assert len(cases) == (346 if name in ARCHITECTURES else 2914)
+    fam = BY_NAME[name]
+    assert fam.cases is not None
+    cases = read_jsonl(reference_dir() / fam.cases[0])
+    assert len(cases) == fam.cases[1]
     with embedder.Embedder(converted[name], threads=1) as m:
         n = m.max_seq_length
         for c in cases:
@@ -161,23 +213,3 @@ def test_ids_every_case_line(converted: Dict[str, Path], name: str) -> None:
             if len(want) > n:
                 want = want[: n - 1] + want[-1:]
             assert m.tokenize(c["text"]) == want, c["text"]
-
-
-@pytest.mark.parametrize(
-    "name,default", [("qwen3-embedding-tiny", "query"), ("embeddinggemma-tiny", None)]
-)
-def test_architecture_prompts(converted: Dict[str, Path], name: str, default: Any) -> None:
-    """Qwen3-Embedding's and EmbeddingGemma's stored prompts, by name, against
-    ``<name>_prompt_reference.jsonl``: ids and vectors."""
-    ref = read_jsonl(source(name) / f"{name}_prompt_reference.jsonl")
-    groups: Dict[str, List[Dict[str, Any]]] = {}
-    for r in ref:
-        groups.setdefault(r.get("prompt_name") or default, []).append(r)
-    for prompt, rows in groups.items():
-        with embedder.Embedder(converted[name], prompt_name=prompt) as m:
-            for r in rows:
-                assert m.tokenize(r["text"]) == r["input_ids"], (prompt, r["text"])
-            got = m.encode([r["text"] for r in rows])
-        want = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
-        assert np.abs(got - want).max() <= 1e-5, prompt
-        assert cosines(got, want).min() >= 0.99999, prompt

@@ -160,3 +160,95 @@ impl Drop for TempDir {
 pub fn embd_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_embd"))
 }
+
+/// One row of `tests/data/families.tsv`: a reference model every binding's
+/// family tests run (that file's header says what each column means).
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub name: String,
+    /// The model folder under `shared/reference`.
+    pub folder: String,
+    pub tokenizer: String,
+    pub dim: usize,
+    pub max_tokens: usize,
+    pub lines: usize,
+    /// A tokenizer case file under `shared/reference` and its line count.
+    pub cases: Option<(String, usize)>,
+    /// The lines of `<folder>_prompt_reference.jsonl`, and the prompt of its
+    /// lines without a `prompt_name`.
+    pub prompts: Option<(usize, Option<String>)>,
+}
+
+impl Family {
+    /// The model folder.
+    pub fn dir(&self) -> PathBuf {
+        shared_dir().join("reference").join(&self.folder)
+    }
+
+    /// `<folder>_reference.jsonl`, relative to `shared/reference`.
+    pub fn reference(&self) -> String {
+        format!("{}_reference.jsonl", self.folder)
+    }
+
+    /// `<folder>_prompt_reference.jsonl`.
+    pub fn prompt_reference(&self) -> PathBuf {
+        shared_dir()
+            .join("reference")
+            .join(format!("{}_prompt_reference.jsonl", self.folder))
+    }
+}
+
+/// The rows of `tests/data/families.tsv`, in file order.
+pub fn families() -> Vec<Family> {
+    let path = repo().join("tests/data/families.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let header: Vec<&str> = rows.next().expect("header line").split('\t').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{}: no column {name}", path.display()))
+    };
+    let cols = [
+        "name",
+        "folder",
+        "tokenizer",
+        "dim",
+        "max_tokens",
+        "lines",
+        "cases",
+        "case_lines",
+        "prompt_lines",
+        "prompt_default",
+    ]
+    .map(col);
+    rows.map(|l| {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), header.len(), "{}: {l:?}", path.display());
+        let get = |i: usize| Some(f[cols[i]]).filter(|v| *v != "-");
+        let num =
+            |i: usize| get(i).map(|v| v.parse::<usize>().unwrap_or_else(|e| panic!("{l:?}: {e}")));
+        Family {
+            name: f[cols[0]].to_string(),
+            folder: f[cols[1]].to_string(),
+            tokenizer: f[cols[2]].to_string(),
+            dim: num(3).expect("dim"),
+            max_tokens: num(4).expect("max_tokens"),
+            lines: num(5).expect("lines"),
+            cases: get(6).map(|c| (c.to_string(), num(7).expect("case_lines"))),
+            prompts: num(8).map(|n| (n, get(9).map(str::to_string))),
+        }
+    })
+    .collect()
+}
+
+/// The row named `name`.
+pub fn family(name: &str) -> Family {
+    families()
+        .into_iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("{name} is not in tests/data/families.tsv"))
+}

@@ -1,9 +1,11 @@
-//! The three model families beyond BERT-WordPiece (`shared/reference/families/`):
-//! XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE. Each folder is
-//! converted with the built `embd`, then checked against sentence-transformers'
-//! ids and embeddings on every reference line, through the Rust API and the CLI,
-//! in every precision, and for bitwise batch- and thread-invariance. Also the
-//! EMBD tokenizer flag and the family/tokenizer combination checks.
+//! Every model of `tests/data/families.tsv` (the families beyond BERT-WordPiece:
+//! XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE, ModernBERT,
+//! Qwen3-Embedding, EmbeddingGemma, ...). Each folder is converted with the built
+//! `embd`, then checked against sentence-transformers' ids and embeddings on every
+//! reference line, through the Rust API and the CLI, in every precision, and for
+//! bitwise batch- and thread-invariance; its tokenizer case file and its prompt
+//! reference likewise. Also the EMBD tokenizer flag and the family/tokenizer
+//! combination checks.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,44 +16,7 @@ use embedder::formats::bytes::crc32;
 use embedder::formats::embd::{write_file, WriteOptions};
 use embedder::{Embedder, ModelFile, Options, Precision, ReadOptions};
 
-use crate::common::{embd_bin, read_reference, shared_dir, RefCase};
-
-/// The reference folders, each with its tokenizer kind as stored in the file.
-const MODELS: [(&str, &str); 6] = [
-    ("xlmr-tiny", "unigram"),
-    ("bert-unigram-tiny", "unigram"),
-    ("roberta-bpe-tiny", "bpe"),
-    ("modernbert-tiny", "bpe"),
-    ("qwen3-embedding-tiny", "bpe"),
-    ("embeddinggemma-tiny", "bpe"),
-];
-
-/// Lines in `<name>_reference.jsonl`: 353 for the families, 346 for the
-/// architectures (`shared/reference/architectures`).
-fn lines(name: &str) -> usize {
-    if is_architecture(name) {
-        346
-    } else {
-        353
-    }
-}
-
-/// Whether `name` is under `shared/reference/architectures` (the models
-/// after the BERT-shaped families) rather than `families`.
-fn is_architecture(name: &str) -> bool {
-    ["modernbert", "qwen3", "embeddinggemma"]
-        .iter()
-        .any(|a| name.starts_with(a))
-}
-
-/// The folder of `name` and its reference files.
-fn source_dir(name: &str) -> PathBuf {
-    if is_architecture(name) {
-        shared_dir().join("reference/architectures")
-    } else {
-        families_dir()
-    }
-}
+use crate::common::{embd_bin, families, family, read_reference, RefCase};
 
 /// f32 bars: worst cosine to the reference, largest absolute difference.
 const F32_WORST_COSINE: f64 = 0.99999;
@@ -65,10 +30,6 @@ fn baseline(p: Precision) -> (f64, f64) {
         Precision::Bf16 => (0.99934, 0.99934),
         Precision::Int8 => (0.984, 0.998),
     }
-}
-
-fn families_dir() -> PathBuf {
-    shared_dir().join("reference/families")
 }
 
 fn run(args: &[&str]) -> Output {
@@ -126,7 +87,7 @@ fn converted(name: &str) -> PathBuf {
         return p.clone();
     }
     let out = work_dir().join(format!("{name}.weights"));
-    convert(&source_dir(name).join(name), &out, &[]);
+    convert(&family(name).dir(), &out, &[]);
     map.insert(name.to_string(), out.clone());
     out
 }
@@ -150,13 +111,9 @@ fn convert(src: &Path, out: &Path, extra: &[&str]) {
 }
 
 fn reference(name: &str) -> Vec<RefCase> {
-    let sub = if is_architecture(name) {
-        "architectures"
-    } else {
-        "families"
-    };
-    let cases = read_reference(&format!("{sub}/{name}_reference.jsonl"));
-    assert_eq!(cases.len(), lines(name), "{name}: reference line count");
+    let f = family(name);
+    let cases = read_reference(&f.reference());
+    assert_eq!(cases.len(), f.lines, "{name}: reference line count");
     cases
 }
 
@@ -259,7 +216,8 @@ fn embed_batched(e: &Embedder, texts: &[&str], batch: usize) -> Vec<f32> {
 
 #[test]
 fn api_ids_and_embeddings_match_reference() {
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let cases = reference(name);
         let refs = ref_embeddings(&cases);
@@ -267,6 +225,8 @@ fn api_ids_and_embeddings_match_reference() {
         let one = Embedder::open(&path, &Options::new().threads(1)).unwrap();
         assert_eq!(one.precision(), Precision::F32);
         assert_eq!(one.dim(), refs[0].len(), "{name}: dimension");
+        assert_eq!(one.dim(), f.dim, "{name}: dimension in the table");
+        assert_eq!(one.max_seq_length(), f.max_tokens, "{name}: max_seq_length");
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| one.tokenize(t)).collect();
         assert_ids(&format!("{name} (API)"), &ids, &cases);
         for (t, c) in texts.iter().zip(&cases) {
@@ -332,7 +292,8 @@ fn floats_of(v: &serde_json::Value) -> Vec<f32> {
 
 #[test]
 fn cli_tokenize_and_encode_match_reference() {
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let model = path.to_str().unwrap();
         let cases = reference(name);
@@ -377,7 +338,8 @@ fn cli_tokenize_and_encode_match_reference() {
 /// `bert-unigram-tiny_prompt_reference.jsonl`: (text, embedding), all with
 /// `prompt_name: "query"`.
 fn prompt_reference() -> Vec<(String, Vec<f32>)> {
-    let path = families_dir().join("bert-unigram-tiny_prompt_reference.jsonl");
+    let f = family("bert-unigram-tiny");
+    let path = f.prompt_reference();
     let text = std::fs::read_to_string(&path).unwrap();
     let rows: Vec<(String, Vec<f32>)> = text
         .lines()
@@ -391,25 +353,32 @@ fn prompt_reference() -> Vec<(String, Vec<f32>)> {
             )
         })
         .collect();
-    assert_eq!(rows.len(), 60, "prompt reference line count");
+    assert_eq!(
+        Some(rows.len()),
+        f.prompts.map(|p| p.0),
+        "prompt reference line count"
+    );
     rows
 }
 
-/// The decoder-shaped embedders' prompts (`config_sentence_transformers.json`)
-/// against their prompt references, through the API and `embd encode
-/// --prompt-name`: Qwen3-Embedding's `query` instruction (last-token pooling
-/// includes it) and EmbeddingGemma's `query`, `document` and `STS`.
+/// Every model's stored prompts (`config_sentence_transformers.json`), by
+/// name, against its prompt reference, through the API and `embd encode
+/// --prompt-name`: e.g. Qwen3-Embedding's `query` instruction (last-token
+/// pooling includes it) and EmbeddingGemma's `query`, `document` and `STS`.
 #[test]
-fn architecture_prompts_match_reference() {
-    for (name, default_prompt, count) in [
-        ("qwen3-embedding-tiny", Some("query"), 80),
-        ("embeddinggemma-tiny", None, 140),
-    ] {
+fn prompts_match_reference() {
+    for f in families() {
+        let Some((count, default_prompt)) = f.prompts.clone() else {
+            continue;
+        };
+        let name = f.name.as_str();
+        let default_prompt = default_prompt.as_deref();
         let path = converted(name);
-        let file = source_dir(name).join(format!("{name}_prompt_reference.jsonl"));
+        let file = f.prompt_reference();
         let text = std::fs::read_to_string(&file).unwrap();
-        // (prompt name, texts, reference vectors, reference ids)
-        type Group = (String, Vec<String>, Vec<Vec<f32>>, Vec<Vec<u32>>);
+        // (prompt name, texts, reference vectors, reference ids where the
+        // file has them)
+        type Group = (String, Vec<String>, Vec<Vec<f32>>, Vec<Option<Vec<u32>>>);
         let mut by_prompt: Vec<Group> = Vec::new();
         for l in text.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -427,7 +396,7 @@ fn architecture_prompts_match_reference() {
             };
             by_prompt[k].1.push(v["text"].as_str().unwrap().to_string());
             by_prompt[k].2.push(floats_of(&v["embedding"]));
-            by_prompt[k].3.push(ids_of(&v["input_ids"]));
+            by_prompt[k].3.push(v.get("input_ids").map(ids_of));
         }
         assert_eq!(
             by_prompt.iter().map(|g| g.1.len()).sum::<usize>(),
@@ -442,7 +411,9 @@ fn architecture_prompts_match_reference() {
             )
             .unwrap();
             for (t, want) in texts.iter().zip(ids) {
-                assert_eq!(&e.tokenize(t), want, "{name} {prompt}: ids of {t:?}");
+                if let Some(want) = want {
+                    assert_eq!(&e.tokenize(t), want, "{name} {prompt}: ids of {t:?}");
+                }
             }
             let got = embed_batched(&e, &texts, 16);
             assert_f32_close(&format!("{name} prompt {prompt} (API)"), &got, refs, &texts);
@@ -514,7 +485,8 @@ fn prompt_name_query_matches_reference() {
 
 #[test]
 fn reduced_precisions_are_bit_invariant() {
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let cases = reference(name);
         let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
@@ -714,7 +686,7 @@ pub fn copy_tree(src: &Path, dst: &Path) {
 /// and the sentence-transformers modules are the same. (A random BERT made by
 /// the reference models' recipe, with their Unigram vocabulary.)
 fn xlmr_as_bert(dir: &Path) {
-    let src = families_dir().join("xlmr-tiny");
+    let src = family("xlmr-tiny").dir();
     copy_tree(&src, dir);
     let mut cfg: serde_json::Value =
         serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
@@ -771,7 +743,7 @@ fn xlmr_is_bit_identical_to_bert_with_its_weights() {
         work_dir().join("xlmr-as-bert.weights"),
     );
     let written = ["--tokenizer-layout", "as-written"];
-    convert(&families_dir().join("xlmr-tiny"), &xf, &written);
+    convert(&family("xlmr-tiny").dir(), &xf, &written);
     convert(&dir, &bf, &written);
     // A literal `<pad>` in a text is XLM-R's one difference in function: its
     // position id is `padding_idx` and later positions do not count it (HF's
@@ -839,10 +811,14 @@ fn measured_baseline(texts: &[&str]) -> Option<HashMap<Precision, (f64, f64)>> {
 fn reduced_precisions_meet_the_random_bert_baseline() {
     let mut report = Vec::new();
     let mut below = Vec::new();
-    let texts0: Vec<String> = reference(MODELS[0].0).into_iter().map(|c| c.text).collect();
+    let texts0: Vec<String> = reference(&families()[0].name)
+        .into_iter()
+        .map(|c| c.text)
+        .collect();
     let texts0: Vec<&str> = texts0.iter().map(String::as_str).collect();
     let measured = measured_baseline(&texts0);
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let cases = reference(name);
         let refs = ref_embeddings(&cases);
@@ -906,7 +882,8 @@ fn reduced_precisions_meet_the_random_bert_baseline() {
 
 #[test]
 fn inspect_shows_the_tokenizer_and_verify_passes() {
-    for (name, kind) in MODELS {
+    for f in families() {
+        let (name, kind) = (f.name.as_str(), f.tokenizer.as_str());
         let path = converted(name);
         let p = path.to_str().unwrap();
         let o = run(&["inspect", "--json", p]);
@@ -995,7 +972,8 @@ fn unsupported_family_tokenizer_combination_is_refused() {
 /// families too: its JSON vectors match the reference.
 #[test]
 fn cpp_embed_runs_the_families() {
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let cases: Vec<RefCase> = reference(name)
             .into_iter()
@@ -1042,26 +1020,11 @@ fn cpp_embed_runs_the_families() {
 /// roberta-bpe-tiny (byte-level BPE).
 #[test]
 fn cli_tokenize_matches_the_case_files() {
-    for (name, cases_file, n) in [
-        ("xlmr-tiny", "families/unigram_cases.jsonl", 2914),
-        ("bert-unigram-tiny", "families/unigram_v5_cases.jsonl", 2914),
-        ("roberta-bpe-tiny", "families/bpe_cases.jsonl", 2914),
-        (
-            "modernbert-tiny",
-            "architectures/modernbert_bpe_cases.jsonl",
-            346,
-        ),
-        (
-            "qwen3-embedding-tiny",
-            "architectures/qwen3_bpe_cases.jsonl",
-            346,
-        ),
-        (
-            "embeddinggemma-tiny",
-            "architectures/gemma_spm_bpe_cases.jsonl",
-            346,
-        ),
-    ] {
+    for f in families() {
+        let Some((cases_file, n)) = &f.cases else {
+            continue;
+        };
+        let (name, n) = (f.name.as_str(), *n);
         let path = converted(name);
         let cases = read_reference(cases_file);
         assert_eq!(cases.len(), n, "{cases_file}");
@@ -1094,7 +1057,8 @@ fn cli_tokenize_matches_the_case_files() {
 /// that fits keeps its vector; a longer one counts all its tokens), `bench`.
 #[test]
 fn cli_options_on_the_families() {
-    for (name, _) in MODELS {
+    for f in families() {
+        let name = f.name.as_str();
         let path = converted(name);
         let model = path.to_str().unwrap();
         let cases: Vec<RefCase> = reference(name)
@@ -1227,7 +1191,7 @@ fn cli_options_on_the_families() {
 #[test]
 fn a_padded_word_table_converts_to_the_same_vectors() {
     let name = "qwen3-embedding-tiny";
-    let src = source_dir(name).join(name);
+    let src = family(name).dir();
     let st = std::fs::read(src.join("model.safetensors")).unwrap();
     let n = u64::from_le_bytes(st[..8].try_into().unwrap()) as usize;
     let header: serde_json::Value = serde_json::from_slice(&st[8..8 + n]).unwrap();

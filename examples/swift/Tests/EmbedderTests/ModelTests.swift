@@ -368,22 +368,20 @@ final class ModelTests: XCTestCase {
         }
     }
 
-    /// Other families through the same API, every line of their reference
-    /// files (the folders open directly): ids identical, vectors within 1e-5,
-    /// a text alone the same bits as in the batch.
+    /// Every model of tests/data/families.tsv through the same API (the
+    /// folders open directly): on every line of its reference ids identical,
+    /// vectors within 1e-5, a text alone the same bits as in the batch; the
+    /// ids of its tokenizer case file; its prompts by name.
     func testFamilies() throws {
-        let cases: [(String, Int, Int, Int)] = [
-            ("families/xlmr-tiny", 353, 128, 128),
-            ("architectures/modernbert-tiny", 346, 64, 256),
-            ("architectures/qwen3-embedding-tiny", 346, 64, 256),
-            ("architectures/embeddinggemma-tiny", 346, 64, 256),
-        ]
-        for (rel, lines, dim, maxSeq) in cases {
+        let families = try Family.all()
+        XCTAssertFalse(families.isEmpty)
+        for fam in families {
+            let rel = fam.folder
             let refs: [EmbeddingLine] = try Fixtures.jsonl(try Fixtures.reference(rel + "_reference.jsonl"))
-            XCTAssertEqual(refs.count, lines, rel)
+            XCTAssertEqual(refs.count, fam.lines, rel)
             let m = try Model(path: try Fixtures.reference(rel), options: ModelOptions(threads: 2))
-            XCTAssertEqual(m.dim, dim, rel)
-            XCTAssertEqual(m.maxSeqLength, maxSeq, rel)
+            XCTAssertEqual(m.dim, fam.dim, rel)
+            XCTAssertEqual(m.maxSeqLength, fam.maxTokens, rel)
             let got = try m.encode(refs.map(\.text))
             var worst = 0.0
             for (i, r) in refs.enumerated() {
@@ -391,8 +389,33 @@ final class ModelTests: XCTestCase {
                 XCTAssertEqual(try m.tokenize(r.text), r.input_ids, "\(rel) line \(i + 1)")
             }
             XCTAssertLessThanOrEqual(worst, 1e-5, rel)
-            for i in [0, 1, 100, lines - 1] {
+            for i in [0, 1, refs.count / 2, refs.count - 1] {
                 XCTAssertTrue(sameBits(try m.embed(refs[i].text), got[i]), "\(rel) line \(i + 1) alone")
+            }
+            if let cases = fam.cases {
+                // Ids without truncation: a longer text gives its first
+                // max_seq_length - 1 ids and the closing special token.
+                let lines: [ReferenceLine] = try Fixtures.jsonl(try Fixtures.reference(cases))
+                XCTAssertEqual(lines.count, fam.caseLines, cases)
+                for (i, c) in lines.enumerated() {
+                    var want = c.input_ids ?? []
+                    if want.count > m.maxSeqLength { want = Array(want[..<(m.maxSeqLength - 1)]) + [want[want.count - 1]] }
+                    XCTAssertEqual(try m.tokenize(c.text), want, "\(cases) line \(i + 1)")
+                }
+            }
+            if fam.promptLines > 0 {
+                let rows: [ReferenceLine] = try Fixtures.jsonl(try Fixtures.reference(rel + "_prompt_reference.jsonl"))
+                XCTAssertEqual(rows.count, fam.promptLines, rel)
+                let groups = Dictionary(grouping: rows, by: { $0.prompt_name ?? fam.promptDefault ?? "" })
+                for (name, rows) in groups {
+                    XCTAssertFalse(name.isEmpty, "\(rel): a line without prompt_name and no default prompt")
+                    let p = try Model(path: try Fixtures.reference(rel), options: ModelOptions(threads: 2, promptName: name))
+                    let got = try p.encode(rows.map(\.text))
+                    for (i, r) in rows.enumerated() {
+                        if let ids = r.input_ids { XCTAssertEqual(try p.tokenize(r.text), ids, "\(rel) \(name): \(r.text)") }
+                        XCTAssertLessThanOrEqual(maxAbsDiff(got[i], r.embedding ?? []), 1e-5, "\(rel) \(name)")
+                    }
+                }
             }
         }
     }

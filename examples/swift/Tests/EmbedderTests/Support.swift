@@ -93,6 +93,56 @@ struct EmbeddingLine: Decodable {
     let prompt_name: String?
 }
 
+/// One line of a prompt reference (`<folder>_prompt_reference.jsonl`; ids
+/// only in some) or of a tokenizer case file (no embedding).
+struct ReferenceLine: Decodable {
+    let text: String
+    let input_ids: [UInt32]?
+    let embedding: [Double]?
+    let prompt_name: String?
+}
+
+/// A row of tests/data/families.tsv (its header says what each column means).
+struct Family {
+    let name: String
+    let folder: String
+    let dim: Int
+    let maxTokens: Int
+    let lines: Int
+    let cases: String?
+    let caseLines: Int
+    let promptLines: Int
+    let promptDefault: String?
+
+    /// The rows of tests/data/families.tsv, found in a parent directory.
+    static func all() throws -> [Family] {
+        guard let path = Fixtures.findUp("tests/data/families.tsv") else {
+            throw MissingFixture(description: "tests/data/families.tsv not found in a parent directory")
+        }
+        var header: [String] = []
+        var out: [Family] = []
+        for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
+            if line.hasPrefix("#") || line.allSatisfy(\.isWhitespace) { continue }
+            let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            if header.isEmpty {
+                header = f
+                continue
+            }
+            guard f.count == header.count else {
+                throw MissingFixture(description: "\(path): \(f.count) columns, want \(header.count): \(line)")
+            }
+            var v: [String: String] = [:]
+            for (h, x) in zip(header, f) where x != "-" { v[h] = x }
+            let num = { (k: String) in Int(v[k] ?? "0") ?? -1 }
+            out.append(Family(
+                name: v["name"] ?? "", folder: v["folder"] ?? "", dim: num("dim"), maxTokens: num("max_tokens"),
+                lines: num("lines"), cases: v["cases"], caseLines: num("case_lines"),
+                promptLines: num("prompt_lines"), promptDefault: v["prompt_default"]))
+        }
+        return out
+    }
+}
+
 let refTexts = [
     "Return true if the object is a frame object.",
     "A classic mbox mailbox.",
