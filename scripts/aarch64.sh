@@ -4,10 +4,11 @@
 #   1. clippy -D warnings for aarch64-unknown-linux-gnu (every target);
 #   2. the library's tests under qemu-aarch64 at three CPU levels:
 #      cortex-a72 (NEON only), neoverse-n1 (+ dot product), max (+ i8mm, bf16);
-#   3. the model-level check: the reference texts embedded natively and under
-#      each level (and the portable row), f32, bf16 and int8, compared byte
-#      for byte (MiniLM, MPNet, the tiny XLM-R, BERT-Unigram, RoBERTa,
-#      ModernBERT, Qwen3 and EmbeddingGemma references);
+#   3. the model-level check: the reference texts embedded natively and on
+#      aarch64, compared byte for byte: each kernel at the level that runs it
+#      (int8 at all three), the portable row, f32, bf16 and int8 (MiniLM,
+#      MPNet, the tiny XLM-R, BERT-Unigram, RoBERTa, ModernBERT, Qwen3 and
+#      EmbeddingGemma references);
 #   4. cargo check for aarch64-apple-darwin and aarch64-apple-ios.
 #
 #   scripts/aarch64.sh [--skip-models | --only-models]
@@ -48,11 +49,11 @@ timed() { # label command...
 
 if [ "$checks" = 1 ]; then
 echo "== clippy, $target"
-timed clippy cargo clippy --release --quiet --target $target --all-targets -- -D warnings
+timed clippy cargo clippy --profile cross --quiet --target $target --all-targets -- -D warnings
 
 echo "== library tests under qemu-aarch64"
-timed "test build" cargo test --release --quiet --lib --target $target --no-run
-cargo build --release --quiet --bin embd --target $target
+timed "test build" cargo test --profile cross --quiet --lib --target $target --no-run
+cargo build --profile cross --quiet --bin embd --target $target
 # Every library test at the highest level; at the lower ones the kernel tests,
 # which iterate every row the CPU has (the rest of the suite runs the same code
 # over other kernels, which the model-level check below covers).
@@ -61,11 +62,11 @@ for cpu in "${levels[@]}"; do
   export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu $cpu -L $sysroot"
   filter=kernels::
   [ "$cpu" = max ] && filter=
-  timed "tests at $cpu" cargo test --release --quiet --lib --target $target -- $filter
+  timed "tests at $cpu" cargo test --profile cross --quiet --lib --target $target -- $filter
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
 else
-  cargo build --release --quiet --bin embd --target $target
+  cargo build --profile cross --quiet --bin embd --target $target
 fi
 
 if [ "$models" = 1 ]; then
@@ -89,37 +90,49 @@ write("short", texts(f"{shared}/reference/mpnet_reference.jsonl")[:2])
 write("fam", texts(f"{shared}/reference/families/xlmr-tiny_reference.jsonl"))
 PY
   native="$root/target/release/embd"
-  arm="$root/target/$target/release/embd"
+  arm="$root/target/$target/cross/embd"
   same=0 differ=0
-  check() { # model input label [rows] [precisions]
-    local model=$1 input=$2 rows=${4:-"${levels[*]} none"} precisions=${5:-"f32 bf16 int8"}
-    for p in $precisions; do
-      "$native" encode -m "$model" --threads 1 --precision $p --jsonl --input "$input" > "$work/x86.jsonl"
-      for cpu in $rows; do
+  # check MODEL INPUT LABEL PRECISION@ROW,ROW...: the native x86-64 output
+  # against the aarch64 binary's at each ISA row (a qemu CPU level, or
+  # `none`: the portable row).
+  check() {
+    local model=$1 input=$2 label=$3 spec p cpu rows
+    shift 3
+    for spec in "$@"; do
+      p=${spec%@*}
+      "$native" encode -m "$model" --threads 1 --precision "$p" --jsonl --input "$input" > "$work/x86.jsonl"
+      rows=${spec#*@}
+      for cpu in ${rows//,/ }; do
         if [ "$cpu" = none ]; then
           EMBD_SIMD=none qemu-aarch64 -cpu max -L $sysroot "$arm" encode -m "$model" --threads 1 \
-            --precision $p --jsonl --input "$input" > "$work/arm.jsonl"
+            --precision "$p" --jsonl --input "$input" > "$work/arm.jsonl"
         else
           qemu-aarch64 -cpu "$cpu" -L $sysroot "$arm" encode -m "$model" --threads 1 \
-            --precision $p --jsonl --input "$input" > "$work/arm.jsonl"
+            --precision "$p" --jsonl --input "$input" > "$work/arm.jsonl"
         fi
         if cmp -s "$work/x86.jsonl" "$work/arm.jsonl"; then
           same=$((same + 1))
-          echo "same bits: $3 $p $cpu ($(wc -l < "$work/arm.jsonl") texts)"
+          echo "same bits: $label $p $cpu ($(wc -l < "$work/arm.jsonl") texts)"
         else
           differ=$((differ + 1))
-          echo "DIFFERENT: $3 $p $cpu"
+          echo "DIFFERENT: $label $p $cpu"
         fi
       done
     done
   }
   t0=$SECONDS
-  # The full-size models at the three levels; the portable row (scalar code,
-  # the slowest under qemu) on the tiny ones.
-  check "$root/models/all-MiniLM-L6-v2.weights" "$work/ref.jsonl" all-MiniLM-L6-v2 "${levels[*]}"
+  # Which rows run what (src/kernels/arch/aarch64/mod.rs): f32 and bf16 run
+  # the `neon` kernels at every level, int8 has a kernel per level (neon,
+  # dotprod, i8mm). So f32 and bf16 are checked at `max`, int8 at all three;
+  # the portable row (scalar code, the slowest under qemu) on the tiny models.
+  check "$root/models/all-MiniLM-L6-v2.weights" "$work/ref.jsonl" all-MiniLM-L6-v2 \
+    f32@max bf16@max int8@cortex-a72,neoverse-n1,max
   # (MPNet's int8 calibrates at open, minutes under qemu: its int8 products
   # run the same tiles as MiniLM's.)
-  check "$root/models/all-mpnet-base-v2.weights" "$work/short.jsonl" all-mpnet-base-v2 "${levels[*]}" "f32 bf16"
+  check "$root/models/all-mpnet-base-v2.weights" "$work/short.jsonl" all-mpnet-base-v2 f32@max bf16@max
+  # The other architectures: their own paths (RoPE, SiLU and GELU variants
+  # through libm, Unigram/BPE tokenizers) in every precision, and the
+  # portable row in f32.
   for m in families/xlmr-tiny families/bert-unigram-tiny families/roberta-bpe-tiny \
     architectures/modernbert-tiny architectures/qwen3-embedding-tiny \
     architectures/embeddinggemma-tiny; do
@@ -134,7 +147,7 @@ for l in open(sys.argv[1], encoding="utf-8"):
     if l.strip(): print(json.dumps({"text": json.loads(l)["text"]}))' \
           "$shared/reference/${m}_reference.jsonl" > "$input" ;;
     esac
-    check "$work/$name.weights" "$input" "$name"
+    check "$work/$name.weights" "$input" "$name" f32@max,none bf16@max int8@max
   done
   echo "aarch64: model check took $((SECONDS - t0)) s: $same same, $differ different"
   [ "$differ" = 0 ]
@@ -142,5 +155,5 @@ fi
 
 echo "== cargo check for the Apple targets"
 for t in aarch64-apple-darwin aarch64-apple-ios; do
-  timed "check $t" cargo check --release --quiet --lib --target "$t"
+  timed "check $t" cargo check --profile cross --quiet --lib --target "$t"
 done

@@ -6,7 +6,18 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export EMBD_SHARED_DIR="${EMBD_SHARED_DIR:-$root/../shared}"
 steps=0
-step() { steps=$((steps + 1)); printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as it ends and again at the end.
+times=() step_name="" step_t0=$SECONDS
+step_done() {
+  [ -n "$step_name" ] || return 0
+  times+=("$(printf '%5d s  %s' $((SECONDS - step_t0)) "${step_name:0:90}")")
+  printf '(%s: %d s)\n' "${step_name:0:60}" $((SECONDS - step_t0))
+}
+step() {
+  step_done
+  steps=$((steps + 1)) step_name="$*" step_t0=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 step "tools"
 scripts/install_deps.sh
@@ -59,4 +70,6 @@ if [ -x bench/run.sh ]; then
   bench/run.sh --mpnet --check
 fi
 # Every step above exits non-zero on failure (set -e), so reaching here means all passed.
-printf '\nsteps: %d passed, 0 failed\n' "$steps"
+step_done
+printf '\n%s\n' "${times[@]}"
+printf '\nsteps: %d passed, 0 failed in %d s\n' "$steps" "$SECONDS"
