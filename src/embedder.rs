@@ -16,7 +16,7 @@ use crate::model::config::ModelConfig;
 use crate::model::dense::DenseOpts;
 use crate::model::encoder::Seqs;
 use crate::model::head::Task;
-use crate::model::outputs::{OutputHeads, OutputKind};
+use crate::model::outputs::{HeadCall, Output, OutputHeads, OutputKind};
 use crate::model::precision::Precision;
 use crate::options::Options;
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
@@ -321,19 +321,21 @@ impl Embedder {
         }
         let want = outputs::Want {
             kinds: &[OutputKind::Dense],
-            pass: self.pass(),
-            top_k: None,
-            route: outputs::Route::Encoder,
+            call: HeadCall {
+                dense: self.pass(),
+                top_k: None,
+                colbert_document: false,
+            },
         };
         // With a progress callback, smaller groups: it is called after each.
         let group_len = if track.cb.is_some() { 16 } else { TEXT_GROUP };
         let dim = self.dim();
         self.run_windows(texts, group_len, &want, track, |first, outs, inf| {
-            for (k, (o, i)) in outs.iter().zip(inf).enumerate() {
-                out[(first + k) * dim..(first + k + 1) * dim].copy_from_slice(&o.dense);
-                if let Some(info) = info.as_deref_mut() {
-                    info[first + k] = i;
-                }
+            if let Some(Output::Dense { vectors, .. }) = outs.get(OutputKind::Dense) {
+                out[first * dim..first * dim + vectors.len()].copy_from_slice(vectors);
+            }
+            if let Some(info) = info.as_deref_mut() {
+                info[first..first + inf.len()].copy_from_slice(&inf);
             }
         })
     }
@@ -367,7 +369,7 @@ impl Embedder {
                     self.heads.check(&[OutputKind::Dense])
                 }
             },
-            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, pass),
+            |chunk, hidden, _, _| self.heads.dense.vectors(chunk.ids, hidden, pass),
             |_, rows: Vec<f32>| {
                 out[at..at + rows.len()].copy_from_slice(&rows);
                 at += rows.len();
@@ -507,7 +509,7 @@ impl Embedder {
         self.rt.run(
             seqs,
             track,
-            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, pass),
+            |chunk, hidden, _, _| self.heads.dense.vectors(chunk.ids, hidden, pass),
             |_, rows: Vec<f32>| {
                 out[at..at + rows.len()].copy_from_slice(&rows);
                 at += rows.len();

@@ -45,7 +45,7 @@ pub use formats::{DType, FormatKind, ModelFile, ReadOptions};
 pub use limits::{MAX_BATCH, MAX_TEXT_BYTES};
 pub use model::config::{Activation, ModelConfig};
 pub use model::multi_vector::MultiVector;
-pub use model::outputs::{EncodeTask, OutputKind};
+pub use model::outputs::{EncodeTask, Output, OutputKind, Outputs};
 pub use model::pooling::Pooling;
 pub use model::precision::Precision;
 pub use model::sparse::SparseVector;

@@ -454,18 +454,6 @@ fn encode_caught(
     })
 }
 
-/// Moves the first `n` texts' outputs of `all` into their own [`Encoded`].
-fn split_front(all: &mut Encoded, n: usize) -> Encoded {
-    let dim = all.dim;
-    Encoded {
-        dim,
-        dense: all.dense.as_mut().map(|d| d.drain(..n * dim).collect()),
-        sparse: all.sparse.as_mut().map(|s| s.drain(..n).collect()),
-        multi_vector: all.multi_vector.as_mut().map(|m| m.drain(..n).collect()),
-        info: all.info.drain(..n).collect(),
-    }
-}
-
 /// Runs encode jobs with one request as one call and hands each its texts'
 /// outputs. When a shared call fails (a text too long with truncation off,
 /// say), each job runs again alone, so that the error names the text by its
@@ -481,7 +469,7 @@ fn run_encode(model: &Embedder, batch: Vec<EncodeJob>, metrics: &Metrics) {
         Ok(mut all) => {
             metrics.observe_batch(n, tokens(&all), took);
             for job in batch {
-                let mine = split_front(&mut all, job.inputs.len());
+                let mine = all.split_front(job.inputs.len());
                 let _ = job.reply.send(EncodeDone {
                     encoded: Ok(mine),
                     queue_time: start.saturating_duration_since(job.enqueued),

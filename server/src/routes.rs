@@ -514,8 +514,8 @@ async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiEr
         let e = encode_texts(&st, model, texts, ask).await?;
         let per_input: Vec<Vec<&[f32]>> = e
             .encoded
-            .multi_vector
-            .iter()
+            .multi_vector()
+            .into_iter()
             .flatten()
             .map(|m| (0..m.rows()).map(|i| m.row(i)).collect())
             .collect();
@@ -756,8 +756,8 @@ async fn embed_sparse(State(st): State<St>, req: Request) -> Result<Response, Ap
     let e = encode_texts(&st, model, texts, ask).await?;
     let out: Vec<Vec<SparseValue>> = e
         .encoded
-        .sparse
-        .iter()
+        .sparse()
+        .into_iter()
         .flatten()
         .map(sparse_values)
         .collect();
@@ -882,17 +882,13 @@ async fn encode(State(st): State<St>, req: Request) -> Result<Response, ApiError
     let enc = &e.encoded;
     let data: Vec<EncodedItem<'_>> = (0..enc.info.len())
         .map(|i| EncodedItem {
-            dense: enc
-                .dense
-                .as_ref()
-                .map(|d| &d[i * enc.dim..(i + 1) * enc.dim]),
-            sparse: enc.sparse.as_ref().map(|s| IndexedSparse {
+            dense: enc.dense_row(i),
+            sparse: enc.sparse().map(|s| IndexedSparse {
                 indices: &s[i].indices,
                 values: &s[i].values,
             }),
             multi_vector: enc
-                .multi_vector
-                .as_ref()
+                .multi_vector()
                 .map(|m| (0..m[i].rows()).map(|r| m[i].row(r)).collect()),
         })
         .collect();

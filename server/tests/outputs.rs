@@ -136,7 +136,7 @@ fn embed_sparse_matches_the_splade_reference_and_the_engine() {
             &indexed_sparse(&refs[i]["sparse"]),
         );
         // Bit for bit the library's, ids ascending, no zero weights.
-        let want = &lib.sparse.as_ref().unwrap()[k];
+        let want = &lib.sparse().unwrap()[k];
         assert_eq!(g.0, want.indices);
         assert!(same(&g.1, &want.values), "{:?}", texts[k]);
         assert!(g.0.windows(2).all(|w| w[0] < w[1]));
@@ -312,7 +312,7 @@ fn embed_all_answers_colbert_multi_vectors() {
             &d[k],
             &refs[i]["document_vectors"],
         );
-        let mv = &lib.multi_vector.as_ref().unwrap()[k];
+        let mv = &lib.multi_vector().unwrap()[k];
         let flat: Vec<f32> = q[k].as_array().unwrap().iter().flat_map(floats).collect();
         assert!(same(&flat, &mv.data), "{what}: not the library's bits");
     }
@@ -611,7 +611,7 @@ fn concurrent_encode_requests_share_calls_bit_identically() {
         }
         let v = ok(&r);
         let (ids, vals) = indexed_sparse(&v["data"][0]["sparse"]);
-        let w = &want.sparse.as_ref().unwrap()[i];
+        let w = &want.sparse().unwrap()[i];
         assert_eq!(ids, w.indices, "text {i}");
         assert!(same(&vals, &w.values), "text {i}");
     }

@@ -229,13 +229,13 @@ pub unsafe extern "C" fn embd_encode_sparse(
                 (top_k != 0).then_some(top_k),
             )
         }?;
-        let sparse = enc.sparse.ok_or_else(|| missing(kind))?;
+        let sparse = enc.sparse().ok_or_else(|| missing(kind))?;
         // SAFETY: non-NULL and writable for `n_texts + 1` elements per the
         // contract.
         let offs = unsafe { slice_mut(offsets, n_texts + 1, "offsets") }?;
         let mut needed = 0usize;
         offs[0] = 0;
-        for (o, v) in offs[1..].iter_mut().zip(&sparse) {
+        for (o, v) in offs[1..].iter_mut().zip(sparse) {
             needed += v.len();
             *o = needed;
         }
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn embd_encode_sparse(
         // SAFETY: as above.
         let val = unsafe { slice_mut(values, needed, "values") }?;
         let mut at = 0;
-        for v in &sparse {
+        for v in sparse {
             idx[at..at + v.len()].copy_from_slice(&v.indices);
             val[at..at + v.len()].copy_from_slice(&v.values);
             at += v.len();
@@ -333,12 +333,12 @@ pub unsafe extern "C" fn embd_encode_multi_vector(
         // SAFETY: `texts` is NULL or readable for `n_texts` elements per the
         // contract.
         let enc = unsafe { encode_one(model, options, task, texts, n_texts, kind, None) }?;
-        let multi = enc.multi_vector.ok_or_else(|| missing(kind))?;
+        let multi = enc.multi_vector().ok_or_else(|| missing(kind))?;
         if !vectors_out.is_null() {
             // SAFETY: non-NULL and writable for `n_texts` elements per the
             // contract.
             let v = unsafe { slice_mut(vectors_out, n_texts, "vectors_out") }?;
-            for (d, mv) in v.iter_mut().zip(&multi) {
+            for (d, mv) in v.iter_mut().zip(multi) {
                 *d = mv.rows();
             }
         }
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn embd_encode_multi_vector(
         // SAFETY: writable for `out_len` >= `needed` floats per the contract.
         let out = unsafe { slice_mut(out, needed, "out") }?;
         let mut at = 0;
-        for mv in &multi {
+        for mv in multi {
             out[at..at + mv.data.len()].copy_from_slice(&mv.data);
             at += mv.data.len();
         }

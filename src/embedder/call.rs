@@ -388,7 +388,7 @@ impl Embedder {
                 }
                 Ok(())
             },
-            |chunk, hidden, _, _| self.heads.dense.apply(chunk.ids, hidden, plan.pass),
+            |chunk, hidden, _, _| self.heads.dense.vectors(chunk.ids, hidden, plan.pass),
             |_, rows: Vec<f32>| flat.extend_from_slice(&rows),
         )?;
         let mut at = 0;

@@ -15,36 +15,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kernels::Par;
 use crate::model::encoder::{HeadScratch, Seqs};
 use crate::model::multi_vector::{ColbertFrame, MultiVector};
-use crate::model::outputs::{EncodeTask, OutputKind};
+use crate::model::outputs::{EncodeTask, HeadCall, Output, OutputKind, Outputs};
 use crate::model::sparse::SparseVector;
 use crate::options::{CallOptions, Truncation};
 use crate::runtime::Track;
-
-/// The [`Encoded`] of `kinds` from each input's outputs.
-fn assemble(
-    kinds: &[OutputKind],
-    dim: usize,
-    mut outs: Vec<SeqOut>,
-    info: Vec<TextInfo>,
-) -> Encoded {
-    let has = |k: OutputKind| kinds.contains(&k);
-    Encoded {
-        dim,
-        dense: has(OutputKind::Dense)
-            .then(|| outs.iter().flat_map(|o| o.dense.iter().copied()).collect()),
-        sparse: has(OutputKind::Sparse).then(|| {
-            outs.iter_mut()
-                .map(|o| o.sparse.take().unwrap_or_default())
-                .collect()
-        }),
-        multi_vector: has(OutputKind::MultiVector).then(|| {
-            outs.iter_mut()
-                .map(|o| o.multi.take().unwrap_or_default())
-                .collect()
-        }),
-        info,
-    }
-}
 
 /// What [`Embedder::encode`] computes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,20 +51,80 @@ impl EncodeRequest {
     }
 }
 
-/// The outputs of [`Embedder::encode`], one entry per text for each output
-/// asked for (`None` for the others).
+/// The outputs of [`Embedder::encode`]: the values of each kind asked for,
+/// one entry per text.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Encoded {
-    /// Floats per dense vector.
-    pub dim: usize,
-    /// `texts x dim` floats.
-    pub dense: Option<Vec<f32>>,
-    /// One sparse vector per text.
-    pub sparse: Option<Vec<SparseVector>>,
-    /// The vectors of each text.
-    pub multi_vector: Option<Vec<MultiVector>>,
+    /// The values, keyed by kind.
+    pub outputs: Outputs,
     /// Tokens and truncation of each text.
     pub info: Vec<TextInfo>,
+}
+
+impl Encoded {
+    /// The dense vectors (`texts x dim` floats), if asked for.
+    pub fn dense(&self) -> Option<&[f32]> {
+        match self.outputs.get(OutputKind::Dense)? {
+            Output::Dense { vectors, .. } => Some(vectors),
+            _ => None,
+        }
+    }
+
+    /// Floats per dense vector (0 without the dense output).
+    pub fn dim(&self) -> usize {
+        match self.outputs.get(OutputKind::Dense) {
+            Some(Output::Dense { dim, .. }) => *dim,
+            _ => 0,
+        }
+    }
+
+    /// Text `i`'s dense vector, if asked for.
+    pub fn dense_row(&self, i: usize) -> Option<&[f32]> {
+        let dim = self.dim();
+        self.dense().map(|d| &d[i * dim..(i + 1) * dim])
+    }
+
+    /// The sparse vectors, if asked for.
+    pub fn sparse(&self) -> Option<&[SparseVector]> {
+        match self.outputs.get(OutputKind::Sparse)? {
+            Output::Sparse(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The vectors of each text, if asked for.
+    pub fn multi_vector(&self) -> Option<&[MultiVector]> {
+        match self.outputs.get(OutputKind::MultiVector)? {
+            Output::MultiVector(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The sparse vectors, taken out (empty if not asked for).
+    pub fn into_sparse(mut self) -> Vec<SparseVector> {
+        match self.outputs.take(OutputKind::Sparse) {
+            Some(Output::Sparse(v)) => v,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The vectors of each text, taken out (empty if not asked for).
+    pub fn into_multi_vector(mut self) -> Vec<MultiVector> {
+        match self.outputs.take(OutputKind::MultiVector) {
+            Some(Output::MultiVector(v)) => v,
+            _ => Vec::new(),
+        }
+    }
+
+    /// Removes the first `n` texts' outputs, of every kind, and returns
+    /// them.
+    pub fn split_front(&mut self, n: usize) -> Encoded {
+        let n = n.min(self.info.len());
+        Encoded {
+            outputs: self.outputs.split_front(n),
+            info: self.info.drain(..n).collect(),
+        }
+    }
 }
 
 /// How a call's texts become outputs.
@@ -104,20 +138,11 @@ pub(crate) enum Route {
     Colbert(bool),
 }
 
-/// One sequence's outputs.
-#[derive(Default)]
-pub(super) struct SeqOut {
-    pub(super) dense: Vec<f32>,
-    pub(super) sparse: Option<SparseVector>,
-    pub(super) multi: Option<MultiVector>,
-}
-
 /// What the heads compute for a call.
 pub(super) struct Want<'a> {
     pub(super) kinds: &'a [OutputKind],
-    pub(super) pass: DenseOpts,
-    pub(super) top_k: Option<usize>,
-    pub(super) route: Route,
+    /// Each head's share of the call's options.
+    pub(super) call: HeadCall,
 }
 
 impl Embedder {
@@ -183,22 +208,25 @@ impl Embedder {
         let (kinds, route, plan) = self.resolve(texts.len(), req)?;
         let want = Want {
             kinds: &kinds,
-            pass: plan.pass,
-            top_k: req.top_k.or(self.heads.top_k),
-            route,
+            call: HeadCall {
+                dense: plan.pass,
+                top_k: req.top_k.or(self.heads.top_k),
+                colbert_document: route == Route::Colbert(false),
+            },
         };
-        let mut outs: Vec<SeqOut> = Vec::with_capacity(texts.len());
+        let mut outs = Outputs::empty(&kinds, plan.dim());
         let mut info: Vec<TextInfo> = Vec::with_capacity(texts.len());
         let named = |i: usize, e: Error| Error::new(e.kind(), format!("text {i}: {}", e.message()));
         if route == Route::Encoder && self.window_overlap.is_some() {
             // A text is several sequences: the windows group texts themselves.
             self.run_windows(texts, TEXT_GROUP, &want, track, |_, o, i| {
-                outs.extend(o);
+                outs.append(o);
                 info.extend(i);
             })?;
         } else if route == Route::StaticQuery {
             // No encoder: the static weights of each query's ids.
             let q = self.heads.static_query.as_ref();
+            let mut vs = Vec::with_capacity(texts.len());
             for start in (0..texts.len()).step_by(TEXT_GROUP) {
                 let end = (start + TEXT_GROUP).min(texts.len());
                 let framed = self.rt.map_parallel(start..end, |i| {
@@ -208,19 +236,17 @@ impl Embedder {
                 for f in framed {
                     let (ids, i, _) = f?;
                     info.push(i);
-                    outs.push(SeqOut {
-                        sparse: q.map(|q| {
-                            let mut v = q.apply(&ids);
-                            if let Some(k) = want.top_k {
-                                v.keep_top(k);
-                            }
-                            v
-                        }),
-                        ..SeqOut::default()
-                    });
+                    if let Some(q) = q {
+                        let mut v = q.apply(&ids);
+                        if let Some(k) = want.call.top_k {
+                            v.keep_top(k);
+                        }
+                        vs.push(v);
+                    }
                 }
                 track.report(end)?;
             }
+            outs.insert(Output::Sparse(vs));
         } else {
             self.rt.run_groups(
                 texts.len(),
@@ -243,10 +269,13 @@ impl Embedder {
                 |chunk, hidden, scratch, par| {
                     self.apply_heads(chunk.ids, hidden, scratch, par, &want)
                 },
-                |_, o: Vec<SeqOut>| outs.extend(o),
+                |_, o: Outputs| outs.append(o),
             )?;
         }
-        Ok(assemble(&kinds, plan.dim(), outs, info))
+        Ok(Encoded {
+            outputs: outs,
+            info,
+        })
     }
 
     /// Encodes already tokenized inputs (each framed with the tokenizer's
@@ -270,15 +299,17 @@ impl Embedder {
         self.check_id_inputs(ids)?;
         let want = Want {
             kinds: &kinds,
-            pass: DenseOpts {
-                pool_from: 0,
-                ..plan.pass
+            call: HeadCall {
+                dense: DenseOpts {
+                    pool_from: 0,
+                    ..plan.pass
+                },
+                top_k: req.top_k.or(self.heads.top_k),
+                colbert_document: false,
             },
-            top_k: req.top_k.or(self.heads.top_k),
-            route,
         };
         let mut track = Track::new(self.rt.progress(), ids.len());
-        let mut outs: Vec<SeqOut> = Vec::with_capacity(ids.len());
+        let mut outs = Outputs::empty(&kinds, plan.dim());
         let mut info: Vec<TextInfo> = Vec::with_capacity(ids.len());
         self.rt.run_groups(
             ids.len(),
@@ -296,9 +327,12 @@ impl Embedder {
                 Ok(())
             },
             |chunk, hidden, scratch, par| self.apply_heads(chunk.ids, hidden, scratch, par, &want),
-            |_, o: Vec<SeqOut>| outs.extend(o),
+            |_, o: Outputs| outs.append(o),
         )?;
-        Ok(assemble(&kinds, plan.dim(), outs, info))
+        Ok(Encoded {
+            outputs: outs,
+            info,
+        })
     }
 
     /// A request's outputs (checked against the model's), route and plan,
@@ -496,18 +530,19 @@ impl Embedder {
         keys: Option<&[usize]>,
         want: &Want<'_>,
         track: &mut Track<'_>,
-    ) -> Result<Vec<SeqOut>> {
-        let mut outs = Vec::with_capacity(seqs.len());
+    ) -> Result<Outputs> {
+        let mut outs = Outputs::empty(want.kinds, want.call.dense.dim);
         self.rt.run(
             Seqs::untyped(seqs).with_keys(keys),
             track,
             |chunk, hidden, scratch, par| self.apply_heads(chunk.ids, hidden, scratch, par, want),
-            |_, o: Vec<SeqOut>| outs.extend(o),
+            |_, o: Outputs| outs.append(o),
         )?;
         Ok(outs)
     }
 
-    /// The heads of one chunk.
+    /// The outputs `want` asks for of one chunk: each asked kind's head of
+    /// the table.
     fn apply_heads(
         &self,
         seqs: &[&[u32]],
@@ -515,40 +550,14 @@ impl Embedder {
         mut scratch: HeadScratch<'_>,
         par: Par,
         want: &Want<'_>,
-    ) -> Vec<SeqOut> {
-        let h = self.heads.dense.hidden();
-        let mut outs: Vec<SeqOut> = seqs.iter().map(|_| SeqOut::default()).collect();
-        if want.kinds.contains(&OutputKind::Dense) {
-            let dim = want.pass.dim;
-            let v = self.heads.dense.apply(seqs, hidden, want.pass);
-            for (d, out) in v.chunks_exact(dim.max(1)).zip(outs.iter_mut()) {
-                out.dense = d.to_vec();
-            }
-        }
-        if want.kinds.contains(&OutputKind::Sparse) {
-            if let Some(head) = &self.heads.sparse {
-                let vs = head.apply(hidden, seqs, h, scratch.reborrow(), par);
-                for (v, out) in vs.into_iter().zip(outs.iter_mut()) {
-                    let mut v = v;
-                    if let Some(k) = want.top_k {
-                        v.keep_top(k);
-                    }
-                    out.sparse = Some(v);
-                }
-            }
-        }
-        if want.kinds.contains(&OutputKind::MultiVector) {
-            if let Some(head) = &self.heads.multi_vector {
-                let skip = match (want.route, &head.colbert) {
-                    (Route::Colbert(false), Some(f)) => Some(&f.skiplist),
-                    _ => None,
-                };
-                let keep = |s: usize, i: usize| skip.is_none_or(|l| !l.contains(&seqs[s][i]));
-                let vs = head.apply(hidden, seqs, keep, scratch.reborrow(), par);
-                for (v, out) in vs.into_iter().zip(outs.iter_mut()) {
-                    out.multi = Some(v);
-                }
-            }
+    ) -> Outputs {
+        let mut outs = Outputs::default();
+        for head in self
+            .heads
+            .table()
+            .filter(|h| want.kinds.contains(&h.kind()))
+        {
+            outs.insert(head.apply(seqs, hidden, scratch.reborrow(), par, &want.call));
         }
         outs
     }

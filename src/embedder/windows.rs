@@ -2,7 +2,8 @@
 //! a text longer than `max_seq_length` is cut into windows of at most
 //! `max_seq_length` tokens (the tokenizer's special tokens around each),
 //! consecutive windows sharing `overlap` text tokens; every window runs
-//! through the encoder, and each head makes the text's output from its
+//! through the encoder, and each head of the output table
+//! ([`crate::model::outputs::Head::merge`]) makes the text's output from its
 //! windows':
 //!
 //! - dense ([`DenseHead::merge`]): the mean of the windows' vectors weighted
@@ -16,10 +17,12 @@
 //! A text that fits is one window and gets exactly the outputs it gets
 //! without windows.
 
-use super::outputs::{SeqOut, Want};
+use super::outputs::Want;
 use super::{Embedder, TextInfo};
 use crate::error::Result;
+#[cfg(doc)]
 use crate::model::dense::DenseHead;
+use crate::model::outputs::{HeadCall, Outputs, WindowFrame};
 use crate::runtime::Track;
 
 /// The windows of a group of texts.
@@ -76,7 +79,7 @@ impl Embedder {
         group_len: usize,
         want: &Want<'_>,
         track: &mut Track<'_>,
-        mut sink: impl FnMut(usize, Vec<SeqOut>, Vec<TextInfo>),
+        mut sink: impl FnMut(usize, Outputs, Vec<TextInfo>),
     ) -> Result<()> {
         let Some(overlap) = self.window_overlap else {
             return Ok(());
@@ -98,50 +101,40 @@ impl Embedder {
         texts: &[S],
         overlap: usize,
         want: &Want<'_>,
-    ) -> Result<(Vec<SeqOut>, Vec<TextInfo>)> {
+    ) -> Result<(Outputs, Vec<TextInfo>)> {
         let w = self.windows(texts, overlap);
         let refs: Vec<&[u32]> = w.ids.iter().map(Vec::as_slice).collect();
         // The top-k applies to the text's vector, not to each window's.
         let per_window = Want {
-            top_k: None,
+            call: HeadCall {
+                top_k: None,
+                ..want.call
+            },
             ..*want
         };
-        let outs = self.run_heads(&refs, None, &per_window, &mut Track::new(None, 0))?;
+        let mut outs = self.run_heads(&refs, None, &per_window, &mut Track::new(None, 0))?;
         let (pre, post) = self.tokenizer().single_frame();
-        let (dim, normalize) = (want.pass.dim, want.pass.normalize);
-        let mut texts_out = Vec::with_capacity(texts.len());
+        let frame = WindowFrame {
+            pre: pre.len(),
+            post: post.len(),
+            overlap,
+        };
+        let mut texts_out = Outputs::empty(want.kinds, want.call.dense.dim);
         let mut first = 0;
         for k in 0..texts.len() {
             let mut last = first;
             while last < w.owner.len() && w.owner[last] == k {
                 last += 1;
             }
-            let (wins, parts) = (&refs[first..last], &outs[first..last]);
-            let mut o = SeqOut::default();
-            if !parts[0].dense.is_empty() {
-                let vecs: Vec<f32> = parts.iter().flat_map(|p| p.dense.iter().copied()).collect();
-                o.dense = vec![0.0; dim];
-                DenseHead::merge(
-                    &vecs,
-                    dim,
-                    wins,
-                    &vec![0; wins.len()],
-                    normalize,
-                    &mut o.dense,
-                );
-            }
-            if let (Some(head), true) = (&self.heads.sparse, parts[0].sparse.is_some()) {
-                let mut v = head.merge(parts.iter().filter_map(|p| p.sparse.clone()).collect());
-                if let Some(top) = want.top_k {
-                    v.keep_top(top);
+            let wins = &refs[first..last];
+            let mut parts = outs.split_front(last - first);
+            let mut o = Outputs::default();
+            for head in self.heads.table() {
+                if let Some(p) = parts.take(head.kind()) {
+                    o.insert(head.merge(wins, p, frame, &want.call));
                 }
-                o.sparse = Some(v);
             }
-            if let (Some(head), true) = (&self.heads.multi_vector, parts[0].multi.is_some()) {
-                let m: Vec<_> = parts.iter().filter_map(|p| p.multi.as_ref()).collect();
-                o.multi = Some(head.merge(wins, &m, pre.len(), post.len(), overlap));
-            }
-            texts_out.push(o);
+            texts_out.append(o);
             first = last;
         }
         let info = w

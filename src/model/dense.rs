@@ -17,7 +17,10 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
+use crate::kernels::Par;
 use crate::model::config::{DenseActivation, ModelConfig};
+use crate::model::encoder::HeadScratch;
+use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param};
 use crate::model::pooling::{Pooling, SentencePooling};
 use crate::vector::dot_f64;
@@ -86,7 +89,7 @@ impl DenseHead {
 
     /// The outputs of one chunk (`seqs` and their last hidden states, the
     /// encoder's layout) under `opts`: `opts.rows(seqs) x opts.dim` floats.
-    pub fn apply(&self, seqs: &[&[u32]], hidden: &[f32], opts: DenseOpts) -> Vec<f32> {
+    pub fn vectors(&self, seqs: &[&[u32]], hidden: &[f32], opts: DenseOpts) -> Vec<f32> {
         let (h, od, dim, norm) = (self.hidden, self.out_dim(), opts.dim, opts.normalize);
         if opts.tokens {
             if dim == h && !norm {
@@ -326,5 +329,41 @@ impl SentenceDense {
             cur = next;
         }
         out[..cur.len()].copy_from_slice(&cur);
+    }
+}
+
+impl Head for DenseHead {
+    fn kind(&self) -> OutputKind {
+        OutputKind::Dense
+    }
+
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        _: HeadScratch<'_>,
+        _: Par,
+        call: &HeadCall,
+    ) -> Output {
+        Output::Dense {
+            dim: call.dense.dim,
+            vectors: self.vectors(seqs, hidden, call.dense),
+        }
+    }
+
+    fn merge(&self, windows: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
+        let Output::Dense { dim, vectors } = parts else {
+            return parts;
+        };
+        let mut out = vec![0.0; dim];
+        DenseHead::merge(
+            &vectors,
+            dim,
+            windows,
+            &vec![0; windows.len()],
+            call.dense.normalize,
+            &mut out,
+        );
+        Output::Dense { dim, vectors: out }
     }
 }

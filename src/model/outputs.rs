@@ -13,11 +13,13 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
+use crate::kernels::Par;
 use crate::model::config::ModelConfig;
-use crate::model::dense::DenseHead;
-use crate::model::multi_vector::MultiVectorHead;
+use crate::model::dense::{DenseHead, DenseOpts};
+use crate::model::encoder::HeadScratch;
+use crate::model::multi_vector::{MultiVector, MultiVectorHead};
 use crate::model::precision::Precision;
-use crate::model::sparse::{self, SparseHead, StaticQuery};
+use crate::model::sparse::{self, SparseHead, SparseVector, StaticQuery};
 
 /// Metadata: the outputs a model has, space-separated names of
 /// [`OutputKind`] (absent: `dense`).
@@ -119,6 +121,194 @@ impl EncodeTask {
     }
 }
 
+/// One output kind's values for a run of texts, in text order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// One pooled vector per text: `texts x dim` floats.
+    Dense {
+        /// Floats per vector.
+        dim: usize,
+        /// The vectors, row after row.
+        vectors: Vec<f32>,
+    },
+    /// One sparse vector per text.
+    Sparse(Vec<SparseVector>),
+    /// The vectors of each text.
+    MultiVector(Vec<MultiVector>),
+}
+
+impl Output {
+    /// The kind of these values.
+    pub fn kind(&self) -> OutputKind {
+        match self {
+            Output::Dense { .. } => OutputKind::Dense,
+            Output::Sparse(_) => OutputKind::Sparse,
+            Output::MultiVector(_) => OutputKind::MultiVector,
+        }
+    }
+
+    /// No values of `kind` (dense: `dim` floats wide).
+    pub fn empty(kind: OutputKind, dim: usize) -> Output {
+        match kind {
+            OutputKind::Dense => Output::Dense {
+                dim,
+                vectors: Vec::new(),
+            },
+            OutputKind::Sparse => Output::Sparse(Vec::new()),
+            OutputKind::MultiVector => Output::MultiVector(Vec::new()),
+        }
+    }
+
+    /// The texts these values are of.
+    pub fn texts(&self) -> usize {
+        match self {
+            Output::Dense { dim, vectors } => vectors.len().checked_div(*dim).unwrap_or(0),
+            Output::Sparse(v) => v.len(),
+            Output::MultiVector(v) => v.len(),
+        }
+    }
+
+    /// Appends `other`'s texts (values of the same kind; others are
+    /// dropped).
+    pub fn append(&mut self, other: Output) {
+        match (self, other) {
+            (Output::Dense { vectors, .. }, Output::Dense { vectors: more, .. }) => {
+                vectors.extend(more)
+            }
+            (Output::Sparse(v), Output::Sparse(more)) => v.extend(more),
+            (Output::MultiVector(v), Output::MultiVector(more)) => v.extend(more),
+            _ => debug_assert!(false, "appending values of another kind"),
+        }
+    }
+
+    /// Removes the first `n` texts' values and returns them.
+    pub fn split_front(&mut self, n: usize) -> Output {
+        match self {
+            Output::Dense { dim, vectors } => Output::Dense {
+                dim: *dim,
+                vectors: vectors.drain(..(n * *dim).min(vectors.len())).collect(),
+            },
+            Output::Sparse(v) => Output::Sparse(v.drain(..n.min(v.len())).collect()),
+            Output::MultiVector(v) => Output::MultiVector(v.drain(..n.min(v.len())).collect()),
+        }
+    }
+}
+
+/// Values keyed by kind: at most one [`Output`] per kind, in the order of
+/// [`OutputKind::ALL`], each of the same texts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outputs(Vec<Output>);
+
+impl Outputs {
+    /// No values of `kinds` (dense: `dim` wide).
+    pub fn empty(kinds: &[OutputKind], dim: usize) -> Outputs {
+        let mut o = Outputs::default();
+        for &k in kinds {
+            o.insert(Output::empty(k, dim));
+        }
+        o
+    }
+
+    /// The values of kind `k`.
+    pub fn get(&self, k: OutputKind) -> Option<&Output> {
+        self.0.iter().find(|o| o.kind() == k)
+    }
+
+    /// Removes the values of kind `k` and returns them.
+    pub fn take(&mut self, k: OutputKind) -> Option<Output> {
+        let at = self.0.iter().position(|o| o.kind() == k)?;
+        Some(self.0.remove(at))
+    }
+
+    /// Puts `o` in, in its kind's place (replacing values of that kind).
+    pub fn insert(&mut self, o: Output) {
+        self.take(o.kind());
+        let at = self.0.partition_point(|x| x.kind() < o.kind());
+        self.0.insert(at, o);
+    }
+
+    /// Each kind's values, in the order of [`OutputKind::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = &Output> {
+        self.0.iter()
+    }
+
+    /// The kinds held, in order.
+    pub fn kinds(&self) -> Vec<OutputKind> {
+        self.0.iter().map(Output::kind).collect()
+    }
+
+    /// Appends `other`'s texts, kind by kind (a kind only one side has is
+    /// taken as it is).
+    pub fn append(&mut self, other: Outputs) {
+        for o in other.0 {
+            match self.0.iter_mut().find(|x| x.kind() == o.kind()) {
+                Some(x) => x.append(o),
+                None => self.insert(o),
+            }
+        }
+    }
+
+    /// Removes the first `n` texts' values of every kind and returns them.
+    pub fn split_front(&mut self, n: usize) -> Outputs {
+        Outputs(self.0.iter_mut().map(|o| o.split_front(n)).collect())
+    }
+}
+
+/// A call's share for the heads: each head reads its own part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadCall {
+    /// The dense head's options.
+    pub dense: DenseOpts,
+    /// The sparse head keeps only this many weights.
+    pub top_k: Option<usize>,
+    /// The texts are ColBERT documents: the multi-vector head leaves out
+    /// the vectors of its skip-list's ids.
+    pub colbert_document: bool,
+}
+
+/// How a long text's windows frame it: `pre` and `post` special tokens
+/// around each window's text, consecutive windows sharing `overlap` text
+/// tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowFrame {
+    /// Special tokens before each window's text.
+    pub pre: usize,
+    /// Special tokens after it.
+    pub post: usize,
+    /// Text tokens shared by consecutive windows.
+    pub overlap: usize,
+}
+
+/// The head of one output kind: the kind's values of a chunk of sequences
+/// from their last hidden states, and a long text's values from its
+/// windows'.
+pub trait Head: Send + Sync {
+    /// The kind this head gives.
+    fn kind(&self) -> OutputKind;
+
+    /// The values of `seqs` (their ids) from their tokens' hidden states
+    /// (`[total x hidden]`, packed), under `call`.
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        scratch: HeadScratch<'_>,
+        par: Par,
+        call: &HeadCall,
+    ) -> Output;
+
+    /// One text's values from those of its windows (`windows[j]` the ids of
+    /// window j, `parts` their values in window order, computed under
+    /// `call` without its top-k), under `call`.
+    fn merge(
+        &self,
+        windows: &[&[u32]],
+        parts: Output,
+        frame: WindowFrame,
+        call: &HeadCall,
+    ) -> Output;
+}
+
 /// The heads of a model, one per output kind.
 pub struct OutputHeads {
     /// The declared outputs, in order.
@@ -184,6 +374,24 @@ impl OutputHeads {
             )));
         }
         Ok(heads)
+    }
+
+    /// The heads of the model's outputs, in the order of
+    /// [`OutputKind::ALL`]: the one table every output goes through.
+    pub fn table(&self) -> impl Iterator<Item = &dyn Head> {
+        [
+            Some(&self.dense as &dyn Head),
+            self.sparse.as_ref().map(|h| h as &dyn Head),
+            self.multi_vector.as_ref().map(|h| h as &dyn Head),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|h| self.has(h.kind()))
+    }
+
+    /// The head of output `k`.
+    pub fn head(&self, k: OutputKind) -> Option<&dyn Head> {
+        self.table().find(|h| h.kind() == k)
     }
 
     /// The model has output `k`.

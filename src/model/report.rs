@@ -137,7 +137,7 @@ pub fn precision_report(
                 &mut ws,
                 Par::Serial,
                 Some(t),
-                |h, _| o.copy_from_slice(&head.apply(&ids, h, opts)),
+                |h, _| o.copy_from_slice(&head.vectors(&ids, h, opts)),
             )?;
         }
         Ok((out, hidden))

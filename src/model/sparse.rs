@@ -36,6 +36,7 @@ use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::config::{Activation, ModelConfig};
 use crate::model::encoder::HeadScratch;
 use crate::model::linear::{Linear, LinearScratch};
+use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param, Table};
 use crate::model::precision::Precision;
 
@@ -420,8 +421,9 @@ impl LexicalHead {
         })
     }
 
-    fn apply(&self, hidden: &[f32], seqs: &[&[u32]], h: usize) -> Vec<SparseVector> {
+    fn apply(&self, hidden: &[f32], seqs: &[&[u32]]) -> Vec<SparseVector> {
         let w = self.w.as_slice();
+        let h = w.len();
         let mut o = 0;
         seqs.iter()
             .map(|ids| {
@@ -495,12 +497,11 @@ impl SparseHead {
     }
 
     /// The sparse vector of each sequence from its tokens' hidden states
-    /// (`[total x h]`, packed).
-    pub fn apply(
+    /// (`[total x hidden]`, packed).
+    pub fn vectors(
         &self,
         hidden: &[f32],
         seqs: &[&[u32]],
-        h: usize,
         scratch: HeadScratch<'_>,
         par: Par,
     ) -> Vec<SparseVector> {
@@ -509,7 +510,7 @@ impl SparseHead {
                 let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
                 s.apply(hidden, &lens, scratch, par)
             }
-            SparseHead::Lexical(l) => l.apply(hidden, seqs, h),
+            SparseHead::Lexical(l) => l.apply(hidden, seqs),
         }
     }
 
@@ -575,6 +576,38 @@ pub fn top_k_of(file: &ModelFile) -> Result<Option<usize>> {
                 "metadata '{SPARSE_TOP_K}' = '{v}' is not a positive integer"
             ))),
         },
+    }
+}
+
+impl Head for SparseHead {
+    fn kind(&self) -> OutputKind {
+        OutputKind::Sparse
+    }
+
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        scratch: HeadScratch<'_>,
+        par: Par,
+        call: &HeadCall,
+    ) -> Output {
+        let mut vs = self.vectors(hidden, seqs, scratch, par);
+        if let Some(k) = call.top_k {
+            vs.iter_mut().for_each(|v| v.keep_top(k));
+        }
+        Output::Sparse(vs)
+    }
+
+    fn merge(&self, _: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
+        let Output::Sparse(parts) = parts else {
+            return parts;
+        };
+        let mut v = SparseHead::merge(self, parts);
+        if let Some(k) = call.top_k {
+            v.keep_top(k);
+        }
+        Output::Sparse(vec![v])
     }
 }
 

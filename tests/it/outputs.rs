@@ -117,7 +117,7 @@ fn splade_matches_sentence_transformers() {
     let got = e
         .encode(&t, &EncodeRequest::new(&[OutputKind::Sparse]))
         .unwrap();
-    for (i, (r, g)) in refs.iter().zip(got.sparse.as_ref().unwrap()).enumerate() {
+    for (i, (r, g)) in refs.iter().zip(got.sparse().unwrap()).enumerate() {
         let ids: Vec<u32> = r["input_ids"]
             .as_array()
             .unwrap()
@@ -151,17 +151,17 @@ fn inference_free_splade_routes_queries_and_documents() {
     for (i, r) in refs.iter().enumerate() {
         assert_sparse(
             &format!("query {i}"),
-            &q.sparse.as_ref().unwrap()[i],
+            &q.sparse().unwrap()[i],
             &sparse_of(&r["query_sparse"]),
         );
         assert_sparse(
             &format!("document {i}"),
-            &d.sparse.as_ref().unwrap()[i],
+            &d.sparse().unwrap()[i],
             &sparse_of(&r["document_sparse"]),
         );
     }
     // No task: the Router's default route (document).
-    assert_eq!(plain.sparse, d.sparse);
+    assert_eq!(plain.sparse(), d.sparse());
 }
 
 #[test]
@@ -180,14 +180,14 @@ fn bgem3_gives_its_three_outputs_from_one_pass() {
     let all = e.encode(&t, &EncodeRequest::default()).unwrap();
     let dense_alone = e.embed(&t).unwrap();
     assert_eq!(
-        all.dense.as_deref(),
+        all.dense(),
         Some(&dense_alone[..]),
         "dense alone = dense of three"
     );
-    let dim = all.dim;
+    let dim = all.dim();
     for (i, r) in refs.iter().enumerate() {
         let want = floats(&r["dense"]);
-        let c = cosine(&all.dense.as_ref().unwrap()[i * dim..(i + 1) * dim], &want);
+        let c = cosine(&all.dense().unwrap()[i * dim..(i + 1) * dim], &want);
         assert!(c >= 0.99999, "text {i}: dense cosine {c}");
         let lw = r["lexical_weights"].as_object().unwrap();
         let mut pairs: Vec<(u32, f32)> = lw
@@ -201,13 +201,13 @@ fn bgem3_gives_its_three_outputs_from_one_pass() {
         };
         assert_sparse(
             &format!("text {i} lexical"),
-            &all.sparse.as_ref().unwrap()[i],
+            &all.sparse().unwrap()[i],
             &want,
         );
         if let Some(cv) = r.get("colbert_vecs") {
             assert_multi(
                 &format!("text {i} colbert"),
-                &all.multi_vector.as_ref().unwrap()[i],
+                &all.multi_vector().unwrap()[i],
                 &vectors(cv),
             );
         }
@@ -230,12 +230,12 @@ fn colbert_matches_queries_and_documents() {
     for (i, r) in refs.iter().enumerate() {
         assert_multi(
             &format!("query {i}"),
-            &q.multi_vector.as_ref().unwrap()[i],
+            &q.multi_vector().unwrap()[i],
             &vectors(&r["query_vectors"]),
         );
         assert_multi(
             &format!("document {i}"),
-            &d.multi_vector.as_ref().unwrap()[i],
+            &d.multi_vector().unwrap()[i],
             &vectors(&r["document_vectors"]),
         );
     }
@@ -263,22 +263,18 @@ fn reduced_precisions_are_invariant_and_close() {
                 .map(|x| one.encode(&[x], &EncodeRequest::default()).unwrap())
                 .collect();
             for (i, s) in singles.iter().enumerate() {
-                if let Some(sp) = &a.sparse {
-                    assert_eq!(
-                        sp[i],
-                        s.sparse.as_ref().unwrap()[0],
-                        "{name} {p:?} text {i} alone"
-                    );
+                if let Some(sp) = a.sparse() {
+                    assert_eq!(sp[i], s.sparse().unwrap()[0], "{name} {p:?} text {i} alone");
                 }
-                if let Some(m) = &a.multi_vector {
+                if let Some(m) = a.multi_vector() {
                     assert_eq!(
                         m[i],
-                        s.multi_vector.as_ref().unwrap()[0],
+                        s.multi_vector().unwrap()[0],
                         "{name} {p:?} text {i} alone"
                     );
                 }
             }
-            if let (Some(g), Some(w)) = (&a.sparse, &f32_out.sparse) {
+            if let (Some(g), Some(w)) = (a.sparse(), f32_out.sparse()) {
                 let (mut overlap, mut rel) = (0f64, 0f64);
                 for (g, w) in g.iter().zip(w) {
                     let top = |v: &SparseVector| {
@@ -304,7 +300,7 @@ fn reduced_precisions_are_invariant_and_close() {
                     overlap / n
                 );
             }
-            if let (Some(g), Some(w)) = (&a.multi_vector, &f32_out.multi_vector) {
+            if let (Some(g), Some(w)) = (a.multi_vector(), f32_out.multi_vector()) {
                 let mut worst = 1f64;
                 for (g, w) in g.iter().zip(w) {
                     assert_eq!(g.rows(), w.rows());
@@ -365,7 +361,7 @@ fn cli_emits_sparse_and_multi_vectors() {
         let got = vectors(&rec["multi_vector"]);
         assert_multi(
             &format!("cli query {i}"),
-            &want.multi_vector.as_ref().unwrap()[i],
+            &want.multi_vector().unwrap()[i],
             &got,
         );
     }
@@ -418,8 +414,7 @@ fn cli_emits_sparse_and_multi_vectors() {
     let sp = open("splade-tiny", Precision::F32, 1)
         .encode(&[a, b], &EncodeRequest::default())
         .unwrap()
-        .sparse
-        .unwrap();
+        .into_sparse();
     let got = sim("splade-tiny", &[], a, b);
     assert!(
         (got - sp[0].dot(&sp[1])).abs() <= 1e-5 * got.abs().max(1.0),
@@ -431,7 +426,7 @@ fn cli_emits_sparse_and_multi_vectors() {
     let d = e
         .encode(&[b], &EncodeRequest::default().task(EncodeTask::Document))
         .unwrap();
-    let want = q.multi_vector.unwrap()[0].max_sim(&d.multi_vector.unwrap()[0]);
+    let want = q.multi_vector().unwrap()[0].max_sim(&d.multi_vector().unwrap()[0]);
     let got = sim("colbert-tiny", &["--emit", "multi-vector"], a, b);
     assert!(
         (got - want).abs() <= 1e-5 * want.abs().max(1.0),
@@ -481,8 +476,8 @@ fn colbert_stanford_layout_and_mlm_transformer_name() {
     for task in [EncodeTask::Query, EncodeTask::Document] {
         let req = EncodeRequest::default().task(task);
         assert_eq!(
-            a.encode(&t, &req).unwrap().multi_vector,
-            b.encode(&t, &req).unwrap().multi_vector,
+            a.encode(&t, &req).unwrap().into_multi_vector(),
+            b.encode(&t, &req).unwrap().into_multi_vector(),
             "{task:?}"
         );
     }
@@ -502,8 +497,7 @@ fn colbert_stanford_layout_and_mlm_transformer_name() {
     let got = e
         .encode(&t, &EncodeRequest::default())
         .unwrap()
-        .sparse
-        .unwrap();
+        .into_sparse();
     for (i, (g, r)) in got.iter().zip(&refs).enumerate() {
         assert_sparse(
             &format!("MLMTransformer text {i}"),
@@ -554,7 +548,7 @@ fn windows_apply_to_sparse_and_multi_vectors() {
             let sp = cut.tokenizer().vocab().specials();
             [sp.cls, sp.sep, sp.pad, sp.unk]
         };
-        if let Some(d) = &w.dense {
+        if let Some(d) = w.dense() {
             assert_eq!(
                 d,
                 &win.embed(&t).unwrap(),
@@ -564,17 +558,14 @@ fn windows_apply_to_sparse_and_multi_vectors() {
         for (i, s) in t.iter().enumerate() {
             let full = cut.tokenize_full(s);
             assert_eq!(w.info[i].tokens, full.len(), "{name} {i}: tokens");
-            let (ws, cs) = (
-                &w.sparse.as_ref().unwrap()[i],
-                &c.sparse.as_ref().unwrap()[i],
-            );
+            let (ws, cs) = (&w.sparse().unwrap()[i], &c.sparse().unwrap()[i]);
             if full.len() <= max {
                 assert_eq!(ws, cs, "{name} {i}: a text that fits");
-                if let (Some(wm), Some(cm)) = (&w.multi_vector, &c.multi_vector) {
+                if let (Some(wm), Some(cm)) = (w.multi_vector(), c.multi_vector()) {
                     assert_eq!(wm[i], cm[i], "{name} {i}: a text that fits");
                 }
-                if let (Some(wd), Some(cd)) = (&w.dense, &c.dense) {
-                    let r = i * w.dim..(i + 1) * w.dim;
+                if let (Some(wd), Some(cd)) = (w.dense(), c.dense()) {
+                    let r = i * w.dim()..(i + 1) * w.dim();
                     assert_eq!(wd[r.clone()], cd[r], "{name} {i}: a text that fits");
                 }
                 continue;
@@ -582,7 +573,7 @@ fn windows_apply_to_sparse_and_multi_vectors() {
             let mut top = ws.clone();
             top.keep_top(3);
             assert_eq!(
-                &wt.sparse.as_ref().unwrap()[i],
+                &wt.sparse().unwrap()[i],
                 &top,
                 "{name} {i}: top-k of the text"
             );
@@ -604,10 +595,7 @@ fn windows_apply_to_sparse_and_multi_vectors() {
                         .all(|id| full.contains(id) && !specials.contains(id)),
                     "{name} {i}: an id outside the text"
                 );
-                let (wm, cm) = (
-                    &w.multi_vector.as_ref().unwrap()[i],
-                    &c.multi_vector.as_ref().unwrap()[i],
-                );
+                let (wm, cm) = (&w.multi_vector().unwrap()[i], &c.multi_vector().unwrap()[i]);
                 assert_eq!(wm.rows(), full.len() - 1, "{name} {i}: a vector per token");
                 for r in 0..cm.rows() - 1 {
                     assert_eq!(wm.row(r), cm.row(r), "{name} {i}: first window, row {r}");
@@ -633,11 +621,7 @@ fn encode_ids_matches_encode() {
             e.encode(&t, &req).unwrap(),
             e.encode_ids(&refs, &req).unwrap(),
         );
-        assert_eq!(
-            (a.dense, a.sparse, a.multi_vector),
-            (b.dense, b.sparse, b.multi_vector),
-            "{name}"
-        );
+        assert_eq!(a.outputs, b.outputs, "{name}");
         let bad: &[u32] = &[ids[0][0], 999_999_999, ids[0][ids[0].len() - 1]];
         let err = e.encode_ids(&[bad], &req).unwrap_err();
         assert!(err.message().contains("999999999"), "{name}: {err}");

@@ -1,5 +1,5 @@
 //! `embd encode`: texts to vectors, in batches of `--batch-size`, through one
-//! loop over a writer per output kind ([`Output`]): dense vectors, quantized
+//! loop over a writer per output kind ([`Writer`]): dense vectors, quantized
 //! vectors, token vectors, or the outputs `--emit` names (dense, sparse,
 //! multi-vector; also `--task` and `--top-k`).
 
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use clap::ValueEnum;
 use embedder::options::ProgressFn;
 use embedder::{
-    CallOptions, Embedder, EncodeRequest, EncodeTask, Encoded, Engine, Error, OutputKind,
+    CallOptions, Embedder, EncodeRequest, EncodeTask, Encoded, Engine, Error, Output, OutputKind,
     OutputPrecision, OutputRanges, TextInfo,
 };
 
@@ -135,7 +135,7 @@ enum Kind {
 
 /// One output kind of `embd encode`: how a batch of texts becomes its
 /// records.
-trait Output {
+trait Writer {
     /// Computes `chunk` and writes its records (JSONL), or keeps them (npy).
     fn batch(&mut self, chunk: &[String], w: &mut dyn Write) -> Result<(), Error>;
 
@@ -269,7 +269,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
     };
     let batch = batch_size.max(1);
-    let mut out: Box<dyn Output + '_> = match kind {
+    let mut out: Box<dyn Writer + '_> = match kind {
         Kind::Outputs(req) => Box::new(Outputs {
             e: encoder(
                 &emb,
@@ -333,7 +333,7 @@ struct Dense<'a> {
     all: Vec<f32>,
 }
 
-impl Output for Dense<'_> {
+impl Writer for Dense<'_> {
     fn batch(&mut self, chunk: &[String], w: &mut dyn Write) -> Result<(), Error> {
         let out = &mut self.buf[..chunk.len() * self.dim];
         let info = &mut self.info[..chunk.len()];
@@ -369,7 +369,7 @@ struct Quantized<'a> {
     all: Vec<u8>,
 }
 
-impl Output for Quantized<'_> {
+impl Writer for Quantized<'_> {
     fn batch(&mut self, chunk: &[String], w: &mut dyn Write) -> Result<(), Error> {
         let out = &mut self.buf[..chunk.len() * self.row];
         let info = &mut self.info[..chunk.len()];
@@ -407,7 +407,7 @@ struct TokenVectors<'a> {
     info: Vec<TextInfo>,
 }
 
-impl Output for TokenVectors<'_> {
+impl Writer for TokenVectors<'_> {
     fn batch(&mut self, chunk: &[String], w: &mut dyn Write) -> Result<(), Error> {
         let info = &mut self.info[..chunk.len()];
         let tv = self
@@ -426,7 +426,7 @@ struct Outputs<'a> {
     req: EncodeRequest,
 }
 
-impl Output for Outputs<'_> {
+impl Writer for Outputs<'_> {
     fn batch(&mut self, chunk: &[String], w: &mut dyn Write) -> Result<(), Error> {
         let enc = self.e.encode(chunk, &self.req)?;
         for i in 0..chunk.len() {
@@ -464,34 +464,38 @@ fn write_quantized_json(
 /// order of [`OutputKind::ALL`].
 fn write_encoded_json(w: &mut dyn Write, enc: &Encoded, i: usize) -> std::io::Result<()> {
     w.write_all(b"{")?;
-    if let Some(d) = &enc.dense {
-        w.write_all(b"\"embedding\": ")?;
-        write_floats(w, &d[i * enc.dim..(i + 1) * enc.dim])?;
+    for o in enc.outputs.iter() {
+        match o {
+            Output::Dense { dim, vectors } => {
+                w.write_all(b"\"embedding\": ")?;
+                write_floats(w, &vectors[i * dim..(i + 1) * dim])?;
+            }
+            Output::Sparse(s) => {
+                let v = &s[i];
+                w.write_all(b"\"sparse\": {\"indices\": [")?;
+                for (k, id) in v.indices.iter().enumerate() {
+                    if k > 0 {
+                        w.write_all(b", ")?;
+                    }
+                    write!(w, "{id}")?;
+                }
+                w.write_all(b"], \"values\": ")?;
+                write_floats(w, &v.values)?;
+                w.write_all(b"}")?;
+            }
+            Output::MultiVector(m) => {
+                let v = &m[i];
+                w.write_all(b"\"multi_vector\": [")?;
+                for r in 0..v.rows() {
+                    if r > 0 {
+                        w.write_all(b", ")?;
+                    }
+                    write_floats(w, v.row(r))?;
+                }
+                w.write_all(b"]")?;
+            }
+        }
         w.write_all(b", ")?;
-    }
-    if let Some(s) = &enc.sparse {
-        let v = &s[i];
-        w.write_all(b"\"sparse\": {\"indices\": [")?;
-        for (k, id) in v.indices.iter().enumerate() {
-            if k > 0 {
-                w.write_all(b", ")?;
-            }
-            write!(w, "{id}")?;
-        }
-        w.write_all(b"], \"values\": ")?;
-        write_floats(w, &v.values)?;
-        w.write_all(b"}, ")?;
-    }
-    if let Some(m) = &enc.multi_vector {
-        let v = &m[i];
-        w.write_all(b"\"multi_vector\": [")?;
-        for r in 0..v.rows() {
-            if r > 0 {
-                w.write_all(b", ")?;
-            }
-            write_floats(w, v.row(r))?;
-        }
-        w.write_all(b"], ")?;
     }
     let info = enc.info[i];
     writeln!(

@@ -96,10 +96,7 @@ fn similarity_outputs(
             &texts[1..],
             &EncodeRequest::new(&[kind]).task(EncodeTask::Document),
         )?;
-        let (q, d) = (
-            q.multi_vector.unwrap_or_default(),
-            d.multi_vector.unwrap_or_default(),
-        );
+        let (q, d) = (q.into_multi_vector(), d.into_multi_vector());
         for (j, doc) in d.iter().enumerate() {
             let score = q[0].max_sim(doc);
             if texts.len() == 2 {
@@ -110,10 +107,7 @@ fn similarity_outputs(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let v = e
-        .encode(texts, &EncodeRequest::new(&[kind]))?
-        .sparse
-        .unwrap_or_default();
+    let v = e.encode(texts, &EncodeRequest::new(&[kind]))?.into_sparse();
     if texts.len() == 2 {
         println!("{:.6}", v[0].dot(&v[1]));
         return Ok(ExitCode::SUCCESS);
