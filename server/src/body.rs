@@ -250,12 +250,21 @@ pub async fn read_json<T: DeserializeOwned>(st: &AppState, req: Request) -> Resu
             .map_err(|_| ApiError::backend("decoding the request body failed"))??
             .into()
     };
+    parse_json(&bytes)
+}
+
+/// A decoded body as JSON of type `T`: empty (400), nested too deep (400),
+/// not JSON (400), or not of `T`'s shape (422).
+///
+/// # Errors
+/// As above, with a message naming the cause.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::empty(
             "the request body is empty; send a JSON object",
         ));
     }
-    if let Some(at) = too_deep(&bytes) {
+    if let Some(at) = too_deep(bytes) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorType::Validation,
@@ -265,7 +274,7 @@ pub async fn read_json<T: DeserializeOwned>(st: &AppState, req: Request) -> Resu
             ),
         ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(bytes).map_err(|e| {
         let status = if e.is_data() {
             StatusCode::UNPROCESSABLE_ENTITY
         } else {
