@@ -393,11 +393,13 @@ pub(crate) fn cohere_v2_rerank() -> Value {
 
 /// The request of `/v2/embed` and `/v1/embed` (Cohere).
 fn cohere_embed_request() -> Value {
-    json!({"type": "object", "properties": {
+    json!({"type": "object", "oneOf": [{"required": ["texts"]}, {"required": ["inputs"]}],
+        "properties": {
         "model": {"type": "string"},
-        "texts": {"type": "array", "items": {"type": "string"}},
-        "inputs": {"type": "array", "items": {"type": "object", "required": ["content"],
-            "properties": {"content": {"type": "array", "items": {"type": "object",
+        "texts": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "inputs": {"type": "array", "minItems": 1, "items": {"type": "object",
+            "required": ["content"],
+            "properties": {"content": {"type": "array", "minItems": 1, "items": {"type": "object",
                 "required": ["type", "text"], "properties": {
                 "type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}}}}},
         "input_type": {"type": "string",
@@ -491,7 +493,7 @@ pub(crate) fn ollama_embeddings() -> Value {
     post(
         "Embed one prompt (Ollama's legacy route): the model's own output",
         json!({"type": "object", "required": ["model"], "properties": {
-            "model": {"type": "string"}, "prompt": {"type": "string"},
+            "model": {"type": "string", "minLength": 1}, "prompt": {"type": "string"},
             "keep_alive": {"oneOf": [{"type": "string"}, {"type": "number"}]},
             "options": {"type": "object"}
         }}),
@@ -528,8 +530,9 @@ pub(crate) fn ollama_tags() -> Value {
 pub(crate) fn ollama_show() -> Value {
     post(
         "A served embedding model's details (Ollama)",
-        json!({"type": "object", "properties": {
-            "model": {"type": "string"}, "name": {"type": "string"},
+        json!({"type": "object", "anyOf": [{"required": ["model"]}, {"required": ["name"]}],
+            "properties": {
+            "model": {"type": "string", "minLength": 1}, "name": {"type": "string", "minLength": 1},
             "verbose": {"type": "boolean"}}}),
         json!({"type": "object", "required": ["details", "model_info"], "properties": {
             "details": ollama_details(), "model_info": {"type": "object"},
