@@ -60,24 +60,32 @@ impl Keys {
         if let Some(p) = file {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| format!("--api-key-file {}: {e}", p.display()))?;
-            let before = keys.len();
-            for (n, line) in text.lines().enumerate() {
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                keys.push(check_key(
-                    line,
-                    &format!("--api-key-file {} line {}", p.display(), n + 1),
-                )?);
+            let what = format!("--api-key-file {}", p.display());
+            keys.extend(Keys::from_file_text(&text, &what)?.keys);
+        }
+        Ok(Keys { keys })
+    }
+
+    /// The keys of a key file's text, one a line (blank lines and lines
+    /// starting with `#` skipped); `what` names the file in messages.
+    ///
+    /// # Errors
+    /// A line that is not a key (naming its number, never its text), or no
+    /// key at all.
+    pub fn from_file_text(text: &str, what: &str) -> Result<Keys, String> {
+        let mut keys = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
             }
-            if keys.len() == before {
-                return Err(format!(
-                    "--api-key-file {}: the file holds no key (one key a line; lines \
-                     starting with # are comments)",
-                    p.display()
-                ));
-            }
+            keys.push(check_key(line, &format!("{what} line {}", n + 1))?);
+        }
+        if keys.is_empty() {
+            return Err(format!(
+                "{what}: the file holds no key (one key a line; lines starting with # are \
+                 comments)"
+            ));
         }
         Ok(Keys { keys })
     }
@@ -143,26 +151,37 @@ fn refusal(req: &Request, keys: &Keys) -> Option<&'static str> {
     let Some(h) = req.headers().get(AUTHORIZATION) else {
         return Some("this server needs an API key: send the header `Authorization: Bearer KEY`");
     };
-    let h = h.as_bytes().trim_ascii();
+    match bearer_token(h.as_bytes()) {
+        Err(why) => Some(why),
+        Ok(token) if keys.accepts(token) => None,
+        Ok(_) => Some("invalid API key"),
+    }
+}
+
+/// The key of an `Authorization` header value `Bearer KEY` (the scheme in
+/// any case, spaces around the key ignored).
+///
+/// # Errors
+/// Why it is not one: another scheme, or no key.
+pub fn bearer_token(h: &[u8]) -> Result<&[u8], &'static str> {
+    const EMPTY: &str = "the API key in the Authorization header is empty";
+    let h = h.trim_ascii();
     if h.eq_ignore_ascii_case(b"bearer") {
-        return Some("the API key in the Authorization header is empty");
+        return Err(EMPTY);
     }
     let token = match h.iter().position(|&b| b == b' ') {
         Some(i) if h[..i].eq_ignore_ascii_case(b"bearer") => h[i + 1..].trim_ascii(),
         _ => {
-            return Some(
+            return Err(
                 "the Authorization header is not of the form `Bearer KEY` (the only scheme \
                  this server takes)",
             )
         }
     };
     if token.is_empty() {
-        return Some("the API key in the Authorization header is empty");
-    }
-    if keys.accepts(token) {
-        None
+        Err(EMPTY)
     } else {
-        Some("invalid API key")
+        Ok(token)
     }
 }
 

@@ -100,11 +100,14 @@ impl EmbedCall {
     /// Reads an `/api/embed` body.
     ///
     /// # Errors
-    /// Ollama's 400s: not an object, an input that is not a string or a list
-    /// of strings ("invalid input type"), fields of the wrong type.
+    /// Ollama's 400s: not an object, no model, an input that is not a string
+    /// or a list of strings ("invalid input type"), fields of the wrong type.
     pub fn from_value(v: &Value) -> Result<EmbedCall, ApiError> {
         let o = object(v)?;
         let model = string_field(o, "model")?;
+        if model.is_empty() {
+            return Err(bad("model is required"));
+        }
         let input = match o.get("input") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) if s.is_empty() => Vec::new(),
