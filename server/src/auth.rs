@@ -209,9 +209,14 @@ pub async fn check(
         None => next.run(req).await,
         Some(why) => {
             let dialect = route.map_or(Dialect::Tei, |r| r.dialect);
-            let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, ErrorType::Unauthorized, why)
-                .dialect(dialect)
-                .into_response();
+            let mut err = ApiError::new(StatusCode::UNAUTHORIZED, ErrorType::Unauthorized, why)
+                .dialect(dialect);
+            // Read the body the answer does not need, so that the client's
+            // keep-alive connection survives the 401.
+            if !crate::body::discard(&st, req).await {
+                err = err.closing();
+            }
+            let mut resp = err.into_response();
             resp.headers_mut()
                 .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             resp

@@ -156,6 +156,20 @@ async fn collect(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, A
     }
 }
 
+/// Reads and drops a body the server answers without using (a refused API
+/// key), within `--payload-limit` and `--read-timeout-secs`, so that the
+/// client's keep-alive connection stays usable. False when it could not be
+/// read to its end: the answer must close the connection.
+pub async fn discard(st: &AppState, req: Request) -> bool {
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.payload_limit;
+    if check_declared_length(&parts.headers, limit).is_err() {
+        return false;
+    }
+    let timeout = Duration::from_secs(st.cfg.read_timeout_secs.max(1));
+    collect(body, limit, timeout).await.is_ok()
+}
+
 /// Rule 4, after decoding: `raw` decoded, at most `limit` bytes (the
 /// decoder is read to `limit + 1` bytes at most).
 pub fn decode(coding: Coding, raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {

@@ -656,6 +656,30 @@ fn api_keys_guard_every_route_in_its_own_error_shape() {
             assert!(!String::from_utf8_lossy(&r.body).contains("key-one"));
         }
     }
+    // A refused request's body is read, so its keep-alive connection
+    // serves the next request.
+    {
+        use std::io::Write;
+        let mut c = connect(srv.addr);
+        let body = br#"{"inputs": "a cat"}"#;
+        for auth in ["Bearer wrong-key", "Bearer key-two"] {
+            let head = format!(
+                "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Authorization: {auth}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c.write_all(body).unwrap();
+            let r = read_response(&mut c);
+            let want = if auth.ends_with("wrong-key") {
+                401
+            } else {
+                200
+            };
+            assert_eq!(r.status, want, "{auth}");
+            assert_ne!(r.header("connection"), Some("close"));
+        }
+    }
     // Refusals are counted; /metrics needs the key too.
     let metrics = with_auth(srv.addr, "GET", "/metrics", Some("Bearer key-two"), b"");
     let text = String::from_utf8_lossy(&metrics.body).to_string();
@@ -668,7 +692,8 @@ fn api_keys_guard_every_route_in_its_own_error_shape() {
         .iter()
         .filter(|r| r.access != embd_server::routes::Access::Public)
         .count() as u64;
-    assert_eq!(n, guarded * 6);
+    // Six refusals per guarded route, and the keep-alive one.
+    assert_eq!(n, guarded * 6 + 1);
     // The document declares the scheme.
     let doc = with_auth(
         srv.addr,
