@@ -1,7 +1,7 @@
 //! The fuzz entry points of the HTTP server's request parsers, shared by the
 //! cargo-fuzz targets in `fuzz/fuzz_targets/` (`ollama_embed`,
 //! `cohere_embed`, `api_keys`) and by the server's test
-//! `server/tests/fuzz_regressions.rs`, which replays their seed corpora and
+//! `server/tests/fuzz_regressions/`, which replays their seed corpora and
 //! crash inputs on stable Rust.
 //!
 //! Each takes arbitrary bytes as a request body (or a key file and an

@@ -3,9 +3,9 @@
 //! and crash inputs in `tests/data/fuzz/<target>/`, and a few thousand
 //! deterministic mutations of each seed (bytes flipped, cut, repeated), so
 //! that the parsers meet malformed bodies in every test run, not only under
-//! cargo-fuzz.
+//! cargo-fuzz. A module of the `serve` test binary.
 
-#[path = "../../fuzz/server_harness.rs"]
+#[path = "../../../fuzz/server_harness.rs"]
 mod server_harness;
 
 use std::path::{Path, PathBuf};

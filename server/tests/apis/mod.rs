@@ -2,12 +2,12 @@
 //! vectors against the sentence-transformers reference and the TEI route,
 //! the clients' error shapes and statuses, hostile bodies (wrong types,
 //! oversize inputs, every `embedding_types` combination), and the key check
-//! on every route in every error dialect.
+//! on every route in every error dialect. A module of the `serve` test
+//! binary (one link for the server's tests).
 
-mod common;
-
-use common::*;
 use serde_json::{json, Value};
+
+use crate::common::*;
 
 fn ints(v: &Value) -> Vec<i64> {
     v.as_array()
