@@ -42,10 +42,10 @@ cargo test --release
 step "aarch64: clippy, library tests under qemu-aarch64 (cortex-a72, neoverse-n1, max), the same bits as x86-64 on the references, Apple targets' cargo check"
 scripts/aarch64.sh
 
-step "HTTP server: cargo test -p embd-server (routes vs reference, batching, limits, bad input, slow clients, SIGTERM)"
+step "HTTP server: cargo test -p embd-server (routes vs reference, Ollama and Cohere embed APIs, API keys, batching, limits, bad input, request-body fuzz seeds and mutations, slow clients, SIGTERM)"
 cargo test --release -p embd-server
 
-step "HTTP server with real clients: openai SDK, huggingface_hub, requests, HF tokenizers offsets, schemathesis, 64-client load"
+step "HTTP server with real clients: openai SDK, huggingface_hub, requests, Ollama (ollama, langchain-ollama, llama-index), Cohere embed and LiteLLM, with and without API keys, HF tokenizers offsets, schemathesis, 64-client load"
 server/clients/run.sh
 
 step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy, pytest (incl. Ray)"

@@ -4,6 +4,7 @@ threads, stopped with SIGTERM (it must exit 0)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -14,12 +15,14 @@ import pytest
 
 
 @contextlib.contextmanager
-def serve(binary: Path, args: list[str]) -> Iterator[str]:
-    """Starts `binary ARGS --host 127.0.0.1 --port 0 --threads 2`; yields its URL."""
+def serve(binary: Path, args: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """Starts `binary ARGS --host 127.0.0.1 --port 0 --threads 2` (with `env`
+    added to the environment); yields its URL."""
     proc = subprocess.Popen(
         [str(binary), *args, "--host", "127.0.0.1", "--port", "0", "--threads", "2"],
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()

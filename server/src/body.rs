@@ -156,6 +156,20 @@ async fn collect(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, A
     }
 }
 
+/// Reads and drops a body the server answers without using (a refused API
+/// key), within `--payload-limit` and `--read-timeout-secs`, so that the
+/// client's keep-alive connection stays usable. False when it could not be
+/// read to its end: the answer must close the connection.
+pub async fn discard(st: &AppState, req: Request) -> bool {
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.payload_limit;
+    if check_declared_length(&parts.headers, limit).is_err() {
+        return false;
+    }
+    let timeout = Duration::from_secs(st.cfg.read_timeout_secs.max(1));
+    collect(body, limit, timeout).await.is_ok()
+}
+
 /// Rule 4, after decoding: `raw` decoded, at most `limit` bytes (the
 /// decoder is read to `limit + 1` bytes at most).
 pub fn decode(coding: Coding, raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
@@ -250,12 +264,21 @@ pub async fn read_json<T: DeserializeOwned>(st: &AppState, req: Request) -> Resu
             .map_err(|_| ApiError::backend("decoding the request body failed"))??
             .into()
     };
+    parse_json(&bytes)
+}
+
+/// A decoded body as JSON of type `T`: empty (400), nested too deep (400),
+/// not JSON (400), or not of `T`'s shape (422).
+///
+/// # Errors
+/// As above, with a message naming the cause.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::empty(
             "the request body is empty; send a JSON object",
         ));
     }
-    if let Some(at) = too_deep(&bytes) {
+    if let Some(at) = too_deep(bytes) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorType::Validation,
@@ -265,7 +288,7 @@ pub async fn read_json<T: DeserializeOwned>(st: &AppState, req: Request) -> Resu
             ),
         ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(bytes).map_err(|e| {
         let status = if e.is_data() {
             StatusCode::UNPROCESSABLE_ENTITY
         } else {

@@ -1,7 +1,8 @@
 //! Errors of the HTTP API in the shapes clients read: TEI's flat
 //! `{"error", "error_type"}` on the native routes, OpenAI's nested
-//! `{"error": {"message", "type", "param", "code"}}` on `/v1/*`, and
-//! Cohere's `{"message"}` on `/v2/rerank`.
+//! `{"error": {"message", "type", "param", "code"}}` on OpenAI's routes,
+//! Cohere's `{"message"}` on Cohere's, and Ollama's `{"error"}` (with
+//! Ollama's status codes) on `/api/*`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -27,6 +28,8 @@ pub enum ErrorType {
     NotFound,
     /// The server is stopping (503).
     Unavailable,
+    /// No API key, or not one of the server's (401).
+    Unauthorized,
 }
 
 impl ErrorType {
@@ -41,11 +44,12 @@ impl ErrorType {
             ErrorType::Timeout => "timeout",
             ErrorType::NotFound => "not_found",
             ErrorType::Unavailable => "unavailable",
+            ErrorType::Unauthorized => "unauthorized",
         }
     }
 
     /// Every type, for the metrics.
-    pub const ALL: [ErrorType; 8] = [
+    pub const ALL: [ErrorType; 9] = [
         ErrorType::Validation,
         ErrorType::Tokenizer,
         ErrorType::Backend,
@@ -54,6 +58,7 @@ impl ErrorType {
         ErrorType::Timeout,
         ErrorType::NotFound,
         ErrorType::Unavailable,
+        ErrorType::Unauthorized,
     ];
 }
 
@@ -64,8 +69,12 @@ pub enum Dialect {
     Tei,
     /// OpenAI's nested body.
     OpenAi,
-    /// Cohere's body (`/v2/rerank`).
+    /// Cohere's body (`/v2/rerank`, `/v1/embed`, `/v2/embed`).
     Cohere,
+    /// Ollama's body `{"error"}`, with Ollama's statuses: what TEI answers
+    /// 413, 415 or 422 is a 400 there, a backend failure a 500, overload a
+    /// 503.
+    Ollama,
 }
 
 /// An error answer: status, type, message, and the body shape.
@@ -125,6 +134,11 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, ErrorType::Empty, message)
     }
 
+    /// 404 not found (Ollama's unknown model).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, ErrorType::NotFound, message)
+    }
+
     /// 424 backend.
     pub fn backend(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FAILED_DEPENDENCY, ErrorType::Backend, message)
@@ -157,6 +171,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let status = match (self.dialect, self.status.as_u16()) {
+            (Dialect::Ollama, 413 | 415 | 422) => StatusCode::BAD_REQUEST,
+            (Dialect::Ollama, 424) => StatusCode::INTERNAL_SERVER_ERROR,
+            (Dialect::Ollama, 429) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => self.status,
+        };
         let body = match self.dialect {
             Dialect::Tei => json!({"error": self.message, "error_type": self.kind.name()}),
             Dialect::OpenAi => json!({"error": {
@@ -166,8 +186,9 @@ impl IntoResponse for ApiError {
                 "code": self.kind.name(),
             }}),
             Dialect::Cohere => json!({"message": self.message}),
+            Dialect::Ollama => json!({"error": self.message}),
         };
-        let mut r = (self.status, axum::Json(body)).into_response();
+        let mut r = (status, axum::Json(body)).into_response();
         if self.close {
             r.headers_mut().insert(
                 axum::http::header::CONNECTION,

@@ -6,11 +6,14 @@
 //! runtime (used by the binary and the tests); see `docs/SERVER.md`.
 
 pub mod api;
+pub mod auth;
 pub mod batcher;
 pub mod body;
+pub mod cohere;
 pub mod cors;
 pub mod error;
 pub mod metrics;
+pub mod ollama;
 pub mod openapi;
 pub mod routes;
 
@@ -40,8 +43,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     version,
     about = "Serve embedding models and rerankers over HTTP: TEI's routes (/embed, /embed_all, \
              /embed_sparse, /rerank, /tokenize, /similarity, /info, /metrics, ...), OpenAI's \
-             /v1/embeddings, the Jina / Cohere /v1/rerank, Cohere's /v2/rerank, and /encode \
-             (dense, sparse and multi-vector outputs at once)"
+             /v1/embeddings, Ollama's /api/embed, Cohere's /v2/embed and /v2/rerank, the Jina \
+             / Cohere /v1/rerank, and /encode (dense, sparse and multi-vector outputs at once)"
 )]
 pub struct Config {
     /// A model to serve (an embedder or a reranker): PATH, or NAME=PATH (NAME
@@ -112,6 +115,25 @@ pub struct Config {
     /// repeat or separate with commas. Default: none (no CORS headers).
     #[arg(long, value_name = "ORIGIN")]
     pub cors_allow_origin: Vec<String>,
+    /// An API key: requests must send `Authorization: Bearer KEY` with one of
+    /// the keys (every route but /health and /ping; /metrics too unless
+    /// --metrics-public). Repeat for several. Also read from EMBD_API_KEY
+    /// (one key) when the flag is absent; keys that must not show in `ps`
+    /// go in --api-key-file. Default: no key needed.
+    #[arg(
+        long = "api-key",
+        value_name = "KEY",
+        env = "EMBD_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// A file of API keys, one a line (blank lines and lines starting with #
+    /// skipped), added to --api-key's.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Serve /metrics without a key when API keys are set.
+    #[arg(long)]
+    pub metrics_public: bool,
 }
 
 impl Config {
@@ -122,6 +144,8 @@ impl Config {
         let mut c = Config::parse_from(["embd-serve", "-m", "x"]);
         c.models = vec![model.into()];
         c.port = 0;
+        // Not from the environment (EMBD_API_KEY): a test sets its keys.
+        c.api_keys.clear();
         c
     }
 }
@@ -186,16 +210,19 @@ pub struct AppState {
     pub stopping: AtomicBool,
     /// The origins allowed to call from a browser (`None`: CORS off).
     pub cors: Option<cors::Origins>,
+    /// The API keys (none: requests need no key).
+    pub keys: auth::Keys,
 }
 
 impl AppState {
     /// Checks `cfg`, then loads its models (their batchers start).
     ///
     /// # Errors
-    /// A bad `--cors-allow-origin`, a model that does not open, a duplicate
-    /// name.
+    /// A bad `--cors-allow-origin`, a bad API key or key file, a model that
+    /// does not open, a duplicate name.
     pub fn new(cfg: Config, metrics: Arc<Metrics>) -> Result<AppState, String> {
         let cors = cors::Origins::parse(&cfg.cors_allow_origin)?;
+        let keys = auth::Keys::load(&cfg.api_keys, cfg.api_key_file.as_deref())?;
         let models = load(&cfg, &metrics)?;
         Ok(AppState {
             models,
@@ -204,6 +231,7 @@ impl AppState {
             metrics,
             stopping: AtomicBool::new(false),
             cors,
+            keys,
         })
     }
 

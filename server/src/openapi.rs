@@ -6,7 +6,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::api::Route;
+use crate::api::{Access, Route};
+use crate::error::Dialect;
 
 fn tei_error() -> Value {
     json!({"type": "object", "required": ["error", "error_type"], "properties": {
@@ -30,6 +31,12 @@ fn cohere_error() -> Value {
     }})
 }
 
+fn ollama_error() -> Value {
+    json!({"type": "object", "required": ["error"], "properties": {
+        "error": {"type": "string"}
+    }})
+}
+
 fn inputs_schema() -> Value {
     json!({"oneOf": [
         {"type": "string"},
@@ -45,6 +52,7 @@ enum Shape {
     Tei,
     OpenAi,
     Cohere,
+    Ollama,
 }
 
 fn errors(shape: Shape, codes: &[&str]) -> Map<String, Value> {
@@ -52,6 +60,7 @@ fn errors(shape: Shape, codes: &[&str]) -> Map<String, Value> {
         Shape::Tei => tei_error(),
         Shape::OpenAi => openai_error(),
         Shape::Cohere => cohere_error(),
+        Shape::Ollama => ollama_error(),
     };
     codes
         .iter()
@@ -382,6 +391,167 @@ pub(crate) fn cohere_v2_rerank() -> Value {
     )
 }
 
+/// The request of `/v2/embed` and `/v1/embed` (Cohere).
+fn cohere_embed_request() -> Value {
+    json!({"type": "object", "oneOf": [{"required": ["texts"]}, {"required": ["inputs"]}],
+        "properties": {
+        "model": {"type": "string"},
+        "texts": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "inputs": {"type": "array", "minItems": 1, "items": {"type": "object",
+            "required": ["content"],
+            "properties": {"content": {"type": "array", "minItems": 1, "items": {"type": "object",
+                "required": ["type", "text"], "properties": {
+                "type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}}}}},
+        "input_type": {"type": "string",
+            "enum": ["search_query", "search_document", "classification", "clustering"]},
+        "embedding_types": {"type": "array", "items": {"type": "string",
+            "enum": ["float", "int8", "uint8", "binary", "ubinary"]}},
+        "output_dimension": {"type": "integer", "minimum": 1},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "truncate": {"type": "string", "enum": ["NONE", "START", "END"]}
+    }})
+}
+
+fn by_type() -> Value {
+    json!({"type": "object", "properties": {
+        "float": matrix(),
+        "int8": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+        "uint8": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+        "binary": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+        "ubinary": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}
+    }})
+}
+
+fn cohere_meta() -> Value {
+    json!({"type": "object", "properties": {
+        "api_version": {"type": "object", "properties": {"version": {"type": "string"}}},
+        "billed_units": {"type": "object",
+            "properties": {"input_tokens": {"type": "integer"}}}}})
+}
+
+/// `POST /v2/embed` (Cohere v2).
+pub(crate) fn cohere_embed_v2() -> Value {
+    post(
+        "Embed texts (Cohere's v2 shape): float, int8, uint8, binary and ubinary vectors",
+        cohere_embed_request(),
+        json!({"type": "object", "required": ["id", "embeddings"], "properties": {
+            "response_type": {"type": "string", "enum": ["embeddings_by_type"]},
+            "id": {"type": "string"}, "embeddings": by_type(),
+            "texts": {"type": "array", "items": {"type": "string"}},
+            "meta": cohere_meta()}}),
+        Shape::Cohere,
+        INFER_ERRORS,
+    )
+}
+
+/// `POST /v1/embed` (Cohere v1).
+pub(crate) fn cohere_embed_v1() -> Value {
+    post(
+        "Embed texts (Cohere's v1 shape): a list of floats, or by type with embedding_types",
+        cohere_embed_request(),
+        json!({"type": "object", "required": ["id", "embeddings", "response_type"],
+            "properties": {
+            "response_type": {"type": "string",
+                "enum": ["embeddings_floats", "embeddings_by_type"]},
+            "id": {"type": "string"},
+            "embeddings": {"oneOf": [matrix(), by_type()]},
+            "texts": {"type": "array", "items": {"type": "string"}},
+            "meta": cohere_meta()}}),
+        Shape::Cohere,
+        INFER_ERRORS,
+    )
+}
+
+/// Ollama's errors: 400 for bad bodies, 404 unknown model, 500, 503 busy.
+const OLLAMA_ERRORS: &[&str] = &["400", "404", "408", "500", "503"];
+
+/// `POST /api/embed` (Ollama).
+pub(crate) fn ollama_embed() -> Value {
+    post(
+        "Embed inputs (Ollama): L2-normalized vectors",
+        json!({"type": "object", "required": ["model"], "properties": {
+            "model": {"type": "string"},
+            "input": {"oneOf": [{"type": "string"},
+                {"type": "array", "items": {"type": "string"}}]},
+            "truncate": {"type": "boolean", "default": true},
+            "dimensions": {"type": "integer"},
+            "keep_alive": {"oneOf": [{"type": "string"}, {"type": "number"}],
+                "description": "accepted and ignored (models stay loaded)"},
+            "options": {"type": "object", "description": "accepted and ignored"}
+        }}),
+        json!({"type": "object", "required": ["model", "embeddings"], "properties": {
+            "model": {"type": "string"}, "embeddings": matrix(),
+            "total_duration": {"type": "integer"}, "load_duration": {"type": "integer"},
+            "prompt_eval_count": {"type": "integer"}}}),
+        Shape::Ollama,
+        OLLAMA_ERRORS,
+    )
+}
+
+/// `POST /api/embeddings` (Ollama, legacy).
+pub(crate) fn ollama_embeddings() -> Value {
+    post(
+        "Embed one prompt (Ollama's legacy route): the model's own output",
+        json!({"type": "object", "required": ["model"], "properties": {
+            "model": {"type": "string", "minLength": 1}, "prompt": {"type": "string"},
+            "keep_alive": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+            "options": {"type": "object"}
+        }}),
+        json!({"type": "object", "required": ["embedding"], "properties": {
+            "embedding": {"type": "array", "items": {"type": "number"}}}}),
+        Shape::Ollama,
+        OLLAMA_ERRORS,
+    )
+}
+
+fn ollama_details() -> Value {
+    json!({"type": "object", "properties": {
+        "format": {"type": "string"}, "family": {"type": "string"},
+        "quantization_level": {"type": "string"},
+        "context_length": {"type": "integer"}, "embedding_length": {"type": "integer"}}})
+}
+
+/// `GET /api/tags` (Ollama).
+pub(crate) fn ollama_tags() -> Value {
+    get(
+        "The served embedding models (Ollama's list)",
+        "application/json",
+        json!({"type": "object", "required": ["models"], "properties": {
+            "models": {"type": "array", "items": {"type": "object",
+                "required": ["name", "model"], "properties": {
+                "name": {"type": "string"}, "model": {"type": "string"},
+                "modified_at": {"type": "string"}, "size": {"type": "integer"},
+                "details": ollama_details(),
+                "capabilities": {"type": "array", "items": {"type": "string"}}}}}}}),
+    )
+}
+
+/// `POST /api/show` (Ollama).
+pub(crate) fn ollama_show() -> Value {
+    post(
+        "A served embedding model's details (Ollama)",
+        json!({"type": "object", "anyOf": [{"required": ["model"]}, {"required": ["name"]}],
+            "properties": {
+            "model": {"type": "string", "minLength": 1}, "name": {"type": "string", "minLength": 1},
+            "verbose": {"type": "boolean"}}}),
+        json!({"type": "object", "required": ["details", "model_info"], "properties": {
+            "details": ollama_details(), "model_info": {"type": "object"},
+            "capabilities": {"type": "array", "items": {"type": "string"}}}}),
+        Shape::Ollama,
+        &["400", "404", "408"],
+    )
+}
+
+/// `GET /api/version` (Ollama).
+pub(crate) fn ollama_version() -> Value {
+    get(
+        "This server's version",
+        "application/json",
+        json!({"type": "object", "required": ["version"],
+            "properties": {"version": {"type": "string"}}}),
+    )
+}
+
 /// `GET /info`.
 pub(crate) fn info() -> Value {
     get(
@@ -417,8 +587,34 @@ pub(crate) fn openapi() -> Value {
     )
 }
 
+/// A route's operation with its security: routes of [`Access::Key`] (and
+/// `/metrics`) take the bearer key when the server has keys, and answer 401
+/// in the route's error body without one.
+fn secured(r: &Route) -> Value {
+    let mut op = (r.documentation)();
+    let security = match r.access {
+        Access::Public => json!([]),
+        // Without a key when the server runs with --metrics-public.
+        Access::Metrics => json!([{"bearer": []}, {}]),
+        Access::Key => json!([{"bearer": []}]),
+    };
+    if r.access != Access::Public {
+        let shape = match r.dialect {
+            Dialect::Tei => Shape::Tei,
+            Dialect::OpenAi => Shape::OpenAi,
+            Dialect::Cohere => Shape::Cohere,
+            Dialect::Ollama => Shape::Ollama,
+        };
+        if let Some(resp) = op.get_mut("responses").and_then(Value::as_object_mut) {
+            resp.extend(errors(shape, &["401"]));
+        }
+    }
+    op["security"] = security;
+    op
+}
+
 /// The document of `routes`: each row's documentation under its path and
-/// (lower-case) method.
+/// (lower-case) method, and the bearer security scheme of `--api-key`.
 pub fn document(routes: &[Route]) -> Value {
     let mut paths = Map::new();
     for r in routes {
@@ -426,7 +622,7 @@ pub fn document(routes: &[Route]) -> Value {
             .entry(r.path)
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(o) = item.as_object_mut() {
-            o.insert(r.method.to_ascii_lowercase(), (r.documentation)());
+            o.insert(r.method.to_ascii_lowercase(), secured(r));
         }
     }
     json!({
@@ -436,8 +632,12 @@ pub fn document(routes: &[Route]) -> Value {
             "version": crate::VERSION,
             "description": "Sentence embeddings and reranking over HTTP: \
                 text-embeddings-inference's routes, OpenAI's /v1/embeddings, the \
-                Jina / Cohere /v1/rerank and Cohere's /v2/rerank (see docs/SERVER.md)."
+                Jina / Cohere /v1/rerank, Cohere's /v2/rerank, /v2/embed and /v1/embed, \
+                Ollama's /api/embed (see docs/SERVER.md)."
         },
         "paths": paths,
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+            "description": "One of the server's --api-key keys; needed only when it has \
+                keys"}}},
     })
 }

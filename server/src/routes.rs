@@ -26,38 +26,53 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-pub use crate::api::{method_of, Route};
+pub use crate::api::{method_of, Access, Route};
 use crate::batcher::{EncodeInputs, EncodeJob, Job};
 use crate::body::read_json;
 use crate::error::{ApiError, Dialect, ErrorType};
 use crate::openapi;
+use crate::{cohere, ollama};
 use crate::{AppState, EmbedModel, RerankModel};
 
-type St = Arc<AppState>;
+pub(crate) type St = Arc<AppState>;
 
-/// Every route, one row each: the router, the OpenAPI document and CORS
-/// all follow this table.
+/// Every route, one row each: the router, the OpenAPI document, CORS and
+/// the API-key check all follow this table. The last two columns: the error
+/// body the route's clients read, and who may call it with `--api-key`.
 #[rustfmt::skip]
 pub static ROUTES: &[Route] = &[
-    row("POST", "/embed",         |f| on(f, embed),             openapi::embed),
-    row("POST", "/",              |f| on(f, embed),             openapi::embed),
-    row("POST", "/v1/embeddings", |f| on(f, openai_embeddings), openapi::openai_embeddings),
-    row("POST", "/embeddings",    |f| on(f, openai_embeddings), openapi::openai_embeddings),
-    row("POST", "/tokenize",      |f| on(f, tokenize),          openapi::tokenize),
-    row("POST", "/decode",        |f| on(f, decode),            openapi::decode),
-    row("POST", "/similarity",    |f| on(f, similarity),        openapi::similarity),
-    row("POST", "/embed_all",     |f| on(f, embed_all),         openapi::embed_all),
-    row("POST", "/embed_sparse",  |f| on(f, embed_sparse),      openapi::embed_sparse),
-    row("POST", "/encode",        |f| on(f, encode),            openapi::encode),
-    row("POST", "/rerank",        |f| on(f, rerank),            openapi::rerank),
-    row("POST", "/v1/rerank",     |f| on(f, openai_rerank),     openapi::openai_rerank),
-    row("POST", "/v2/rerank",     |f| on(f, cohere_v2_rerank),  openapi::cohere_v2_rerank),
-    row("GET",  "/info",          |f| on(f, info),              openapi::info),
-    row("GET",  "/health",        |f| on(f, health),            openapi::health),
-    row("GET",  "/ping",          |f| on(f, health),            openapi::health),
-    row("GET",  "/metrics",       |f| on(f, metrics),           openapi::metrics),
-    row("GET",  "/openapi.json",  |f| on(f, openapi_document),  openapi::openapi),
+    row("POST", "/embed",          |f| on(f, embed),                 openapi::embed,               TEI,    Key),
+    row("POST", "/",               |f| on(f, embed),                 openapi::embed,               TEI,    Key),
+    row("POST", "/v1/embeddings",  |f| on(f, openai_embeddings),     openapi::openai_embeddings,   OPENAI, Key),
+    row("POST", "/embeddings",     |f| on(f, openai_embeddings),     openapi::openai_embeddings,   OPENAI, Key),
+    row("POST", "/tokenize",       |f| on(f, tokenize),              openapi::tokenize,            TEI,    Key),
+    row("POST", "/decode",         |f| on(f, decode),                openapi::decode,              TEI,    Key),
+    row("POST", "/similarity",     |f| on(f, similarity),            openapi::similarity,          TEI,    Key),
+    row("POST", "/embed_all",      |f| on(f, embed_all),             openapi::embed_all,           TEI,    Key),
+    row("POST", "/embed_sparse",   |f| on(f, embed_sparse),          openapi::embed_sparse,        TEI,    Key),
+    row("POST", "/encode",         |f| on(f, encode),                openapi::encode,              TEI,    Key),
+    row("POST", "/rerank",         |f| on(f, rerank),                openapi::rerank,              TEI,    Key),
+    row("POST", "/v1/rerank",      |f| on(f, openai_rerank),         openapi::openai_rerank,       OPENAI, Key),
+    row("POST", "/v2/rerank",      |f| on(f, cohere_v2_rerank),      openapi::cohere_v2_rerank,    COHERE, Key),
+    row("POST", "/v2/embed",       |f| on(f, cohere::embed_v2),      openapi::cohere_embed_v2,     COHERE, Key),
+    row("POST", "/v1/embed",       |f| on(f, cohere::embed_v1),      openapi::cohere_embed_v1,     COHERE, Key),
+    row("POST", "/api/embed",      |f| on(f, ollama::embed),         openapi::ollama_embed,        OLLAMA, Key),
+    row("POST", "/api/embeddings", |f| on(f, ollama::embeddings),    openapi::ollama_embeddings,   OLLAMA, Key),
+    row("GET",  "/api/tags",       |f| on(f, ollama::tags),          openapi::ollama_tags,         OLLAMA, Key),
+    row("POST", "/api/show",       |f| on(f, ollama::show),          openapi::ollama_show,         OLLAMA, Key),
+    row("GET",  "/api/version",    |f| on(f, ollama::version),       openapi::ollama_version,      OLLAMA, Key),
+    row("GET",  "/info",           |f| on(f, info),                  openapi::info,                TEI,    Key),
+    row("GET",  "/health",         |f| on(f, health),                openapi::health,              TEI,    Public),
+    row("GET",  "/ping",           |f| on(f, health),                openapi::health,              TEI,    Public),
+    row("GET",  "/metrics",        |f| on(f, metrics),               openapi::metrics,             TEI,    Metrics),
+    row("GET",  "/openapi.json",   |f| on(f, openapi_document),      openapi::openapi,             TEI,    Key),
 ];
+
+const TEI: Dialect = Dialect::Tei;
+const OPENAI: Dialect = Dialect::OpenAi;
+const COHERE: Dialect = Dialect::Cohere;
+const OLLAMA: Dialect = Dialect::Ollama;
+use Access::{Key, Metrics, Public};
 
 /// A row of [`ROUTES`].
 const fn row(
@@ -65,12 +80,16 @@ const fn row(
     path: &'static str,
     handler: fn(MethodFilter) -> MethodRouter<St>,
     documentation: fn() -> Value,
+    dialect: Dialect,
+    access: Access,
 ) -> Route {
     Route {
         method,
         path,
         handler,
         documentation,
+        dialect,
+        access,
     }
 }
 
@@ -81,12 +100,14 @@ pub fn router(state: St) -> Router {
     let mut r = Router::new();
     for route in ROUTES {
         let (m, p) = (route.method, route.path);
+        let dialect = route.dialect;
         let not_allowed = move || async move {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 ErrorType::NotFound,
                 format!("{p} answers {m} only"),
             )
+            .dialect(dialect)
         };
         r = r.route(p, (route.handler)(route.filter()).fallback(not_allowed));
     }
@@ -97,6 +118,10 @@ pub fn router(state: St) -> Router {
             format!("no route {} {}", req.method(), req.uri().path()),
         )
     })
+    .layer(axum::middleware::from_fn_with_state(
+        (Arc::clone(&state), ROUTES),
+        crate::auth::check,
+    ))
     .layer(axum::middleware::from_fn_with_state(
         (Arc::clone(&state), ROUTES),
         crate::cors::cors,
@@ -139,7 +164,7 @@ fn set_num(resp: &mut Response, name: &'static str, n: usize) {
 }
 
 /// An inference request's permit (else 429).
-fn permit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+pub(crate) fn permit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
     Arc::clone(&st.permits).try_acquire_owned().map_err(|_| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -205,17 +230,17 @@ fn parse_inputs(v: &Value, field: &str) -> Result<Vec<Input>, ApiError> {
 }
 
 /// What one embedding request came to.
-struct Embedded {
+pub(crate) struct Embedded {
     /// `n x dim` floats, or `tokens x dim` for token vectors.
-    vectors: Vec<f32>,
-    dim: usize,
+    pub(crate) vectors: Vec<f32>,
+    pub(crate) dim: usize,
     /// Tokens of each input.
-    lens: Vec<usize>,
-    tokens: usize,
-    characters: usize,
-    tokenize_time: Duration,
-    queue_time: Duration,
-    inference_time: Duration,
+    pub(crate) lens: Vec<usize>,
+    pub(crate) tokens: usize,
+    pub(crate) characters: usize,
+    pub(crate) tokenize_time: Duration,
+    pub(crate) queue_time: Duration,
+    pub(crate) inference_time: Duration,
 }
 
 /// TEI's `x-compute-*` and timing headers.
@@ -242,7 +267,7 @@ fn compute_headers(
 }
 
 impl Embedded {
-    fn headers(&self, resp: &mut Response) {
+    pub(crate) fn headers(&self, resp: &mut Response) {
         compute_headers(
             resp,
             self.tokens,
@@ -253,7 +278,7 @@ impl Embedded {
         );
     }
 
-    fn rows(&self) -> impl Iterator<Item = &[f32]> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = &[f32]> {
         self.vectors.chunks_exact(self.dim.max(1))
     }
 }
@@ -269,7 +294,7 @@ fn embed_model<'a>(st: &'a AppState, name: Option<&str>) -> Result<&'a EmbedMode
 
 /// What an embedding request asks for: a vector per input, or per token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Output {
+pub(crate) enum Output {
     Sentences,
     Tokens,
 }
@@ -277,7 +302,7 @@ enum Output {
 /// Tokenizes `inputs` under `opts` on `model`, queues them, and waits for
 /// the vectors. `allow_empty`: an empty string is an input (TEI) or refused
 /// (OpenAI).
-async fn embed_inputs(
+pub(crate) async fn embed_inputs(
     st: &AppState,
     model: &EmbedModel,
     inputs: Vec<Input>,
@@ -365,6 +390,74 @@ async fn embed_inputs(
     })
 }
 
+/// [`embed_inputs`] for the routes whose clients send every input in one
+/// request (Ollama's and Cohere's clients have no batch size to set): more
+/// inputs than `--max-client-batch-size` run as several jobs of at most that
+/// many, one after the other, and their vectors come back in order.
+pub(crate) async fn embed_inputs_chunked(
+    st: &AppState,
+    model: &EmbedModel,
+    inputs: Vec<Input>,
+    opts: CallOptions,
+    allow_empty: bool,
+) -> Result<Embedded, ApiError> {
+    let per = st.cfg.max_client_batch_size.max(1);
+    if inputs.len() <= per {
+        return embed_inputs(st, model, inputs, opts, allow_empty, Output::Sentences).await;
+    }
+    let mut all: Option<Embedded> = None;
+    let mut rest = inputs;
+    let mut offset = 0;
+    while !rest.is_empty() {
+        let tail = rest.split_off(per.min(rest.len()));
+        let chunk = std::mem::replace(&mut rest, tail);
+        let n = chunk.len();
+        let e = embed_inputs(
+            st,
+            model,
+            chunk,
+            opts.clone(),
+            allow_empty,
+            Output::Sentences,
+        )
+        .await
+        .map_err(|mut err| {
+            // "input i" of the chunk is input offset + i of the request.
+            err.message = renumber_inputs(&err.message, offset);
+            err
+        })?;
+        offset += n;
+        match &mut all {
+            None => all = Some(e),
+            Some(a) => {
+                a.vectors.extend_from_slice(&e.vectors);
+                a.lens.extend_from_slice(&e.lens);
+                a.tokens += e.tokens;
+                a.characters += e.characters;
+                a.tokenize_time += e.tokenize_time;
+                a.queue_time += e.queue_time;
+                a.inference_time += e.inference_time;
+            }
+        }
+    }
+    all.ok_or_else(|| ApiError::empty("no inputs"))
+}
+
+/// A message's leading `input I` with `I + offset`.
+fn renumber_inputs(msg: &str, offset: usize) -> String {
+    if offset == 0 {
+        return msg.to_string();
+    }
+    let Some(rest) = msg.strip_prefix("input ") else {
+        return msg.to_string();
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[..digits].parse::<usize>() {
+        Ok(i) => format!("input {}{}", i + offset, &rest[digits..]),
+        Err(_) => msg.to_string(),
+    }
+}
+
 /// The engine's answer to a job the batcher took (`queued`), or the error
 /// of a job it refused (shutting down) or dropped unanswered.
 async fn engine_answer<T>(queued: bool, rx: oneshot::Receiver<T>) -> Result<T, ApiError> {
@@ -394,7 +487,7 @@ async fn run_job(
     Ok((v, done.queue_time, done.inference_time))
 }
 
-fn truncation(
+pub(crate) fn truncation(
     st: &AppState,
     truncate: Option<bool>,
     direction: Option<&str>,
@@ -552,7 +645,7 @@ fn parse_task(task: Option<&str>) -> Result<Option<EncodeTask>, ApiError> {
 /// On the routes that go through the pooled (or token-state) path, a task
 /// means its prompt: the prompt of that name when the model stores one and
 /// the request names none, as [`embedder::Embedder::encode`] does.
-fn task_prompt(model: &EmbedModel, task: Option<EncodeTask>, opts: &mut CallOptions) {
+pub(crate) fn task_prompt(model: &EmbedModel, task: Option<EncodeTask>, opts: &mut CallOptions) {
     let Some(t) = task else { return };
     if opts.prompt.is_some() || opts.prompt_name.is_some() {
         return;
@@ -1402,7 +1495,7 @@ async fn cohere_v2_rerank(State(st): State<St>, req: Request) -> Response {
 
 /// A request id for `/v2/rerank` answers: a random version-4 UUID (from the
 /// standard library's randomly keyed hasher over a counter).
-fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::AtomicU64;
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -1,9 +1,13 @@
 //! The server on 127.0.0.1 port 0, started and stopped by each test: the
 //! routes' shapes and numbers (against the sentence-transformers reference
 //! and the in-process engine), batching across requests, limits, bad input
-//! of every kind, slow and vanishing clients, SIGTERM.
+//! of every kind, slow and vanishing clients, SIGTERM; Ollama's and
+//! Cohere's embed APIs and the API keys (`apis/`); the replay of the server's
+//! fuzz inputs (`fuzz_regressions/`).
 
+mod apis;
 mod common;
+mod fuzz_regressions;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -1291,7 +1295,8 @@ fn cors_is_off_by_default_and_answers_preflights_when_on() {
     // Off: no CORS headers, OPTIONS is a method no route answers.
     let srv = start(&m, |_| {});
     let r = preflight(srv.addr, "/v1/embeddings", page);
-    tei_error(&r, 405, "not_found");
+    // In the route's own error body (OpenAI's here).
+    openai_error(&r, 405, "not_found");
     assert_eq!(r.header("access-control-allow-origin"), None);
     let r = with_headers(
         srv.addr,
