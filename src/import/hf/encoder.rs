@@ -626,15 +626,19 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
     let layout = super::outputs::layout(root)?;
     let dir = layout.dir.as_path();
     let config_path = dir.join("config.json");
-    let cfg = read_json(&config_path)?;
+    let mut cfg = read_json(&config_path)?;
     let cfile = "config.json";
-    let model_type = cfg.get("model_type").and_then(Value::as_str).unwrap_or("");
-    let archs: Vec<&str> = cfg
+    let model_type = cfg
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let archs: Vec<String> = cfg
         .get("architectures")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
         .unwrap_or_default();
-    let Some(family) = crate::model::arch::by_hf_model_type(model_type) else {
+    let Some(family) = crate::model::arch::by_hf_model_type(&model_type) else {
         let types: Vec<&str> = crate::model::arch::FAMILIES
             .iter()
             .flat_map(|f| f.hf_model_types.iter().copied())
@@ -645,6 +649,10 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
             types.join(", ")
         )));
     };
+    // Another layout of the family's `config.json` read as the core keys,
+    // before anything reads them.
+    (family.hf_alias)(&mut cfg)?;
+    let cfg = cfg;
     let mut family_md = BTreeMap::new();
     (family.hf_config)(&cfg, &mut family_md)?;
     // The BERT-shaped families' activation key (a family with its own says
@@ -861,7 +869,10 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
             tensors.push(t);
             Some(md)
         }
-        None if classifier => Some(classifier_metadata(dir, &cfg, &archs, &tensors)?),
+        None if classifier => {
+            let archs: Vec<&str> = archs.iter().map(String::as_str).collect();
+            Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
+        }
         None => None,
     };
 

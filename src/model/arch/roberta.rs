@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::Result;
 use crate::model::names::TensorNames;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The same modules as BERT.
 const NAMES: TensorNames = super::bert::NAMES;
@@ -42,6 +43,7 @@ pub static ROBERTA: Family = Family {
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    tokenizers: &[TokenizerKind::Bpe],
     ..super::bert::FAMILY_BLOCKS
 };
 
@@ -57,6 +59,7 @@ pub static XLM_ROBERTA: Family = Family {
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    tokenizers: &[TokenizerKind::Unigram],
     ..super::bert::FAMILY_BLOCKS
 };
 
