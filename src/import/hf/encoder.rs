@@ -636,7 +636,12 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
     let archs: Vec<String> = cfg
         .get("architectures")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let Some(family) = crate::model::arch::by_hf_model_type(&model_type) else {
         let types: Vec<&str> = crate::model::arch::FAMILIES

@@ -136,13 +136,17 @@ fn hf_alias(cfg: &mut Value) -> Result<()> {
     }
     // The gated MLP's width: `n_inner` rounded up to a multiple of 256
     // (flash-attn's `GatedMlp`, which the remote code builds).
-    let inner = cfg.get("n_inner").and_then(Value::as_u64).ok_or_else(|| {
-        unsupported("NomicBERT n_inner is missing (the MLP width)".to_string())
-    })?;
+    let inner = cfg
+        .get("n_inner")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| unsupported("NomicBERT n_inner is missing (the MLP width)".to_string()))?;
     let o = cfg
         .as_object_mut()
         .ok_or_else(|| Error::model("config.json is not an object"))?;
-    o.insert("intermediate_size".into(), inner.div_ceil(256).saturating_mul(256).into());
+    o.insert(
+        "intermediate_size".into(),
+        inner.div_ceil(256).saturating_mul(256).into(),
+    );
     o.insert("hidden_act".into(), "silu".into());
     o.remove("n_inner");
     o.remove("activation_function");
