@@ -27,9 +27,10 @@ const MODELS: [(&str, &str); 6] = [
 ];
 
 /// Lines in `<name>_reference.jsonl`: 353 for the families, 346 for the
-/// architectures (`shared/reference/architectures`).
+/// architectures (`shared/reference/architectures`) and the encoders
+/// (`shared/reference/encoders`).
 fn lines(name: &str) -> usize {
-    if is_architecture(name) {
+    if is_architecture(name) || crate::encoders::is_encoder(name) {
         346
     } else {
         353
@@ -45,21 +46,23 @@ fn is_architecture(name: &str) -> bool {
 }
 
 /// The folder of `name` and its reference files.
-fn source_dir(name: &str) -> PathBuf {
+pub(crate) fn source_dir(name: &str) -> PathBuf {
     if is_architecture(name) {
         shared_dir().join("reference/architectures")
+    } else if crate::encoders::is_encoder(name) {
+        shared_dir().join("reference/encoders")
     } else {
         families_dir()
     }
 }
 
 /// f32 bars: worst cosine to the reference, largest absolute difference.
-const F32_WORST_COSINE: f64 = 0.99999;
-const F32_MAX_ABS: f64 = 1e-5;
+pub(crate) const F32_WORST_COSINE: f64 = 0.99999;
+pub(crate) const F32_MAX_ABS: f64 = 1e-5;
 
 /// The same-recipe random-BERT baseline, measured with the engine:
 /// (worst, mean) cosine to the reference per reduced precision.
-fn baseline(p: Precision) -> (f64, f64) {
+pub(crate) fn baseline(p: Precision) -> (f64, f64) {
     match p {
         Precision::F32 => (F32_WORST_COSINE, F32_WORST_COSINE),
         Precision::Bf16 => (0.99934, 0.99934),
@@ -71,14 +74,14 @@ fn families_dir() -> PathBuf {
     shared_dir().join("reference/families")
 }
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(embd_bin())
         .args(args)
         .output()
         .expect("embd runs")
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -86,7 +89,7 @@ fn stderr(o: &Output) -> String {
 /// under the target directory, so `cargo clean` removes it). A static is never
 /// dropped, so the directories of earlier test processes (~700 MB each) are
 /// removed here once their process has ended (Linux: no `/proc/<pid>`).
-fn work_dir() -> &'static Path {
+pub(crate) fn work_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -118,7 +121,7 @@ fn remove_ended_processes_dirs(tmp: &Path) {
 }
 
 /// `families/<name>` converted by `embd convert` (once per process).
-fn converted(name: &str) -> PathBuf {
+pub(crate) fn converted(name: &str) -> PathBuf {
     static DONE: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
     let map = done.get_or_insert_with(HashMap::new);
@@ -132,7 +135,7 @@ fn converted(name: &str) -> PathBuf {
 }
 
 /// `embd convert SRC -o OUT EXTRA...`, which must succeed.
-fn convert(src: &Path, out: &Path, extra: &[&str]) {
+pub(crate) fn convert(src: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec![
         "convert",
         src.to_str().unwrap(),
@@ -149,9 +152,11 @@ fn convert(src: &Path, out: &Path, extra: &[&str]) {
     );
 }
 
-fn reference(name: &str) -> Vec<RefCase> {
+pub(crate) fn reference(name: &str) -> Vec<RefCase> {
     let sub = if is_architecture(name) {
         "architectures"
+    } else if crate::encoders::is_encoder(name) {
+        "encoders"
     } else {
         "families"
     };
@@ -160,7 +165,7 @@ fn reference(name: &str) -> Vec<RefCase> {
     cases
 }
 
-fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
+pub(crate) fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
     cases
         .iter()
         .map(|c| c.embedding.clone().expect("reference embedding"))
@@ -168,7 +173,7 @@ fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
 }
 
 /// Cosine and largest absolute difference of one row against its reference.
-fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
+pub(crate) fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
     assert_eq!(got.len(), want.len(), "dimension");
     let (mut dot, mut na, mut nb, mut max_abs) = (0f64, 0f64, 0f64, 0f64);
     for (a, b) in got.iter().zip(want) {
@@ -182,7 +187,7 @@ fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
 }
 
 /// Worst cosine, mean cosine and largest absolute difference over all rows.
-fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
+pub(crate) fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
     let dim = refs[0].len();
     assert_eq!(got.len(), refs.len() * dim, "rows x dim");
     let (mut worst, mut sum, mut max_abs) = (1f64, 0f64, 0f64);
@@ -196,7 +201,7 @@ fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
 }
 
 /// Asserts the f32 bars on every line, naming the first failing lines.
-fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) {
+pub(crate) fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) {
     let dim = refs[0].len();
     assert_eq!(got.len(), refs.len() * dim, "{what}: rows x dim");
     let bad: Vec<String> = got
@@ -218,7 +223,7 @@ fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) 
     );
 }
 
-fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
+pub(crate) fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
     assert_eq!(got.len(), cases.len(), "{what}: line count");
     let bad: Vec<String> = got
         .iter()
@@ -244,11 +249,11 @@ fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
     );
 }
 
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
+pub(crate) fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-fn embed_batched(e: &Embedder, texts: &[&str], batch: usize) -> Vec<f32> {
+pub(crate) fn embed_batched(e: &Embedder, texts: &[&str], batch: usize) -> Vec<f32> {
     let dim = e.dim();
     let mut out = vec![0.0f32; texts.len() * dim];
     for (t, o) in texts.chunks(batch).zip(out.chunks_mut(batch * dim)) {
@@ -293,7 +298,7 @@ fn api_ids_and_embeddings_match_reference() {
 }
 
 /// `{"text": ...}` per line, for `--jsonl` input.
-fn write_input(path: &Path, texts: &[&str]) {
+pub(crate) fn write_input(path: &Path, texts: &[&str]) {
     let mut s = String::new();
     for t in texts {
         s.push_str(&serde_json::json!({ "text": t }).to_string());
@@ -302,7 +307,11 @@ fn write_input(path: &Path, texts: &[&str]) {
     std::fs::write(path, s).unwrap();
 }
 
-fn jsonl_field<T>(out: &Output, field: &str, f: impl Fn(&serde_json::Value) -> T) -> Vec<T> {
+pub(crate) fn jsonl_field<T>(
+    out: &Output,
+    field: &str,
+    f: impl Fn(&serde_json::Value) -> T,
+) -> Vec<T> {
     assert!(out.status.success(), "embd: {}", stderr(out));
     String::from_utf8(out.stdout.clone())
         .expect("UTF-8 output")
@@ -314,7 +323,7 @@ fn jsonl_field<T>(out: &Output, field: &str, f: impl Fn(&serde_json::Value) -> T
         .collect()
 }
 
-fn ids_of(v: &serde_json::Value) -> Vec<u32> {
+pub(crate) fn ids_of(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
         .expect("input_ids array")
         .iter()
@@ -322,7 +331,7 @@ fn ids_of(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
-fn floats_of(v: &serde_json::Value) -> Vec<f32> {
+pub(crate) fn floats_of(v: &serde_json::Value) -> Vec<f32> {
     v.as_array()
         .expect("embedding array")
         .iter()

@@ -64,6 +64,15 @@ pub static XLM_ROBERTA: Family = Family {
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
+    // jinaai/jina-embeddings-v3 says `xlm-roberta` and runs remote code:
+    // rotary positions and task LoRA adapters. Read as a plain XLM-R it
+    // would be silently wrong; the adapters have no reference.
+    if cfg.get("lora_adaptations").is_some_and(|v| !v.is_null()) {
+        return Err(crate::error::Error::unsupported(
+            "config.json: task LoRA adapters (lora_adaptations: jina-embeddings-v3's remote code) \
+             are not supported: no reference runs them, and without them the output differs",
+        ));
+    }
     super::bert::check_absolute_encoder(cfg, "RoBERTa")?;
     // HF `RobertaEmbeddings.padding_idx` is the config's `pad_token_id`.
     let pad = cfg.get("pad_token_id").and_then(Value::as_u64).unwrap_or(1);
