@@ -1,6 +1,7 @@
 //! The encoder families of `shared/reference/encoders/` (NomicBERT, GTE,
 //! DistilBERT with distiluse's Dense head and the SPLADE document encoder,
-//! model2vec / potion static models): each folder converted with the built
+//! the jina-embeddings-v3 backbone, mmBERT, EuroBERT, model2vec / potion
+//! static models): each folder converted with the built
 //! `embd`, then checked against the real libraries' outputs on every
 //! reference line, through the Rust API and the CLI, in f32 (exact), bf16
 //! and int8 (against the same-recipe random-BERT bars of `families.rs`),
@@ -20,11 +21,15 @@ use crate::families::{
 };
 
 /// The dense encoder folders (`<name>/`, `<name>_reference.jsonl`).
-const DENSE: [&str; 4] = [
+const DENSE: [&str; 8] = [
     "nomic-embed-tiny",
     "gte-tiny",
     "distilbert-tiny",
     "distiluse-tiny",
+    "jina-v3-tiny",
+    "mmbert-tiny",
+    "eurobert-tiny",
+    "eurobert-lasttoken-tiny",
 ];
 
 /// Whether `name` is a folder of `shared/reference/encoders`.
@@ -159,6 +164,60 @@ fn groups(rows: &[PromptRow]) -> Vec<(String, Option<usize>, Vec<&PromptRow>)> {
     out
 }
 
+/// EuroBERT's last-token model's `query` / `document` prompts.
+#[test]
+fn eurobert_prompts_match_reference() {
+    let name = "eurobert-lasttoken-tiny";
+    let path = converted(name);
+    let rows = prompt_rows(&format!("{name}_prompt_reference.jsonl"));
+    assert_eq!(rows.len(), 120, "prompt reference lines");
+    for (prompt, _, rows) in groups(&rows) {
+        let texts: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
+        let refs: Vec<Vec<f32>> = rows.iter().map(|r| r.4.clone()).collect();
+        let e = Embedder::open(&path, &Options::new().prompt_name(prompt.as_str())).unwrap();
+        for r in &rows {
+            if let Some(ids) = &r.3 {
+                assert_eq!(&e.tokenize(&r.2), ids, "{name} {prompt}: ids of {:?}", r.2);
+            }
+        }
+        let got = embed_batched(&e, &texts, 16);
+        assert_f32_close(&format!("{name} {prompt}"), &got, &refs, &texts);
+    }
+}
+
+/// The tokenizer case files (ids without truncation) through `embd tokenize
+/// --no-truncate`: distiluse's cased multilingual-style WordPiece, mmBERT's
+/// Gemma-style BPE, EuroBERT's Llama-3-style BPE.
+#[test]
+fn cli_tokenize_matches_the_encoder_case_files() {
+    for (name, cases_file) in [
+        ("distiluse-tiny", "cased_wordpiece_cases.jsonl"),
+        ("mmbert-tiny", "mmbert_tokenizer_cases.jsonl"),
+        ("eurobert-tiny", "llama3_bpe_cases.jsonl"),
+    ] {
+        let path = converted(name);
+        let cases = read_reference(&format!("encoders/{cases_file}"));
+        assert_eq!(cases.len(), 346, "{cases_file}");
+        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+        let input = work_dir().join(format!("{name}-encoder-cases.jsonl"));
+        write_input(&input, &texts);
+        let o = run(&[
+            "tokenize",
+            "-m",
+            path.to_str().unwrap(),
+            "--no-truncate",
+            "--jsonl",
+            "--input",
+            input.to_str().unwrap(),
+        ]);
+        assert_ids(
+            &format!("{cases_file} (embd tokenize, {name})"),
+            &jsonl_field(&o, "input_ids", ids_of),
+            &cases,
+        );
+    }
+}
+
 /// nomic's four task prompts (`query`, `document`, `clustering`) and its
 /// v1.5 Matryoshka recipe (layer norm, cut, normalize) through the API and
 /// `embd encode`; sentence-transformers' plain truncation is not it.
@@ -271,11 +330,16 @@ fn splade_distilbert_matches_reference() {
                 &sparse_of(&r["query_sparse"]),
             );
             if p == Precision::F32 {
-                crate::outputs::assert_sparse(
-                    &format!("document {i}"),
-                    &d[i],
-                    &sparse_of(&r["document_sparse"]),
-                );
+                // The ids exactly, the weights within the f32 bar (1e-5).
+                let want = sparse_of(&r["document_sparse"]);
+                assert_eq!(d[i].indices, want.indices, "document {i}: ids");
+                for (k, (a, b)) in d[i].values.iter().zip(&want.values).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5,
+                        "document {i}: id {} weight {a} vs {b}",
+                        want.indices[k]
+                    );
+                }
             } else {
                 // int8: the weights of the reference's ids mostly kept.
                 let want = sparse_of(&r["document_sparse"]);

@@ -824,7 +824,16 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
         Some(spec) if family.special_tokens.declared() => spec
             .declared_specials(tok_cfg.as_ref())?
             .special_ids(&spec.template()?),
-        _ => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
+        // A family's names, else (another vocabulary's, as mmBERT's Gemma
+        // tokenizer in a ModernBERT folder) what the tokenizer declares.
+        Some(spec) => match special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens) {
+            Ok(ids) => ids,
+            Err(named) => spec
+                .declared_specials(tok_cfg.as_ref())
+                .and_then(|d| Ok(d.special_ids(&spec.template()?)))
+                .map_err(|_| named)?,
+        },
+        None => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
     };
     let mut extra_specials = if spec.is_none() {
         check_post_processor(tok_json.as_ref(), family, &specials)?;

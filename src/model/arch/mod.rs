@@ -27,8 +27,10 @@ use crate::tokenizer::spec::TokenizerKind;
 
 pub mod bert;
 pub mod distilbert;
+pub mod eurobert;
 pub mod gemma3;
 pub mod gte;
+pub mod jina_v3;
 pub mod modernbert;
 pub mod mpnet;
 pub mod nomic_bert;
@@ -47,6 +49,8 @@ pub static FAMILIES: &[&Family] = &[
     &nomic_bert::FAMILY,
     &gte::FAMILY,
     &distilbert::FAMILY,
+    &jina_v3::FAMILY,
+    &eurobert::FAMILY,
 ];
 
 /// The family whose metadata `architecture` is `name`.
@@ -511,7 +515,7 @@ mod tests {
         assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
         assert_eq!(
             names(),
-            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert"
+            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert"
         );
     }
 
