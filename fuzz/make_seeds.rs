@@ -424,6 +424,98 @@ fn hf_dir_seeds() -> Vec<Vec<u8>> {
     hf_record(&mut minimal, 7, &st);
     let mut out = vec![full, minimal];
     out.extend(modernbert_seeds());
+    out.extend(encoder_family_seeds(&tok_json));
+    out
+}
+
+/// NomicBERT (the hub's remote-code keys and transformers 5's native ones),
+/// DistilBERT (its own keys) and a model2vec static folder, over the tiny
+/// BERT's WordPiece `tokenizer.json`: the families' config-alias steps and
+/// the static importer.
+fn encoder_family_seeds(tok_json: &serde_json::Value) -> Vec<Vec<u8>> {
+    let vocab = tok_json["model"]["vocab"].as_object().expect("vocab").len();
+    let (h, heads, inter) = (4usize, 2usize, 8usize);
+    let tensors = |arch: &str, extra: &[(&str, String)]| -> Vec<u8> {
+        let mut md: std::collections::BTreeMap<String, String> = [
+            ("architecture", arch.to_string()),
+            ("hidden_size", h.to_string()),
+            ("embedding_dim", h.to_string()),
+            ("num_layers", "1".to_string()),
+            ("num_attention_heads", heads.to_string()),
+            ("intermediate_size", inter.to_string()),
+            ("max_position_emb", "8".to_string()),
+            ("vocab_size", vocab.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        for (k, v) in extra {
+            md.insert(k.to_string(), v.clone());
+        }
+        let cfg = embedder::ModelConfig::from_metadata(&md).expect("a family config");
+        let data: Vec<(String, Vec<usize>, Vec<u8>)> =
+            embedder::model::encoder::required_tensors(&cfg)
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, shape))| {
+                    let n: usize = shape.iter().product();
+                    let b = values(n, i as u64)
+                        .iter()
+                        .flat_map(|x| x.to_le_bytes())
+                        .collect();
+                    (name, shape, b)
+                })
+                .collect();
+        f32_safetensors(&data)
+    };
+    let nomic_st = tensors("nomic_bert", &[("type_vocab_size", "2".into())]);
+    let nomic_hub = serde_json::json!({
+        "model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": h,
+        "n_layer": 1, "n_head": heads, "n_inner": inter, "n_positions": 8,
+        "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": false,
+        "activation_function": "swiglu", "qkv_proj_bias": false, "mlp_fc1_bias": false,
+        "mlp_fc2_bias": false, "prenorm": false, "layer_norm_epsilon": 1e-12,
+        "type_vocab_size": 2, "vocab_size": vocab
+    });
+    let nomic_native = serde_json::json!({
+        "model_type": "nomic_bert", "hidden_size": h, "num_hidden_layers": 1,
+        "num_attention_heads": heads, "intermediate_size": inter, "max_position_embeddings": 8,
+        "hidden_act": "silu", "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0},
+        "type_vocab_size": 2
+    });
+    let distil_st = tensors("distilbert", &[]);
+    let distil = serde_json::json!({
+        "model_type": "distilbert", "dim": h, "n_layers": 1, "n_heads": heads,
+        "hidden_dim": inter, "max_position_embeddings": 8, "activation": "gelu",
+        "sinusoidal_pos_embds": false
+    });
+    let m2v = serde_json::json!({"model_type": "model2vec", "normalize": true, "max_length": 4});
+    let emb: Vec<u8> = values(vocab * h, 7)
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let m2v_st = f32_safetensors(&[("embeddings".to_string(), vec![vocab, h], emb)]);
+    let st_modules = serde_json::json!([
+        {"idx": 0, "name": "0", "path": ".", "type": "sentence_transformers.models.StaticEmbedding"},
+        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"}
+    ]);
+    let mut out = Vec::new();
+    for (config, st, modules) in [
+        (&nomic_hub, &nomic_st, None),
+        (&nomic_native, &nomic_st, None),
+        (&distil, &distil_st, None),
+        (&m2v, &m2v_st, None),
+        (&m2v, &m2v_st, Some(&st_modules)),
+    ] {
+        let mut f = Vec::new();
+        hf_record(&mut f, 0, config.to_string().as_bytes());
+        hf_record(&mut f, 2, tok_json.to_string().as_bytes());
+        if let Some(m) = modules {
+            hf_record(&mut f, 5, m.to_string().as_bytes());
+        }
+        hf_record(&mut f, 7, st);
+        out.push(f);
+    }
     out
 }
 

@@ -560,6 +560,31 @@ embd_status embd_options_set_precision(embd_options *options, embd_precision pre
 embd_status embd_options_set_dimensions(embd_options *options, size_t dimensions);
 
 /**
+ * The Matryoshka recipe: how a sentence vector is cut to the dimensions
+ * of `embd_options_set_dimensions`. `"truncate"` (the default, as NULL) is
+ * sentence-transformers' `truncate_dim`: the first components, normalized
+ * again when the model normalizes. `"layer-norm"` is nomic-embed-text-v1.5's
+ * recipe: a layer norm without affine (eps 1e-5) over the whole vector, the
+ * cut, then L2 normalization; it applies to every sentence vector, cut or
+ * not. No model file says which one a model wants. Token vectors are always
+ * truncated.
+ *
+ * - `options`: borrowed for the duration of the call.
+ * - `name`: NUL-terminated UTF-8, borrowed for the duration of the call;
+ *   NULL sets `"truncate"`.
+ *
+ * Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT` (`options`),
+ * `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_UTF8`,
+ * `EMBD_STATUS_INVALID_ARGUMENT` (a name that is not a recipe, named).
+ *
+ * Thread safety: must not race with other calls using the same `options`.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+embd_status embd_options_set_matryoshka(embd_options *options, const char *name);
+
+/**
  * Sets a prompt prepended to every text, as sentence-transformers'
  * `prompt`: the model reads the prompt followed by the text (truncated
  * together to the maximum sequence length; token counts include the

@@ -22,6 +22,7 @@ use crate::options::Options;
 use crate::quantize::{quantize_embeddings, OutputPrecision, OutputRanges};
 use crate::runtime::{Framed, Runtime, Track, GROUP as TEXT_GROUP};
 use crate::tokenizer::Tokenizer;
+use crate::vector::Matryoshka;
 
 pub use crate::limits::{MAX_BATCH, MAX_TEXT_BYTES};
 pub(crate) use crate::runtime::check_info;
@@ -44,6 +45,8 @@ pub struct Embedder {
     normalize: bool,
     /// Output dimension: the model's, or the [`Options::dimensions`] cut.
     dim: usize,
+    /// How a sentence vector is cut to `dim` ([`Options::matryoshka`]).
+    matryoshka: Matryoshka,
     /// Ranges of `int8` / `uint8` output: the caller's, else the file's.
     output_ranges: Option<OutputRanges>,
     /// Prepended to every text (empty: none).
@@ -137,9 +140,16 @@ impl Embedder {
         let dim = check_dimensions(opts.dimensions, full_dim)?;
         let output_ranges =
             crate::quantize::resolve_ranges(&file, opts.output_ranges.as_ref(), full_dim, dim)?;
+        if opts.matryoshka == Matryoshka::LayerNorm && opts.window_overlap.is_some() {
+            return Err(Error::invalid_argument(
+                "long-text windows with the layer-norm Matryoshka recipe are not supported \
+                 (the recipe is defined on one vector per text)",
+            ));
+        }
         Ok(Embedder {
             normalize,
             dim,
+            matryoshka: opts.matryoshka,
             output_ranges,
             prompt,
             prompts: parse_prompts(&file.metadata)?,
@@ -488,6 +498,7 @@ impl Embedder {
             normalize: self.normalize,
             dim: self.dim,
             tokens: false,
+            matryoshka: self.matryoshka,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::formats::finalfusion::Embeddings;
 use crate::formats::{ChecksumStatus, FormatKind, ModelFile, ReadOptions};
 use crate::model::dense::cut_rows;
 use crate::model::pooling::Pooling;
+use crate::model::static_vocab::{Behaviour, StaticVocab};
 use crate::options::CallOptions;
 use crate::options::Options;
 use crate::quantize::{OutputPrecision, OutputRanges};
@@ -361,6 +362,193 @@ impl Embed for StaticEmbedder {
     }
 }
 
+/// A static vocabulary embedder (model2vec / potion, sentence-transformers'
+/// `StaticEmbedding`): the text's token ids looked up in one table and
+/// averaged ([`crate::model::static_vocab`]), as the library the file
+/// follows does. No transformer runs.
+pub struct VocabEmbedder {
+    model: StaticVocab,
+    tokenizer: crate::tokenizer::Tokenizer,
+    name: String,
+    format: FormatKind,
+    /// Output dimension (the [`Options::dimensions`] cut, or all).
+    dim: usize,
+    /// Ranges of `int8` / `uint8` output.
+    output_ranges: Option<OutputRanges>,
+}
+
+impl std::fmt::Debug for VocabEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VocabEmbedder")
+            .field("name", &self.name)
+            .field("behaviour", &self.model.behaviour())
+            .field("dim", &self.dim)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VocabEmbedder {
+    /// Builds the embedder over a model file whose metadata says
+    /// `model2vec`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Model`] for a missing table or key; options that do not
+    /// apply (a token limit, windows, prompts, another normalization than
+    /// the library's), named.
+    pub fn from_model_file(file: ModelFile, opts: &Options) -> Result<VocabEmbedder> {
+        for (set, what) in [
+            (opts.max_seq_length.is_some(), "max_seq_length"),
+            (opts.window_overlap.is_some(), "long-text windows"),
+            (
+                opts.prompt.as_deref().is_some_and(|p| !p.is_empty()) || opts.prompt_name.is_some(),
+                "prompts",
+            ),
+            (
+                opts.matryoshka != crate::vector::Matryoshka::Truncate,
+                "the layer-norm Matryoshka recipe",
+            ),
+        ] {
+            if set {
+                return Err(Error::invalid_argument(format!(
+                    "{what} do not apply to static vocabulary models"
+                )));
+            }
+        }
+        let format = file.format;
+        let name = file
+            .metadata
+            .get("model_name")
+            .cloned()
+            .unwrap_or_else(|| "static-vocabulary".to_string());
+        let vocab = file
+            .vocab
+            .clone()
+            .ok_or_else(|| Error::model("static vocabulary model without a vocabulary"))?;
+        let file = std::sync::Arc::new(file);
+        let tokenizer = crate::model::static_vocab::tokenizer(&file, vocab.clone())?;
+        let mut model = StaticVocab::load(&file, &vocab)?;
+        if let Some(n) = opts.normalize {
+            model.set_normalize(n);
+        }
+        let full = model.dim();
+        let dim = check_dimensions(opts.dimensions, full)?;
+        let output_ranges =
+            crate::quantize::resolve_ranges(&file, opts.output_ranges.as_ref(), full, dim)?;
+        Ok(VocabEmbedder {
+            model,
+            tokenizer,
+            name,
+            format,
+            dim,
+            output_ranges,
+        })
+    }
+
+    /// The library whose vectors the model gives.
+    pub fn behaviour(&self) -> Behaviour {
+        self.model.behaviour()
+    }
+}
+
+impl Embed for VocabEmbedder {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    /// model2vec's `max_length`; 0 (unbounded) for sentence-transformers.
+    fn max_seq_length(&self) -> usize {
+        self.model.max_length().unwrap_or(0)
+    }
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: self.name.clone(),
+            format: self.format,
+            dim: self.dim,
+            num_layers: 0,
+            num_heads: 0,
+            hidden_size: self.model.dim(),
+            vocab_size: self.model.vocab_size(),
+            max_seq_length: self.max_seq_length(),
+            pooling: Pooling::Mean,
+            normalize: self.model.normalize(),
+            precision: crate::model::precision::Precision::F32,
+        }
+    }
+    /// The ids averaged (no special tokens; model2vec: cut, `[UNK]`
+    /// dropped).
+    fn tokenize(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        self.model.ids(&self.tokenizer, text, &mut ids);
+        ids
+    }
+    fn tokenize_full(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        self.tokenizer.encode_raw(text, &mut ids);
+        ids
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        self.tokenize(text).len()
+    }
+    fn call_dim(&self, opts: &CallOptions) -> Result<usize> {
+        check_static_call(opts)?;
+        Ok(self.dim)
+    }
+    /// Each text's averaged id count in `info`; truncated when model2vec cut
+    /// ids.
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        opts: &CallOptions,
+        out: &mut [f32],
+        mut info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        check_static_call(opts)?;
+        let (dim, full) = (self.dim, self.model.dim());
+        check_batch(texts, out.len(), dim)?;
+        check_info(texts.len(), info.as_deref())?;
+        let (mut ids, mut v) = (Vec::new(), vec![0.0f32; full]);
+        for (i, (t, row)) in texts.iter().zip(out.chunks_mut(dim)).enumerate() {
+            let all = self.model.ids(&self.tokenizer, t, &mut ids);
+            if let Some(info) = info.as_deref_mut() {
+                info[i] = TextInfo {
+                    tokens: ids.len(),
+                    truncated: self.model.max_length().is_some_and(|m| all > m),
+                };
+            }
+            if dim == full {
+                self.model.embed(&ids, row)?;
+            } else {
+                self.model.embed(&ids, &mut v)?;
+                cut_rows(&v, full, row, dim, self.model.normalize());
+            }
+        }
+        Ok(())
+    }
+    fn output_ranges(&self) -> Option<&OutputRanges> {
+        self.output_ranges.as_ref()
+    }
+    fn embed_quantized_texts(
+        &self,
+        texts: &[&str],
+        precision: OutputPrecision,
+        out: &mut [u8],
+        info: Option<&mut [TextInfo]>,
+    ) -> Result<()> {
+        let call = CallOptions::default();
+        crate::embedder::embed_quantized(
+            texts,
+            self.dim,
+            precision,
+            self.output_ranges.as_ref(),
+            out,
+            info,
+            |t, o, i, _| (self.embed_texts(t, &call, o, i), t.len()),
+        )
+    }
+    fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
+        Err(self)
+    }
+}
+
 /// Static word-embedding models take only the default call options.
 fn check_static_call(opts: &CallOptions) -> Result<()> {
     if *opts == CallOptions::default() {
@@ -432,6 +620,17 @@ impl Engine {
                     e.dims()
                 )
             }
+            crate::model::static_vocab::ARCHITECTURE => {
+                let e = VocabEmbedder::from_model_file(m, &Options::new())?;
+                let info = e.info();
+                format!(
+                    "static vocabulary model '{}' ({} ids, dim {}, {} behaviour)",
+                    info.name,
+                    info.vocab_size,
+                    info.dim,
+                    e.behaviour().name()
+                )
+            }
             "gpt2" => {
                 let cfg = crate::formats::lwt::Gpt2Config::from_metadata(&m.metadata)?;
                 cfg.check_tensors(&m)?;
@@ -466,6 +665,9 @@ impl Engine {
         let model: Box<dyn Embed> =
             match file.metadata.get("architecture").map(String::as_str) {
                 Some("static") => Box::new(StaticEmbedder::from_model_file(file, opts)?),
+                Some(crate::model::static_vocab::ARCHITECTURE) => {
+                    Box::new(VocabEmbedder::from_model_file(file, opts)?)
+                }
                 Some("gpt2") => return Err(Error::unsupported(
                     "GPT-2 models can be converted and inspected but not run as sentence embedders",
                 )),

@@ -55,3 +55,4 @@ pub use reranker::{Ranked, Reranker};
 pub use tokenizer::vocab::{SpecialIds, Vocab};
 /// Cosine similarity of two embeddings (0 when either is zero): [`vector::cosine`].
 pub use vector::cosine as cosine_similarity;
+pub use vector::Matryoshka;

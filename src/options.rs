@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::quantize::OutputRanges;
 
 use crate::model::precision::Precision;
+use crate::vector::Matryoshka;
 
 /// How to open a model. Every field has a sensible default; `Options::new()`
 /// gives the model's own settings, all threads of the machine and verified
@@ -44,6 +45,13 @@ pub struct Options {
     /// Must be in `1..=dim`, checked at open. [`crate::Embedder::dim`] then
     /// reports `K`.
     pub dimensions: Option<usize>,
+    /// How a sentence vector is cut to [`Options::dimensions`]: the
+    /// default [`Matryoshka::Truncate`] is sentence-transformers'
+    /// `truncate_dim`; [`Matryoshka::LayerNorm`] is nomic-embed-text-v1.5's
+    /// recipe (layer norm without affine, cut, normalize), applied to every
+    /// sentence vector, cut or not. No model file says which one a model
+    /// wants. Token vectors are always truncated.
+    pub matryoshka: Matryoshka,
     /// Per-dimension ranges for `int8` / `uint8` output
     /// ([`crate::quantize::OutputPrecision`]), overriding the ranges stored in
     /// the model file; must cover the output dimension (after
@@ -174,6 +182,7 @@ impl Default for Options {
             prepack_weights: true,
             precision: None,
             dimensions: None,
+            matryoshka: Matryoshka::Truncate,
             output_ranges: None,
             prompt: None,
             prompt_name: None,
@@ -237,6 +246,13 @@ impl Options {
     #[must_use]
     pub fn dimensions(mut self, k: usize) -> Self {
         self.dimensions = Some(k);
+        self
+    }
+
+    /// Sets the Matryoshka recipe (see [`Options::matryoshka`]).
+    #[must_use]
+    pub fn matryoshka(mut self, m: Matryoshka) -> Self {
+        self.matryoshka = m;
         self
     }
 

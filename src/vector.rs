@@ -1,5 +1,6 @@
 //! Vector maths on embeddings: dot product, L2 norm, L2 normalisation and
-//! cosine similarity, with one rule for zero and tiny vectors.
+//! cosine similarity, with one rule for zero and tiny vectors; the
+//! Matryoshka recipes that cut a vector ([`Matryoshka`]).
 //!
 //! The one home of these operations: the engine's pooling, the C API
 //! (`embd_similarity`), the cpp_embedder compatibility layer and the static
@@ -10,6 +11,8 @@
 //! within f32 rounding. The zero rule is torch's `F.normalize`: a vector is
 //! divided by `max(‖x‖, NORM_EPS)`, so a zero vector stays zero, and a cosine
 //! with a zero vector is 0.
+
+use crate::error::{Error, Result};
 
 /// The smallest norm [`l2_normalize`] divides by (torch `F.normalize`'s `eps`).
 pub const NORM_EPS: f32 = 1e-12;
@@ -72,6 +75,74 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
         return 0.0;
     }
     (dot_f64(a, b) / (na.sqrt() * nb.sqrt())) as f32
+}
+
+/// How a sentence vector becomes its Matryoshka output (the recipe of
+/// `Options::matryoshka`). No model file says which one a model
+/// wants: the user names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Matryoshka {
+    /// sentence-transformers' `truncate_dim`: the first `dimensions`
+    /// components, L2-normalized again when the model normalizes.
+    #[default]
+    Truncate,
+    /// nomic-embed-text-v1.5's recipe: a layer norm without affine (eps
+    /// 1e-5) over the whole sentence vector, then the first `dimensions`
+    /// components, L2-normalized (`F.layer_norm` -> `[:, :k]` ->
+    /// `F.normalize`).
+    LayerNorm,
+}
+
+impl Matryoshka {
+    /// Every recipe, by name.
+    pub const ALL: [Matryoshka; 2] = [Matryoshka::Truncate, Matryoshka::LayerNorm];
+
+    /// The name the CLI and the bindings use (`truncate`, `layer-norm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Matryoshka::Truncate => "truncate",
+            Matryoshka::LayerNorm => "layer-norm",
+        }
+    }
+
+    /// The recipe called `name`.
+    ///
+    /// # Errors
+    /// [`crate::error::ErrorKind::InvalidArgument`] naming the recipes.
+    pub fn from_name(name: &str) -> Result<Matryoshka> {
+        Matryoshka::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "Matryoshka recipe '{name}' is not one of truncate, layer-norm"
+                ))
+            })
+    }
+}
+
+/// `F.layer_norm`'s default eps, which nomic's recipe uses.
+const MATRYOSHKA_LAYER_NORM_EPS: f64 = 1e-5;
+
+/// `(x - mean) / sqrt(var + 1e-5)` over one vector (no weight or bias; the
+/// biased variance and default eps of `F.layer_norm`), computed in f64 and
+/// rounded once: [`Matryoshka::LayerNorm`]'s first step.
+pub fn plain_layer_norm(x: &mut [f32]) {
+    let eps = MATRYOSHKA_LAYER_NORM_EPS;
+    let n = x.len() as f64;
+    if x.is_empty() {
+        return;
+    }
+    let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let var = x
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for v in x.iter_mut() {
+        *v = ((f64::from(*v) - mean) * inv) as f32;
+    }
 }
 
 #[cfg(test)]

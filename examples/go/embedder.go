@@ -40,7 +40,8 @@ static embd_status embd_go_open(const char *path, size_t threads, size_t max_seq
                                 int verify, embd_precision precision, size_t dimensions,
                                 const float *ranges, size_t ranges_len, const char *prompt,
                                 const char *prompt_name, int windows, size_t overlap,
-                                uintptr_t progress, embd_model **out, char **err) {
+                                const char *matryoshka, uintptr_t progress, embd_model **out,
+                                char **err) {
 	*err = NULL;
 	*out = NULL;
 	embd_options *o = embd_options_new();
@@ -54,6 +55,7 @@ static embd_status embd_go_open(const char *path, size_t threads, size_t max_seq
 	if (st == EMBD_STATUS_OK) st = embd_options_set_verify_checksums(o, verify);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_precision(o, precision);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_dimensions(o, dimensions);
+	if (st == EMBD_STATUS_OK) st = embd_options_set_matryoshka(o, matryoshka);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_output_ranges(o, ranges, ranges_len);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_prompt(o, prompt);
 	if (st == EMBD_STATUS_OK) st = embd_options_set_prompt_name(o, prompt_name);
@@ -278,18 +280,19 @@ func ParsePrecision(s string) (Precision, error) {
 }
 
 type config struct {
-	threads   int
-	maxSeqLen int
-	normalize int // -1 model default, 0 off, 1 on
-	verify    int
-	precision Precision
-	dims      int
-	ranges    []float32 // dims minima, then dims maxima; nil = the model's
-	prompt    *string
-	promptNm  *string
-	windows   bool
-	overlap   int
-	progress  func(done, total int) bool
+	threads    int
+	maxSeqLen  int
+	normalize  int // -1 model default, 0 off, 1 on
+	verify     int
+	precision  Precision
+	dims       int
+	ranges     []float32 // dims minima, then dims maxima; nil = the model's
+	prompt     *string
+	promptNm   *string
+	matryoshka *string
+	windows    bool
+	overlap    int
+	progress   func(done, total int) bool
 }
 
 // Option configures Open.
@@ -336,6 +339,13 @@ func WithPrecision(p Precision) Option { return func(c *config) { c.precision = 
 // each cut vector is L2-normalized again. Dim() then returns k. Open fails with
 // StatusInvalidArgument when k exceeds the model's dimension.
 func WithDimensions(k int) Option { return func(c *config) { c.dims = k } }
+
+// WithMatryoshka sets how a vector is cut to WithDimensions: "truncate"
+// (the default, sentence-transformers' truncate_dim) or "layer-norm"
+// (nomic-embed-text-v1.5's recipe: a layer norm without affine, the cut,
+// then L2 normalization; applied with or without WithDimensions). Open fails
+// with StatusInvalidArgument for another name.
+func WithMatryoshka(recipe string) Option { return func(c *config) { c.matryoshka = &recipe } }
 
 // WithOutputRanges sets the per-dimension ranges of OutputInt8 and
 // OutputUint8 output (sentence-transformers' ranges array: min[j], max[j]),
@@ -487,6 +497,11 @@ func Open(path string, opts ...Option) (*Model, error) {
 		cpromptName = C.CString(*cfg.promptNm)
 		defer C.free(unsafe.Pointer(cpromptName))
 	}
+	var cmatryoshka *C.char
+	if cfg.matryoshka != nil {
+		cmatryoshka = C.CString(*cfg.matryoshka)
+		defer C.free(unsafe.Pointer(cmatryoshka))
+	}
 	var progress cgo.Handle
 	if cfg.progress != nil {
 		progress = cgo.NewHandle(cfg.progress)
@@ -496,7 +511,7 @@ func Open(path string, opts ...Option) (*Model, error) {
 	st := C.embd_go_open(cpath, C.size_t(cfg.threads), C.size_t(cfg.maxSeqLen), C.int(cfg.normalize),
 		C.int(cfg.verify), C.embd_precision(cfg.precision), C.size_t(cfg.dims),
 		cranges, C.size_t(len(cfg.ranges)), cprompt, cpromptName, C.int(windows), C.size_t(cfg.overlap),
-		C.uintptr_t(progress), &h, &msg)
+		cmatryoshka, C.uintptr_t(progress), &h, &msg)
 	if st != C.EMBD_STATUS_OK {
 		if progress != 0 {
 			progress.Delete()

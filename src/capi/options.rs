@@ -4,13 +4,13 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
-use super::boundary::ffi_boundary_or;
+use super::boundary::{c_str, ffi_boundary_or, Fail};
 use super::c_enum::CEnum;
 use super::handles::{self, embd_options};
 use super::precision::{embd_precision, Precisions};
 use super::setters::{self, bool_flag, with, OptionsHandle};
 use super::status::embd_status;
-use crate::Options;
+use crate::{Matryoshka, Options};
 
 /// Creates an options object holding the defaults: all CPU threads, the model's
 /// own maximum sequence length, normalization and precision, checksums
@@ -218,6 +218,45 @@ pub extern "C" fn embd_options_set_dimensions(
     dimensions: usize,
 ) -> embd_status {
     setters::dimensions("embd_options_set_dimensions", options, dimensions)
+}
+
+/// The Matryoshka recipe: how a sentence vector is cut to the dimensions
+/// of `embd_options_set_dimensions`. `"truncate"` (the default, as NULL) is
+/// sentence-transformers' `truncate_dim`: the first components, normalized
+/// again when the model normalizes. `"layer-norm"` is nomic-embed-text-v1.5's
+/// recipe: a layer norm without affine (eps 1e-5) over the whole vector, the
+/// cut, then L2 normalization; it applies to every sentence vector, cut or
+/// not. No model file says which one a model wants. Token vectors are always
+/// truncated.
+///
+/// - `options`: borrowed for the duration of the call.
+/// - `name`: NUL-terminated UTF-8, borrowed for the duration of the call;
+///   NULL sets `"truncate"`.
+///
+/// Returns `EMBD_STATUS_OK`, `EMBD_STATUS_NULL_ARGUMENT` (`options`),
+/// `EMBD_STATUS_INVALID_HANDLE`, `EMBD_STATUS_INVALID_UTF8`,
+/// `EMBD_STATUS_INVALID_ARGUMENT` (a name that is not a recipe, named).
+///
+/// Thread safety: must not race with other calls using the same `options`.
+///
+/// # Safety
+/// `name` must be NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn embd_options_set_matryoshka(
+    options: *mut embd_options,
+    name: *const c_char,
+) -> embd_status {
+    with("embd_options_set_matryoshka", options, |o| {
+        o.matryoshka = if name.is_null() {
+            Matryoshka::Truncate
+        } else {
+            // SAFETY: non-NULL and NUL-terminated per the contract.
+            let n = unsafe { c_str(name, "name") }?;
+            Matryoshka::from_name(n)
+                .map_err(|e| Fail::new(embd_status::InvalidArgument, e.message().to_string()))?
+        };
+        Ok(())
+    })
 }
 
 /// Sets a prompt prepended to every text, as sentence-transformers'

@@ -125,6 +125,7 @@ impl Embedder {
                 normalize: opts.normalize.unwrap_or(self.normalize),
                 dim,
                 tokens: false,
+                matryoshka: self.matryoshka,
             },
             truncation: opts.truncation,
         })

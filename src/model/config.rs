@@ -105,6 +105,9 @@ pub struct ModelConfig {
     /// `local_rope_theta`: the rotary base of local layers (default
     /// `rope_theta`).
     pub local_rope_theta: f64,
+    /// `rope_linear_factor`: every rotary frequency is divided by it
+    /// (transformers' `rope_type` `linear`; default 1, none).
+    pub rope_linear_factor: f64,
     /// `head_dim`: the width of one attention head, when the model says
     /// (Qwen3, Gemma3: not `hidden_size / num_attention_heads`).
     pub head_dim_explicit: Option<usize>,
@@ -306,6 +309,7 @@ impl ModelConfig {
             sliding_window: opt_usize("sliding_window_each_side", 0)?,
             rope_theta,
             local_rope_theta: opt_f64("local_rope_theta", rope_theta)?,
+            rope_linear_factor: opt_f64("rope_linear_factor", 1.0)?,
             model_name,
             model_version: get("model_version").unwrap_or("").to_string(),
             architecture,

@@ -23,7 +23,7 @@ use crate::model::encoder::HeadScratch;
 use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param};
 use crate::model::pooling::{Pooling, SentencePooling};
-use crate::vector::dot_f64;
+use crate::vector::{dot_f64, Matryoshka};
 
 /// The dense head's share of a call's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,9 @@ pub struct DenseOpts {
     /// Un-pooled: one vector per token (the last hidden states, cut to
     /// `dim`, normalized when `normalize`) instead of one per sequence.
     pub tokens: bool,
+    /// How a sentence vector is cut to `dim` (token vectors are always
+    /// truncated).
+    pub matryoshka: Matryoshka,
 }
 
 impl DenseOpts {
@@ -109,7 +112,12 @@ impl DenseHead {
         for (s, dst) in seqs.iter().zip(out.chunks_exact_mut(dim.max(1))) {
             let rows = &hidden[o * h..(o + s.len()) * h];
             o += s.len();
-            if dim == od {
+            if opts.matryoshka == Matryoshka::LayerNorm {
+                // The full vector, its layer norm, the cut, normalized.
+                self.sentence(rows, pooling, &mut pooled, &mut full);
+                crate::vector::plain_layer_norm(&mut full);
+                cut_rows(&full, od, dst, dim, true);
+            } else if dim == od {
                 self.sentence(rows, pooling, &mut pooled, dst);
             } else {
                 // The full vector (normalized as the model says), then its

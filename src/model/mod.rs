@@ -20,5 +20,6 @@ pub mod precision;
 pub mod reference;
 pub mod report;
 pub mod sparse;
+pub mod static_vocab;
 pub mod static_words;
 pub mod tokenizer;

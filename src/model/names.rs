@@ -66,15 +66,35 @@ pub const LAYER_PREFIX: &str = "encoder.layer.";
 /// families (`layers.{l}.{module}.{kind}`).
 pub const LAYERS_PREFIX: &str = "layers.";
 
+/// Prefix of every per-layer tensor name of NomicBERT's hub checkpoints
+/// (`encoder.layers.{l}.{module}.{kind}`).
+pub const ENCODER_LAYERS_PREFIX: &str = "encoder.layers.";
+
+/// Prefix of every per-layer tensor name of DistilBERT
+/// (`transformer.layer.{l}.{module}.{kind}`).
+pub const TRANSFORMER_LAYER_PREFIX: &str = "transformer.layer.";
+
 /// The per-layer prefixes of every family (each
 /// [`crate::model::arch::Family::layer_prefix`] is one of these: checked by
 /// a test of `model::arch`).
-pub const LAYER_PREFIXES: [&str; 2] = [LAYER_PREFIX, LAYERS_PREFIX];
+pub const LAYER_PREFIXES: [&str; 4] = [
+    LAYER_PREFIX,
+    LAYERS_PREFIX,
+    ENCODER_LAYERS_PREFIX,
+    TRANSFORMER_LAYER_PREFIX,
+];
 
 /// The prefixes of tensor names in HF checkpoints saved from a task model,
 /// stripped on conversion (each [`crate::model::arch::Family::hf_prefix`] is
 /// one of these: checked by a test of `model::arch`).
-pub const HF_PREFIXES: [&str; 4] = ["bert.", "mpnet.", "roberta.", "model."];
+pub const HF_PREFIXES: [&str; 6] = [
+    "bert.",
+    "mpnet.",
+    "roberta.",
+    "model.",
+    "new.",
+    "distilbert.",
+];
 
 /// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
 /// modules): also the layout of the legacy and AMB containers.

@@ -101,6 +101,7 @@ pub fn precision_report(
         normalize: cfg.normalize,
         dim,
         tokens: false,
+        matryoshka: crate::vector::Matryoshka::Truncate,
     };
     // The engine's calibration (the built-in texts) unless others are given.
     let calib = {

@@ -48,27 +48,19 @@ pub const CHARSMAP: &str = "tokenizer.charsmap";
 /// them as they are).
 pub const TENSOR_PREFIX: &str = "tokenizer.";
 
-/// The family and tokenizer combinations the engine runs (each checked
-/// against its reference); any other is refused by name.
-pub const COMBINATIONS: &[(&str, TokenizerKind)] = &[
-    ("bert", TokenizerKind::WordPiece),
-    ("bert", TokenizerKind::Unigram),
-    ("mpnet", TokenizerKind::WordPiece),
-    ("roberta", TokenizerKind::Bpe),
-    ("xlm-roberta", TokenizerKind::Unigram),
-    ("modernbert", TokenizerKind::Bpe),
-    ("qwen3", TokenizerKind::Bpe),
-    ("gemma3", TokenizerKind::Bpe),
-];
-
-/// Refuses a family/tokenizer combination that is not in [`COMBINATIONS`].
+/// Refuses a family/tokenizer combination that is not among the families'
+/// [`Family::tokenizers`] (each checked against its reference).
 pub fn check_combination(family: &Family, kind: TokenizerKind) -> Result<()> {
-    if COMBINATIONS.contains(&(family.name, kind)) {
+    if family.tokenizers.contains(&kind) {
         return Ok(());
     }
-    let runs: Vec<String> = COMBINATIONS
+    let runs: Vec<String> = crate::model::arch::FAMILIES
         .iter()
-        .map(|(f, k)| format!("{f} + {}", kind_name(*k)))
+        .flat_map(|f| {
+            f.tokenizers
+                .iter()
+                .map(move |k| format!("{} + {}", f.name, kind_name(*k)))
+        })
         .collect();
     Err(Error::unsupported(format!(
         "a {} model with a {} tokenizer is not supported (the engine runs {})",

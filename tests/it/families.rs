@@ -16,15 +16,29 @@ use embedder::formats::bytes::crc32;
 use embedder::formats::embd::{write_file, WriteOptions};
 use embedder::{Embedder, ModelFile, Options, Precision, ReadOptions};
 
-use crate::common::{embd_bin, families, family, read_reference, RefCase};
+use crate::common::{embd_bin, families, family, read_reference, shared_dir, try_family, RefCase};
+
+/// The folder of `name`: its row's in `tests/data/families.tsv`, else (the
+/// encoder families, tested in `encoders.rs`) under `shared/reference/encoders`.
+fn model_dir(name: &str) -> PathBuf {
+    match try_family(name) {
+        Some(f) => f.dir(),
+        None => shared_dir().join("reference/encoders").join(name),
+    }
+}
+
+/// The folder holding `name` and its reference files.
+pub(crate) fn source_dir(name: &str) -> PathBuf {
+    model_dir(name).parent().unwrap().to_path_buf()
+}
 
 /// f32 bars: worst cosine to the reference, largest absolute difference.
-const F32_WORST_COSINE: f64 = 0.99999;
-const F32_MAX_ABS: f64 = 1e-5;
+pub(crate) const F32_WORST_COSINE: f64 = 0.99999;
+pub(crate) const F32_MAX_ABS: f64 = 1e-5;
 
 /// The same-recipe random-BERT baseline, measured with the engine:
 /// (worst, mean) cosine to the reference per reduced precision.
-fn baseline(p: Precision) -> (f64, f64) {
+pub(crate) fn baseline(p: Precision) -> (f64, f64) {
     match p {
         Precision::F32 => (F32_WORST_COSINE, F32_WORST_COSINE),
         Precision::Bf16 => (0.99934, 0.99934),
@@ -32,14 +46,14 @@ fn baseline(p: Precision) -> (f64, f64) {
     }
 }
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(embd_bin())
         .args(args)
         .output()
         .expect("embd runs")
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -47,7 +61,7 @@ fn stderr(o: &Output) -> String {
 /// under the target directory, so `cargo clean` removes it). A static is never
 /// dropped, so the directories of earlier test processes (~700 MB each) are
 /// removed here once their process has ended (Linux: no `/proc/<pid>`).
-fn work_dir() -> &'static Path {
+pub(crate) fn work_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -79,7 +93,7 @@ fn remove_ended_processes_dirs(tmp: &Path) {
 }
 
 /// `families/<name>` converted by `embd convert` (once per process).
-fn converted(name: &str) -> PathBuf {
+pub(crate) fn converted(name: &str) -> PathBuf {
     static DONE: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
     let map = done.get_or_insert_with(HashMap::new);
@@ -87,13 +101,13 @@ fn converted(name: &str) -> PathBuf {
         return p.clone();
     }
     let out = work_dir().join(format!("{name}.weights"));
-    convert(&family(name).dir(), &out, &[]);
+    convert(&model_dir(name), &out, &[]);
     map.insert(name.to_string(), out.clone());
     out
 }
 
 /// `embd convert SRC -o OUT EXTRA...`, which must succeed.
-fn convert(src: &Path, out: &Path, extra: &[&str]) {
+pub(crate) fn convert(src: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec![
         "convert",
         src.to_str().unwrap(),
@@ -110,14 +124,22 @@ fn convert(src: &Path, out: &Path, extra: &[&str]) {
     );
 }
 
-fn reference(name: &str) -> Vec<RefCase> {
-    let f = family(name);
+pub(crate) fn reference(name: &str) -> Vec<RefCase> {
+    let Some(f) = try_family(name) else {
+        assert!(
+            crate::encoders::is_encoder(name),
+            "{name}: not a reference model"
+        );
+        let cases = read_reference(&format!("encoders/{name}_reference.jsonl"));
+        assert_eq!(cases.len(), 346, "{name}: reference line count");
+        return cases;
+    };
     let cases = read_reference(&f.reference());
     assert_eq!(cases.len(), f.lines, "{name}: reference line count");
     cases
 }
 
-fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
+pub(crate) fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
     cases
         .iter()
         .map(|c| c.embedding.clone().expect("reference embedding"))
@@ -125,7 +147,7 @@ fn ref_embeddings(cases: &[RefCase]) -> Vec<Vec<f32>> {
 }
 
 /// Cosine and largest absolute difference of one row against its reference.
-fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
+pub(crate) fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
     assert_eq!(got.len(), want.len(), "dimension");
     let (mut dot, mut na, mut nb, mut max_abs) = (0f64, 0f64, 0f64, 0f64);
     for (a, b) in got.iter().zip(want) {
@@ -139,7 +161,7 @@ fn compare(got: &[f32], want: &[f32]) -> (f64, f64) {
 }
 
 /// Worst cosine, mean cosine and largest absolute difference over all rows.
-fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
+pub(crate) fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
     let dim = refs[0].len();
     assert_eq!(got.len(), refs.len() * dim, "rows x dim");
     let (mut worst, mut sum, mut max_abs) = (1f64, 0f64, 0f64);
@@ -153,7 +175,7 @@ fn agreement(got: &[f32], refs: &[Vec<f32>]) -> (f64, f64, f64) {
 }
 
 /// Asserts the f32 bars on every line, naming the first failing lines.
-fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) {
+pub(crate) fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) {
     let dim = refs[0].len();
     assert_eq!(got.len(), refs.len() * dim, "{what}: rows x dim");
     let bad: Vec<String> = got
@@ -175,7 +197,7 @@ fn assert_f32_close(what: &str, got: &[f32], refs: &[Vec<f32>], texts: &[&str]) 
     );
 }
 
-fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
+pub(crate) fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
     assert_eq!(got.len(), cases.len(), "{what}: line count");
     let bad: Vec<String> = got
         .iter()
@@ -201,11 +223,11 @@ fn assert_ids(what: &str, got: &[Vec<u32>], cases: &[RefCase]) {
     );
 }
 
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
+pub(crate) fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-fn embed_batched(e: &Embedder, texts: &[&str], batch: usize) -> Vec<f32> {
+pub(crate) fn embed_batched(e: &Embedder, texts: &[&str], batch: usize) -> Vec<f32> {
     let dim = e.dim();
     let mut out = vec![0.0f32; texts.len() * dim];
     for (t, o) in texts.chunks(batch).zip(out.chunks_mut(batch * dim)) {
@@ -253,7 +275,7 @@ fn api_ids_and_embeddings_match_reference() {
 }
 
 /// `{"text": ...}` per line, for `--jsonl` input.
-fn write_input(path: &Path, texts: &[&str]) {
+pub(crate) fn write_input(path: &Path, texts: &[&str]) {
     let mut s = String::new();
     for t in texts {
         s.push_str(&serde_json::json!({ "text": t }).to_string());
@@ -262,7 +284,11 @@ fn write_input(path: &Path, texts: &[&str]) {
     std::fs::write(path, s).unwrap();
 }
 
-fn jsonl_field<T>(out: &Output, field: &str, f: impl Fn(&serde_json::Value) -> T) -> Vec<T> {
+pub(crate) fn jsonl_field<T>(
+    out: &Output,
+    field: &str,
+    f: impl Fn(&serde_json::Value) -> T,
+) -> Vec<T> {
     assert!(out.status.success(), "embd: {}", stderr(out));
     String::from_utf8(out.stdout.clone())
         .expect("UTF-8 output")
@@ -274,7 +300,7 @@ fn jsonl_field<T>(out: &Output, field: &str, f: impl Fn(&serde_json::Value) -> T
         .collect()
 }
 
-fn ids_of(v: &serde_json::Value) -> Vec<u32> {
+pub(crate) fn ids_of(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
         .expect("input_ids array")
         .iter()
@@ -282,7 +308,7 @@ fn ids_of(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
-fn floats_of(v: &serde_json::Value) -> Vec<f32> {
+pub(crate) fn floats_of(v: &serde_json::Value) -> Vec<f32> {
     v.as_array()
         .expect("embedding array")
         .iter()

@@ -52,6 +52,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "model::pair_template",
             "model::pooling",
             "model::sparse",
+            "model::static_vocab",
             "model::tokenizer",
         ],
     ),

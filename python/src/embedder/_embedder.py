@@ -96,6 +96,7 @@ class _OpenOptions:
     verify_checksums: bool = True
     prepack_weights: bool = True
     dimensions: Optional[int] = None
+    matryoshka: Optional[str] = None
     prompt: Optional[str] = None
     prompt_name: Optional[str] = None
     window_overlap: Optional[int] = None
@@ -114,6 +115,8 @@ class _OpenOptions:
         steps.append((L.embd_options_set_precision, PRECISIONS[self.precision]))
         if self.dimensions is not None:
             steps.append((L.embd_options_set_dimensions, self.dimensions))
+        if self.matryoshka is not None:
+            steps.append((L.embd_options_set_matryoshka, _cstr(self.matryoshka, "matryoshka")))
         if self.prompt is not None:
             steps.append((L.embd_options_set_prompt, _cstr(self.prompt, "prompt")))
         if self.prompt_name is not None:
@@ -202,6 +205,10 @@ class Embedder:
     * ``dimensions`` (alias ``truncate_dim``): keep the first ``dimensions``
       components (Matryoshka), renormalized when the model normalizes;
       :attr:`dim` then is ``dimensions``;
+    * ``matryoshka``: how a vector is cut to ``dimensions``: ``"truncate"``
+      (the default, sentence-transformers' ``truncate_dim``) or
+      ``"layer-norm"`` (nomic-embed-text-v1.5's recipe: layer norm without
+      affine, cut, normalize; applied with or without ``dimensions``);
     * ``prompt``: text prepended to every text; ``prompt_name``: a prompt
       stored in the model file (not both); ``prompt=""`` turns the model's
       default prompt off;
@@ -230,6 +237,7 @@ class Embedder:
         compute_precision: Optional[str] = None,
         dimensions: Optional[int] = None,
         truncate_dim: Optional[int] = None,
+        matryoshka: Optional[str] = None,
         prompt: Optional[str] = None,
         prompt_name: Optional[str] = None,
         window_overlap: Optional[int] = None,
@@ -273,6 +281,7 @@ class Embedder:
             verify_checksums=bool(verify_checksums),
             prepack_weights=bool(prepack_weights),
             dimensions=dims,
+            matryoshka=matryoshka,
             prompt=prompt,
             prompt_name=prompt_name,
             window_overlap=_non_negative("window_overlap", window_overlap),

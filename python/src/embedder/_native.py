@@ -99,6 +99,7 @@ def _declare(dll: ctypes.CDLL) -> ctypes.CDLL:
     _fn(dll, "embd_options_set_dimensions", st, vp, sz)
     _fn(dll, "embd_options_set_prompt", st, vp, ctypes.c_char_p)
     _fn(dll, "embd_options_set_prompt_name", st, vp, ctypes.c_char_p)
+    _fn(dll, "embd_options_set_matryoshka", st, vp, ctypes.c_char_p)
     _fn(dll, "embd_options_set_windows", st, vp, ctypes.c_int, sz)
     _fn(dll, "embd_options_set_output_ranges", st, vp, c_float_p, sz)
     _fn(dll, "embd_options_set_progress", st, vp, PROGRESS_FN, vp)

@@ -10,6 +10,7 @@ use embedder::convert::{convert_dtype, TargetDType};
 use embedder::formats::amb::{Quant, ScaleType};
 use embedder::formats::{Container, FormatKind, WriteSettings, CONTAINERS};
 use embedder::import::hf::{self, HfOptions};
+use embedder::model::static_vocab::Behaviour;
 use embedder::{Error, ModelFile, ReadOptions};
 
 use crate::io_util::read_texts;
@@ -37,6 +38,13 @@ pub struct Args {
     /// text-embeddings-inference run the file).
     #[arg(long, value_enum, default_value = "transformers")]
     pub tokenizer_layout: TokenizerLayoutArg,
+    /// A static (model2vec / StaticEmbedding) folder: whose vectors the
+    /// file gives, `sentence-transformers` ([UNK] kept, never truncated;
+    /// the default on a folder with a modules.json) or `model2vec` ([UNK]
+    /// dropped, cut at max_length; the default without one). `embd inspect`
+    /// shows it.
+    #[arg(long, value_name = "sentence-transformers|model2vec", value_parser = parse_static)]
+    pub static_behaviour: Option<Behaviour>,
     /// Write without data/file CRCs (CHECKSUM_ENABLED clear).
     #[arg(long)]
     pub no_checksums: bool,
@@ -102,6 +110,10 @@ fn container_parser() -> impl TypedValueParser<Value = &'static Container> {
         .map(|name| Container::by_name(&name).expect("a name from CONTAINERS"))
 }
 
+fn parse_static(s: &str) -> Result<Behaviour, String> {
+    Behaviour::from_name(s).map_err(|e| e.to_string())
+}
+
 fn parse_dtype(s: &str) -> Result<TargetDType, String> {
     TargetDType::parse(s).ok_or_else(|| format!("unknown dtype '{s}' (f32, f16, bf16, int8)"))
 }
@@ -115,6 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         name,
         model_version,
         tokenizer_layout,
+        static_behaviour,
         no_checksums,
         to,
         amb_quant,
@@ -129,6 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 name,
                 version: model_version,
                 tokenizer_layout: tokenizer_layout.into(),
+                static_behaviour,
             },
         )?
     } else {

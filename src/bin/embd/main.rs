@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use embedder::options::ProgressFn;
-use embedder::{Engine, Error, ErrorKind, Options, OutputRanges, Precision};
+use embedder::{Engine, Error, ErrorKind, Matryoshka, Options, OutputRanges, Precision};
 
 use io_util::read_texts;
 
@@ -123,6 +123,12 @@ pub struct EmbedArgs {
     /// (normalized again when the model normalizes); 1..=the model's dimension.
     #[arg(long, value_name = "K")]
     pub dimensions: Option<usize>,
+    /// How a vector is cut to --dimensions: truncate (sentence-transformers'
+    /// truncate_dim, the default) or layer-norm (nomic-embed-text-v1.5's
+    /// recipe: layer norm without affine, cut, normalize; applied with or
+    /// without --dimensions).
+    #[arg(long, value_name = "truncate|layer-norm", value_parser = parse_matryoshka)]
+    pub matryoshka: Option<Matryoshka>,
     /// Prompt prepended to every text, as sentence-transformers' `prompt`
     /// ("" turns the model's default prompt off).
     #[arg(long, value_name = "TEXT", conflicts_with = "prompt_name")]
@@ -150,6 +156,7 @@ pub struct EmbedArgs {
 impl EmbedArgs {
     pub fn apply(&self, mut opts: Options) -> Options {
         opts.dimensions = self.dimensions;
+        opts.matryoshka = self.matryoshka.unwrap_or_default();
         opts.output_ranges = self.ranges.clone();
         opts.prompt = self.prompt.clone();
         opts.prompt_name = self.prompt_name.clone();
@@ -160,6 +167,10 @@ impl EmbedArgs {
         }
         opts
     }
+}
+
+pub fn parse_matryoshka(s: &str) -> Result<Matryoshka, String> {
+    Matryoshka::from_name(s).map_err(|e| e.to_string())
 }
 
 pub fn parse_precision(s: &str) -> Result<Precision, String> {

@@ -39,6 +39,9 @@ pub struct HfOptions {
     /// written (as the `tokenizers` library and text-embeddings-inference run
     /// it).
     pub tokenizer_layout: Layout,
+    /// A static vocabulary folder's behaviour (`None`: sentence-transformers'
+    /// on a folder with a `modules.json`, else model2vec's).
+    pub static_behaviour: Option<crate::model::static_vocab::Behaviour>,
 }
 
 /// Whether a `tokenizer.json` has a WordPiece model (or no model type).
@@ -180,7 +183,7 @@ pub fn tensor_order_key(name: &str) -> (u32, u32, String) {
     (2, 0, name.to_string())
 }
 
-fn read_vocab(dir: &Path) -> Result<Vec<String>> {
+pub(super) fn read_vocab(dir: &Path) -> Result<Vec<String>> {
     let txt = dir.join("vocab.txt");
     if txt.is_file() {
         let text = std::fs::read_to_string(&txt).map_err(|e| Error::io(txt.display(), e))?;
@@ -226,7 +229,7 @@ fn read_vocab(dir: &Path) -> Result<Vec<String>> {
         .collect()
 }
 
-fn special_ids(
+pub(super) fn special_ids(
     tokens: &[String],
     tok_cfg: Option<&Value>,
     defaults: &crate::model::arch::SpecialTokens,
@@ -331,7 +334,7 @@ fn extra_special_ids(tok_json: Option<&Value>, specials: &SpecialIds) -> Result<
     Ok(out)
 }
 
-fn default_name(dir: &Path) -> String {
+pub(super) fn default_name(dir: &Path) -> String {
     let canon = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let own = canon
         .file_name()
@@ -434,8 +437,12 @@ pub(super) fn view_f32(
             .chunks_exact(2)
             .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
             .collect()),
+        safetensors::Dtype::F16 => Ok(d[range.start * 2..range.end * 2]
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect()),
         other => Err(Error::unsupported(format!(
-            "{what} has dtype {other:?} (F32 or BF16 only)"
+            "{what} has dtype {other:?} (F32, F16 or BF16 only)"
         ))),
     }
 }
@@ -626,15 +633,27 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
     let layout = super::outputs::layout(root)?;
     let dir = layout.dir.as_path();
     let config_path = dir.join("config.json");
-    let cfg = read_json(&config_path)?;
+    let mut cfg = read_json(&config_path)?;
+    if super::model2vec::is_static(&cfg, layout.modules.as_ref()) {
+        return super::model2vec::read_dir(dir, &cfg, opts);
+    }
     let cfile = "config.json";
-    let model_type = cfg.get("model_type").and_then(Value::as_str).unwrap_or("");
-    let archs: Vec<&str> = cfg
+    let model_type = cfg
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let archs: Vec<String> = cfg
         .get("architectures")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    let Some(family) = crate::model::arch::by_hf_model_type(model_type) else {
+    let Some(family) = crate::model::arch::by_hf_model_type(&model_type) else {
         let types: Vec<&str> = crate::model::arch::FAMILIES
             .iter()
             .flat_map(|f| f.hf_model_types.iter().copied())
@@ -645,6 +664,10 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
             types.join(", ")
         )));
     };
+    // Another layout of the family's `config.json` read as the core keys,
+    // before anything reads them.
+    (family.hf_alias)(&mut cfg)?;
+    let cfg = cfg;
     let mut family_md = BTreeMap::new();
     (family.hf_config)(&cfg, &mut family_md)?;
     // The BERT-shaped families' activation key (a family with its own says
@@ -801,7 +824,16 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
         Some(spec) if family.special_tokens.declared() => spec
             .declared_specials(tok_cfg.as_ref())?
             .special_ids(&spec.template()?),
-        _ => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
+        // A family's names, else (another vocabulary's, as mmBERT's Gemma
+        // tokenizer in a ModernBERT folder) what the tokenizer declares.
+        Some(spec) => match special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens) {
+            Ok(ids) => ids,
+            Err(named) => spec
+                .declared_specials(tok_cfg.as_ref())
+                .and_then(|d| Ok(d.special_ids(&spec.template()?)))
+                .map_err(|_| named)?,
+        },
+        None => special_ids(&tokens, tok_cfg.as_ref(), &family.special_tokens)?,
     };
     let mut extra_specials = if spec.is_none() {
         check_post_processor(tok_json.as_ref(), family, &specials)?;
@@ -861,7 +893,10 @@ pub fn read_dir(root: &Path, opts: &HfOptions) -> Result<ModelFile> {
             tensors.push(t);
             Some(md)
         }
-        None if classifier => Some(classifier_metadata(dir, &cfg, &archs, &tensors)?),
+        None if classifier => {
+            let archs: Vec<&str> = archs.iter().map(String::as_str).collect();
+            Some(classifier_metadata(dir, &cfg, &archs, &tensors)?)
+        }
         None => None,
     };
 

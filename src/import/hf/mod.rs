@@ -4,6 +4,7 @@
 
 pub mod encoder;
 pub mod gpt2;
+pub mod model2vec;
 mod outputs;
 
 use std::path::Path;

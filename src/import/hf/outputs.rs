@@ -3,7 +3,8 @@
 //!
 //! - SPLADE (`SparseEncoder`): a `SpladePooling` module (`MLMTransformer` in
 //!   older folders) over `BertForMaskedLM` / `RobertaForMaskedLM`, whose
-//!   MLM head (`cls.predictions.*` / `lm_head.*`) becomes `mlm.*`;
+//!   MLM head (`cls.predictions.*` / `lm_head.*` / DistilBERT's `vocab_*`)
+//!   becomes `mlm.*`;
 //! - an inference-free SPLADE: a `Router` whose query route is a
 //!   `SparseStaticEmbedding` (`sparse_query.weight`) and whose document route
 //!   is the SPLADE above ([`layout`] finds the transformer's folder);
@@ -293,12 +294,17 @@ fn splade(
             &[
                 "cls.predictions.transform.dense.weight",
                 "lm_head.dense.weight",
+                "vocab_transform.weight",
             ],
             vec![h, h],
         ),
         (
             "mlm.transform.bias",
-            &["cls.predictions.transform.dense.bias", "lm_head.dense.bias"],
+            &[
+                "cls.predictions.transform.dense.bias",
+                "lm_head.dense.bias",
+                "vocab_transform.bias",
+            ],
             vec![h],
         ),
         (
@@ -307,6 +313,7 @@ fn splade(
                 "cls.predictions.transform.LayerNorm.weight",
                 "cls.predictions.transform.LayerNorm.gamma",
                 "lm_head.layer_norm.weight",
+                "vocab_layer_norm.weight",
             ],
             vec![h],
         ),
@@ -316,6 +323,7 @@ fn splade(
                 "cls.predictions.transform.LayerNorm.bias",
                 "cls.predictions.transform.LayerNorm.beta",
                 "lm_head.layer_norm.bias",
+                "vocab_layer_norm.bias",
             ],
             vec![h],
         ),
@@ -326,12 +334,17 @@ fn splade(
                 "cls.predictions.decoder.bias",
                 "lm_head.bias",
                 "lm_head.decoder.bias",
+                "vocab_projector.bias",
             ],
             vec![v],
         ),
         (
             "mlm.decoder.weight",
-            &["cls.predictions.decoder.weight", "lm_head.decoder.weight"],
+            &[
+                "cls.predictions.decoder.weight",
+                "lm_head.decoder.weight",
+                "vocab_projector.weight",
+            ],
             vec![v, h],
         ),
     ];

@@ -11,6 +11,7 @@ use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
 use crate::model::names::TensorNames;
 use crate::model::precision::Product;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
 /// modules).
@@ -81,12 +82,15 @@ pub(crate) const FAMILY_BLOCKS: Family = Family {
         post_processors: &["BertProcessing", "TemplateProcessing"],
     },
     int8_f32_products: &[],
+    hf_alias: super::no_alias,
     hf_config,
+    tokenizers: &[TokenizerKind::WordPiece, TokenizerKind::Unigram],
     norm: NormKind::Layer,
     norm_bias: true,
-    linear_bias: true,
+    linear_bias: super::Biases::ALL,
     pre_norm: false,
     gated_mlp: false,
+    glu_up_first: false,
     first_attn_norm: true,
     rope: false,
     embed_scale: false,

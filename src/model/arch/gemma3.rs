@@ -29,6 +29,7 @@ use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{add_rows, Layer, LayerRun, Stage, Traced};
 use crate::model::names::TensorNames;
 use crate::model::precision::Product;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The Gemma3 family.
 pub static FAMILY: Family = Family {
@@ -46,12 +47,15 @@ pub static FAMILY: Family = Family {
     attention_bias: AttentionBias::None,
     special_tokens: SpecialTokens::DECLARED,
     int8_f32_products: &[],
+    hf_alias: super::no_alias,
     hf_config,
+    tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::RmsUnitOffset,
     norm_bias: false,
-    linear_bias: false,
+    linear_bias: super::Biases::NONE,
     pre_norm: true,
     gated_mlp: true,
+    glu_up_first: false,
     first_attn_norm: true,
     rope: true,
     embed_scale: true,

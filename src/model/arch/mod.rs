@@ -23,11 +23,17 @@ use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun};
 use crate::model::names::TensorNames;
 use crate::model::precision::{LayerPrecision, Precision, Product};
+use crate::tokenizer::spec::TokenizerKind;
 
 pub mod bert;
+pub mod distilbert;
+pub mod eurobert;
 pub mod gemma3;
+pub mod gte;
+pub mod jina_v3;
 pub mod modernbert;
 pub mod mpnet;
+pub mod nomic_bert;
 pub mod qwen3;
 pub mod roberta;
 
@@ -40,6 +46,11 @@ pub static FAMILIES: &[&Family] = &[
     &modernbert::FAMILY,
     &qwen3::FAMILY,
     &gemma3::FAMILY,
+    &nomic_bert::FAMILY,
+    &gte::FAMILY,
+    &distilbert::FAMILY,
+    &jina_v3::FAMILY,
+    &eurobert::FAMILY,
 ];
 
 /// The family whose metadata `architecture` is `name`.
@@ -134,6 +145,68 @@ impl SpecialTokens {
 /// Reads a family's own `config.json` keys into EMBD metadata.
 pub type HfConfigHook = fn(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()>;
 
+/// A family's config-alias step: rewrites another layout of its
+/// `config.json` (a hub remote-code file's own key names) into the core keys
+/// the importer reads (`hidden_size`, `num_hidden_layers`,
+/// `num_attention_heads`, `intermediate_size`, `max_position_embeddings`,
+/// `layer_norm_eps`, `hidden_act`), refusing by name what the family does
+/// not run. It runs before anything else reads the file.
+pub type HfConfigAlias = fn(cfg: &mut Value) -> Result<()>;
+
+/// The config-alias step of a family whose `config.json` has the core keys.
+pub fn no_alias(_: &mut Value) -> Result<()> {
+    Ok(())
+}
+
+/// Moves key `from` of a `config.json` object to `to` (when `to` is absent).
+pub(crate) fn alias_key(cfg: &mut Value, from: &str, to: &str) {
+    if let Some(o) = cfg.as_object_mut() {
+        if let Some(v) = o.remove(from) {
+            o.entry(to.to_string()).or_insert(v);
+        }
+    }
+}
+
+/// Which dense products of a layer have biases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Biases {
+    /// Q, K and V.
+    pub qkv: bool,
+    /// The attention output projection.
+    pub attn_out: bool,
+    /// The feed-forward up projection.
+    pub ffn_up: bool,
+    /// The feed-forward down projection.
+    pub ffn_down: bool,
+}
+
+impl Biases {
+    /// Every product has a bias (BERT).
+    pub const ALL: Biases = Biases {
+        qkv: true,
+        attn_out: true,
+        ffn_up: true,
+        ffn_down: true,
+    };
+    /// No product has one (ModernBERT, the decoders).
+    pub const NONE: Biases = Biases {
+        qkv: false,
+        attn_out: false,
+        ffn_up: false,
+        ffn_down: false,
+    };
+
+    /// Whether `product` has a bias.
+    pub fn of(self, product: Product) -> bool {
+        match product {
+            Product::Qkv => self.qkv,
+            Product::AttnOut => self.attn_out,
+            Product::FfnUp => self.ffn_up,
+            Product::FfnDown => self.ffn_down,
+        }
+    }
+}
+
 /// The forward pass of one layer of a family: its blocks in its order.
 pub type LayerForward = fn(layer: &Layer, run: &mut LayerRun<'_, '_>);
 
@@ -162,16 +235,25 @@ pub struct Family {
     /// (chosen by measurement on the family's reference with `embd
     /// precision-report`; see [`crate::model::precision::LayerPrecision::for_family`]).
     pub int8_f32_products: &'static [Product],
+    /// The config-alias step (another `config.json` layout's keys read as
+    /// the core ones).
+    pub hf_alias: HfConfigAlias,
     /// The family's `config.json` keys.
     pub hf_config: HfConfigHook,
+    /// The tokenizer kinds the family runs with (each checked against its
+    /// reference); any other is refused by name.
+    pub tokenizers: &'static [TokenizerKind],
     /// The kind of every norm.
     pub norm: NormKind,
     /// Whether the norms have biases.
     pub norm_bias: bool,
-    /// Whether the dense layers have biases.
-    pub linear_bias: bool,
+    /// Which dense layers have biases.
+    pub linear_bias: Biases,
     /// Whether the feed-forward block is gated (GeGLU, SwiGLU).
     pub gated_mlp: bool,
+    /// Whether a gated up projection's output is `up | gate` (GTE's
+    /// `up_gate_proj`) rather than `gate | up`.
+    pub glu_up_first: bool,
     /// Whether the norms come before the blocks (their input) rather than
     /// after the residual add (BERT's post-norm).
     pub pre_norm: bool,
@@ -433,7 +515,7 @@ mod tests {
         assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
         assert_eq!(
             names(),
-            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3"
+            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert"
         );
     }
 

@@ -27,6 +27,7 @@ use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
 use crate::model::names::TensorNames;
 use crate::model::precision::Product;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The ModernBERT family.
 pub static FAMILY: Family = Family {
@@ -60,12 +61,15 @@ pub static FAMILY: Family = Family {
         ..super::bert::FAMILY_BLOCKS.special_tokens
     },
     int8_f32_products: &[],
+    hf_alias: super::no_alias,
     hf_config,
+    tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::Layer,
     norm_bias: false,
-    linear_bias: false,
+    linear_bias: super::Biases::NONE,
     pre_norm: true,
     gated_mlp: true,
+    glu_up_first: false,
     first_attn_norm: false,
     rope: true,
     embed_scale: false,

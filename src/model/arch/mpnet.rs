@@ -16,6 +16,7 @@ use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::names::TensorNames;
 use crate::model::precision::Product;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The MPNet family.
 pub static FAMILY: Family = Family {
@@ -56,6 +57,7 @@ pub static FAMILY: Family = Family {
     // ffn_down in f32 (int8 for 67% of the FLOPs) gives 0.99678 / 0.99938.
     int8_f32_products: &[Product::FfnDown],
     hf_config,
+    tokenizers: &[TokenizerKind::WordPiece],
     ..super::bert::FAMILY_BLOCKS
 };
 

@@ -20,6 +20,7 @@ use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 use crate::model::names::TensorNames;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The tensor names of Qwen3 (and, with its extra norms, Gemma3's).
 pub(crate) const NAMES: TensorNames = TensorNames {
@@ -52,12 +53,15 @@ pub static FAMILY: Family = Family {
     attention_bias: AttentionBias::None,
     special_tokens: SpecialTokens::DECLARED,
     int8_f32_products: &[],
+    hf_alias: super::no_alias,
     hf_config,
+    tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::Rms,
     norm_bias: false,
-    linear_bias: false,
+    linear_bias: super::Biases::NONE,
     pre_norm: true,
     gated_mlp: true,
+    glu_up_first: false,
     first_attn_norm: true,
     rope: true,
     embed_scale: false,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{AttentionBias, Family, Positions, SpecialTokens};
 use crate::error::Result;
 use crate::model::names::TensorNames;
+use crate::tokenizer::spec::TokenizerKind;
 
 /// The same modules as BERT.
 const NAMES: TensorNames = super::bert::NAMES;
@@ -42,6 +43,7 @@ pub static ROBERTA: Family = Family {
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    tokenizers: &[TokenizerKind::Bpe],
     ..super::bert::FAMILY_BLOCKS
 };
 
@@ -57,10 +59,20 @@ pub static XLM_ROBERTA: Family = Family {
     special_tokens: SPECIALS,
     int8_f32_products: &[],
     hf_config,
+    tokenizers: &[TokenizerKind::Unigram],
     ..super::bert::FAMILY_BLOCKS
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
+    // jinaai/jina-embeddings-v3 says `xlm-roberta` and runs remote code:
+    // rotary positions and task LoRA adapters. Read as a plain XLM-R it
+    // would be silently wrong; the adapters have no reference.
+    if cfg.get("lora_adaptations").is_some_and(|v| !v.is_null()) {
+        return Err(crate::error::Error::unsupported(
+            "config.json: task LoRA adapters (lora_adaptations: jina-embeddings-v3's remote code) \
+             are not supported: no reference runs them, and without them the output differs",
+        ));
+    }
     super::bert::check_absolute_encoder(cfg, "RoBERTa")?;
     // HF `RobertaEmbeddings.padding_idx` is the config's `pad_token_id`.
     let pad = cfg.get("pad_token_id").and_then(Value::as_u64).unwrap_or(1);

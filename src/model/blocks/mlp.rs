@@ -27,6 +27,8 @@ pub struct Mlp {
     pub act: Activation,
     /// Whether the up projection's output is `gate | up` (a GLU).
     pub gated: bool,
+    /// Whether a gated up projection's output is `up | gate` instead (GTE).
+    pub up_first: bool,
     /// `inter` zeros: the epilogue's bias of a projection without one.
     pub zeros: Vec<f32>,
 }
@@ -79,8 +81,15 @@ impl Mlp {
         self.up.forward(x, total, wide, n, false, epi, par, lin);
         let act = self.act;
         let zeros = &self.zeros[..i];
+        let up_first = self.up_first;
         for_rows(wide, n, par, |r| {
             let (g, u) = r.split_at_mut(i);
+            if up_first {
+                // `up | gate`: the product goes where `gate | up` puts it.
+                for (a, b) in g.iter_mut().zip(u.iter_mut()) {
+                    std::mem::swap(a, b);
+                }
+            }
             match act {
                 Activation::Gelu => ops::bias_gelu(g, zeros),
                 Activation::GeluTanh => ops::bias_gelu_tanh(g, zeros),

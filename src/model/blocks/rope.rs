@@ -22,11 +22,23 @@ impl Rope {
     /// The tables of base `theta` for heads of width `d` (even) and
     /// positions `0..positions`.
     pub fn new(theta: f64, d: usize, positions: usize) -> Rope {
+        Rope::scaled(theta, 1.0, d, positions)
+    }
+
+    /// The tables of base `theta` with every frequency divided by `factor`
+    /// (transformers' `rope_type` `linear`: `inv_freq / factor` in float32;
+    /// `factor` 1 is [`Rope::new`]).
+    pub fn scaled(theta: f64, factor: f64, d: usize, positions: usize) -> Rope {
         let half = d / 2;
         let inv: Vec<f32> = (0..half)
             .map(|c| {
                 let e = (2 * c) as f32 / d as f32;
-                (1.0 / theta.powf(f64::from(e))) as f32
+                let f = (1.0 / theta.powf(f64::from(e))) as f32;
+                if factor == 1.0 {
+                    f
+                } else {
+                    f / factor as f32
+                }
             })
             .collect();
         let mut cos = Vec::with_capacity(positions * half);

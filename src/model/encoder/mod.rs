@@ -297,7 +297,7 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         for d in dense_layers(cfg, l) {
             for (w, &n) in d.weights.iter().zip(&d.widths) {
                 out.push((w.clone(), vec![n, d.k]));
-                if f.linear_bias {
+                if f.linear_bias.of(d.product) {
                     out.push((bias_name(w), vec![n]));
                 }
             }
@@ -356,12 +356,13 @@ impl Ropes {
         // Tables for the inputs this model runs (`max_seq_length`), not the
         // whole position range (32,768 for Qwen3: 16 MB and 50 ms at open).
         let positions = cfg.max_seq_length.min(cfg.max_position);
-        let global = Arc::new(Rope::new(cfg.rope_theta, d, positions));
+        let factor = cfg.rope_linear_factor;
+        let global = Arc::new(Rope::scaled(cfg.rope_theta, factor, d, positions));
         let local = if (0..cfg.num_layers).any(|l| cfg.is_local_layer(l)) {
             if cfg.local_rope_theta == cfg.rope_theta {
                 Arc::clone(&global)
             } else {
-                Arc::new(Rope::new(cfg.local_rope_theta, d, positions))
+                Arc::new(Rope::scaled(cfg.local_rope_theta, factor, d, positions))
             }
         } else {
             Arc::clone(&global)
@@ -391,10 +392,10 @@ fn load_layer(
     let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
     let dense = dense_layers(cfg, l);
     let biases = |i: usize| -> Result<Option<Vec<f32>>> {
-        if !family.linear_bias {
+        let d = &dense[i];
+        if !family.linear_bias.of(d.product) {
             return Ok(None);
         }
-        let d = &dense[i];
         let mut b = Vec::with_capacity(d.widths.iter().sum());
         for (w, &n) in d.weights.iter().zip(&d.widths) {
             b.extend_from_slice(p(&bias_name(w), &[n])?.as_slice());
@@ -402,11 +403,11 @@ fn load_layer(
         Ok(Some(b))
     };
     let (qkv_b, up_b) = (biases(0)?, biases(2)?);
-    let out_b = match family.linear_bias {
+    let out_b = match family.linear_bias.attn_out {
         true => Some(p(&bias_name(&dense[1].weights[0]), &[h])?),
         false => None,
     };
-    let down_b = match family.linear_bias {
+    let down_b = match family.linear_bias.ffn_down {
         true => Some(p(&bias_name(&dense[3].weights[0]), &[h])?),
         false => None,
     };
@@ -471,6 +472,7 @@ fn load_layer(
             down_b,
             act: cfg.activation,
             gated: family.gated_mlp,
+            up_first: family.glu_up_first,
             zeros: vec![0.0; inter],
         },
         post_attn_norm: opt_norm(names.post_attn_ln)?,

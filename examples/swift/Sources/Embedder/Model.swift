@@ -150,6 +150,9 @@ public final class Model: @unchecked Sendable {
             try withOptionalCString(options.promptName, "prompt name") { p in
                 if p != nil { try check(embd_options_set_prompt_name(o, p)) }
             }
+            try withOptionalCString(options.matryoshka, "matryoshka recipe") { p in
+                if p != nil { try check(embd_options_set_matryoshka(o, p)) }
+            }
             if let overlap = options.windowOverlap {
                 try check(embd_options_set_windows(o, 1, try nonNegative(overlap, "window overlap")))
             }

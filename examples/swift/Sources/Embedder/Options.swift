@@ -63,6 +63,12 @@ public struct ModelOptions: Sendable {
     /// Keep only the first `dimensions` components (Matryoshka; renormalized
     /// when the model normalizes). nil or 0: all.
     public var dimensions: Int?
+    /// How a vector is cut to `dimensions`: "truncate" (nil, the default:
+    /// sentence-transformers' `truncate_dim`) or "layer-norm"
+    /// (nomic-embed-text-v1.5's recipe: layer norm without affine, the cut,
+    /// L2 normalization; applied with or without `dimensions`). Another name
+    /// is refused at open.
+    public var matryoshka: String?
     /// Prepended to every text, as sentence-transformers' `prompt` ("" turns
     /// the model's default prompt off).
     public var prompt: String?
@@ -82,7 +88,7 @@ public struct ModelOptions: Sendable {
                 verifyChecksums: Bool? = nil, prepackWeights: Bool? = nil, precision: Precision? = nil,
                 dimensions: Int? = nil, prompt: String? = nil, promptName: String? = nil,
                 windowOverlap: Int? = nil, outputRanges: OutputRanges? = nil,
-                progress: ProgressHandler? = nil) {
+                progress: ProgressHandler? = nil, matryoshka: String? = nil) {
         self.threads = threads
         self.maxSeqLength = maxSeqLength
         self.normalize = normalize
@@ -95,6 +101,7 @@ public struct ModelOptions: Sendable {
         self.windowOverlap = windowOverlap
         self.outputRanges = outputRanges
         self.progress = progress
+        self.matryoshka = matryoshka
     }
 }
 
