@@ -97,7 +97,10 @@ impl InputArgs {
 
 #[derive(clap::Args)]
 pub struct ModelArgs {
-    /// Model file (default: $EMBD_MODEL, then models/all-MiniLM-L6-v2.weights).
+    /// Model file, or a hub id `org/name[@revision]` found in the
+    /// HuggingFace cache (`embd pull` fetches one; converted once, then
+    /// opened from $EMBD_CACHE_DIR) (default: $EMBD_MODEL, then
+    /// models/all-MiniLM-L6-v2.weights).
     #[arg(short = 'm', long = "model")]
     pub model: Option<PathBuf>,
     /// Worker threads (default: all cores).
@@ -169,12 +172,14 @@ pub fn parse_precision(s: &str) -> Result<Precision, String> {
     })
 }
 
+/// The model file of `-m` (a path or a hub id), else of `$EMBD_MODEL`, else
+/// the default model.
 pub fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf, Error> {
     if let Some(p) = arg {
-        return Ok(p.clone());
+        return embedder::hub::resolve_model_path(p);
     }
     if let Some(p) = std::env::var_os("EMBD_MODEL").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
+        return embedder::hub::resolve_model_path(Path::new(&p));
     }
     let candidates = [
         PathBuf::from(DEFAULT_MODEL_REL),
