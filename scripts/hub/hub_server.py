@@ -2,7 +2,8 @@
 ``huggingface_hub`` and ``embd pull`` call, served from folders.
 
 - ``GET /api/models/<org>/<name>[/revision/<rev>]``: ``{id, sha, siblings,
-  gated}``; an unknown repo is 401 ``X-Error-Code: RepoNotFound``, an unknown
+  gated}``; ``.../tree/<rev>``: the file list with sizes, git blob ids and
+  LFS hashes; an unknown repo is 401 ``X-Error-Code: RepoNotFound``, an unknown
   revision 404 ``RevisionNotFound`` (as the hub answers).
 - ``HEAD``/``GET /<org>/<name>/resolve/<rev>/<file>``: a small file answers
   200 with ``ETag`` (its git blob id), ``X-Repo-Commit`` and its bytes; an LFS
@@ -161,6 +162,9 @@ class Handler(BaseHTTPRequestHandler):
         rev = "main"
         if len(segs) >= 4 and segs[2] == "revision":
             rev = urllib.parse.unquote("/".join(segs[3:]))
+        tree = len(segs) >= 4 and segs[2] == "tree"
+        if tree:
+            rev = urllib.parse.unquote(segs[3])
         repo = self.repo(repo_name)
         if repo is None:
             self.error(401, "RepoNotFound", "Repository Not Found")
@@ -168,6 +172,9 @@ class Handler(BaseHTTPRequestHandler):
         commit = repo.commit(rev)
         if commit is None:
             self.error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+            return
+        if tree:
+            self.tree(repo)
             return
         siblings = [{"rfilename": f} for f in sorted([*repo.files, *repo.ghosts])]
         body = {
@@ -183,6 +190,26 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(
             200, json.dumps(body).encode(), {"Content-Type": "application/json"}
         )
+
+    def tree(self, repo: Repo) -> None:
+        """``api/models/<repo>/tree/<rev>?recursive=true``: every file (what
+        ``snapshot_download`` lists)."""
+        entries: list[dict[str, Any]] = []
+        for name, data in sorted(repo.files.items()):
+            e: dict[str, Any] = {
+                "type": "file",
+                "path": name,
+                "size": len(data),
+                "oid": git_blob_id(data),
+            }
+            if Repo.is_lfs(name):
+                e["lfs"] = {
+                    "oid": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "pointerSize": 134,
+                }
+            entries.append(e)
+        self.answer(200, json.dumps(entries).encode(), {"Content-Type": "application/json"})
 
     def resolve(self, repo_name: str, rev: str, file: str) -> None:
         repo = self.repo(repo_name)
