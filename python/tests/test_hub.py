@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_dir
 
 import embedder
-from conftest import shared_dir
 
 REPO = "tiny-org/xlmr-tiny"
 COMMIT = "2" * 40
@@ -39,9 +39,7 @@ def fill_cache(root: Path, src: Path) -> None:
     (repo / "refs" / "main").write_text(COMMIT)
 
 
-def test_a_hub_id_opens_from_the_hf_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_hub_id_opens_from_the_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     families = shared_dir() / "reference" / "families"
     fill_cache(tmp_path / "hf", families / "xlmr-tiny")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))

@@ -87,9 +87,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
 
-    def answer(
-        self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
-    ) -> None:
+    def answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -147,9 +145,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = path.lstrip("/").split("/", 4)
         if len(parts) == 5 and parts[2] == "resolve":
             org, name, _, rev, file = parts
-            self.resolve(
-                f"{org}/{name}", urllib.parse.unquote(rev), urllib.parse.unquote(file)
-            )
+            self.resolve(f"{org}/{name}", urllib.parse.unquote(rev), urllib.parse.unquote(file))
             return
         self.error(404, "NotFound", f"no route {path}")
 
@@ -187,9 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             "tags": [],
             "siblings": siblings,
         }
-        self.answer(
-            200, json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
+        self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def tree(self, repo: Repo) -> None:
         """``api/models/<repo>/tree/<rev>?recursive=true``: every file (what
@@ -223,14 +217,10 @@ class Handler(BaseHTTPRequestHandler):
         if repo.gated_token:
             auth = self.headers.get("Authorization")
             if auth is None:
-                self.error(
-                    401, "GatedRepo", f"Access to model {repo_name} is restricted."
-                )
+                self.error(401, "GatedRepo", f"Access to model {repo_name} is restricted.")
                 return
             if auth != f"Bearer {repo.gated_token}":
-                self.error(
-                    403, "GatedRepo", f"Access to model {repo_name} is restricted."
-                )
+                self.error(403, "GatedRepo", f"Access to model {repo_name} is restricted.")
                 return
         data = repo.files.get(file)
         if data is None:
@@ -239,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
         common = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
         if Repo.is_lfs(file):
             sha = hashlib.sha256(data).hexdigest()
-            host, port = self.server.server_address[:2]
+            port = int(self.server.server_address[1])  # type: ignore[index]
             store = f"http://localhost:{port}/lfs/{sha}"
             self.send_response(302)
             for k, v in {

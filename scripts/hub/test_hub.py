@@ -38,9 +38,7 @@ from serve_process import serve  # noqa: E402
 
 EMBD = Path(os.environ.get("EMBD_BIN", ROOT / "target" / "release" / "embd"))
 SHARED = Path(os.environ.get("EMBD_SHARED_DIR", ROOT.parent / "shared"))
-MINILM = Path(
-    os.environ.get("EMBD_MINILM_DIR", ROOT / "models" / "all-MiniLM-L6-v2-hf")
-)
+MINILM = Path(os.environ.get("EMBD_MINILM_DIR", ROOT / "models" / "all-MiniLM-L6-v2-hf"))
 XLMR = SHARED / "reference" / "families" / "xlmr-tiny"
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 XLMR_ID = "tiny-org/xlmr-tiny"
@@ -57,10 +55,10 @@ def reference(name: str, n: int) -> tuple[list[str], list[list[float]]]:
 
 def assert_close(got: list[list[float]], want: list[list[float]]) -> None:
     assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        dot = sum(a * b for a, b in zip(g, w))
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        dot = sum(a * b for a, b in zip(g, w, strict=True))
         cos = dot / (math.sqrt(sum(a * a for a in g)) * math.sqrt(sum(b * b for b in w)))
-        worst = max(abs(a - b) for a, b in zip(g, w))
+        worst = max(abs(a - b) for a, b in zip(g, w, strict=True))
         assert cos >= 0.99999 and worst <= 1e-5, f"row {i}: cosine {cos}, max {worst}"
 
 
@@ -100,9 +98,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def control(hub: str, **body: Any) -> None:
-    req = urllib.request.Request(
-        f"{hub}/_control", data=json.dumps(body).encode(), method="POST"
-    )
+    req = urllib.request.Request(f"{hub}/_control", data=json.dumps(body).encode(), method="POST")
     urllib.request.urlopen(req).read()
 
 
@@ -326,7 +322,7 @@ def test_two_pulls_at_once_download_each_file_once(hub: str, tmp_path: Path) -> 
         outs = [p.communicate(timeout=300) for p in procs]
     finally:
         control(hub)
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     paths = {out.strip() for out, _ in outs}
     assert len(paths) == 1
@@ -344,5 +340,3 @@ def test_two_pulls_at_once_download_each_file_once(hub: str, tmp_path: Path) -> 
 def test_pull_refuses_offline_mode(tmp_path: Path) -> None:
     r = embd(["pull", XLMR_ID], env_for(tmp_path, None, HF_HUB_OFFLINE="1"))
     assert r.returncode == 1 and "HF_HUB_OFFLINE" in r.stderr
-
-
