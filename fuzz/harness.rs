@@ -56,6 +56,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("split", fuzz_split),
     ("torch_pt", fuzz_torch_pt),
     ("pair_template", fuzz_pair_template),
+    ("hub_answers", fuzz_hub_answers),
 ];
 
 /// Both checksum settings: with verification a corrupt file stops at the CRC,
@@ -886,4 +887,31 @@ pub fn fuzz_pair_template(data: &[u8]) {
         assert_eq!(back, t, "stored template changed");
     }
     let _ = PairTemplate::from_json(&s);
+}
+
+/// The hub's answers and names (`embedder::hub`): a model-info JSON answer
+/// (its commit and files, the files a conversion fetches), an `ETag`
+/// header, a hub id. Whatever parses keeps the promises the downloader
+/// relies on: a 40-hex commit, file names that stay inside the repo, a
+/// fetch list drawn from the answer, an etag that names a file, an id that
+/// prints back to itself.
+pub fn fuzz_hub_answers(data: &[u8]) {
+    use embedder::hub::{api, cache, HubId};
+    if let Ok(info) = api::parse_repo_info(data) {
+        assert_eq!(info.commit.len(), 40);
+        for f in &info.files {
+            cache::check_repo_file(&f.name).expect("a listed file stays inside the repo");
+        }
+        if let Ok(fetch) = api::files_to_fetch("o/n", &info) {
+            assert!(fetch.iter().all(|f| info.files.contains(f)));
+        }
+    }
+    let s = String::from_utf8_lossy(data);
+    if let Ok(e) = api::normalize_etag(&s) {
+        assert!(!e.is_empty() && !e.contains('/') && !e.contains('.'));
+    }
+    if let Ok(id) = HubId::parse(&s) {
+        assert_eq!(HubId::parse(&id.to_string()).expect("prints back"), id);
+        assert!(!id.cache_folder().contains('/'));
+    }
 }

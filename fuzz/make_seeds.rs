@@ -849,6 +849,17 @@ fn pair_template_seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+/// `hub_answers` seeds: a model-info answer as the hub gives it (with
+/// `?blobs=true` sizes and LFS hashes), a gated one, etags and hub ids.
+fn hub_answers_seeds() -> Vec<Vec<u8>> {
+    vec![
+        br#"{"_id":"x","id":"sentence-transformers/all-MiniLM-L6-v2","sha":"c9745ed1d9f207416be6d2e6f8de32d1f16199bf","private":false,"gated":false,"siblings":[{"rfilename":".gitattributes","size":1229},{"rfilename":"1_Pooling/config.json","size":190},{"rfilename":"config.json","size":612},{"rfilename":"model.safetensors","size":90868376,"lfs":{"sha256":"53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db","size":90868376,"pointerSize":135}},{"rfilename":"onnx/model.onnx"},{"rfilename":"tokenizer.json"}]}"#.to_vec(),
+        br#"{"id":"o/gated","sha":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","gated":"manual","siblings":[{"rfilename":"config.json"},{"rfilename":"model-00001-of-00002.safetensors"},{"rfilename":"2_Dense/model.safetensors"}]}"#.to_vec(),
+        b"W/\"53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db\"".to_vec(),
+        b"BAAI/bge-small-en-v1.5@refs/pr/3".to_vec(),
+    ]
+}
+
 /// Every seed: `(target, file name, bytes)`.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
@@ -926,6 +937,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     for (i, b) in pair_template_seeds().into_iter().enumerate() {
         out.push(("pair_template", format!("template_{i}.bin"), b));
+    }
+    for (i, b) in hub_answers_seeds().into_iter().enumerate() {
+        out.push(("hub_answers", format!("answer_{i}.bin"), b));
     }
     // The `container` target: every file seed of `model_file`, prefixed with
     // the index of its row among the containers that read from bytes.

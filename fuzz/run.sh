@@ -15,7 +15,7 @@ fi
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(embd legacy finalfusion coreml_blob amb lwt container safetensors hf_dir tokenizer unigram_spec model_file bpe hf_tokenizer split torch_pt pair_template ollama_embed cohere_embed api_keys)
+  TARGETS=(embd legacy finalfusion coreml_blob amb lwt container safetensors hf_dir tokenizer unigram_spec model_file bpe hf_tokenizer split torch_pt pair_template ollama_embed cohere_embed api_keys hub_answers)
 fi
 for t in "${TARGETS[@]}"; do
   mkdir -p "fuzz/target/corpus-work/$t" "fuzz/artifacts/$t"

@@ -691,7 +691,11 @@ embd_status embd_options_set_progress(embd_options *options, embd_progress_fn pr
  * `embd_tokenize` then returns word indices, `UINT32_MAX` for unknown words).
  *
  * - `path`: NUL-terminated UTF-8 file path, borrowed for the duration of the
- *   call.
+ *   call; or a hub id `org/name[@revision]` (no such file): its snapshot in
+ *   the local HuggingFace cache (`HF_HUB_CACHE`, `HF_HOME`,
+ *   `~/.cache/huggingface/hub`), converted on first use into
+ *   `$EMBD_CACHE_DIR` (default `~/.cache/embedder`) and opened from there.
+ *   Nothing is downloaded (`embd pull` does).
  * - `options`: borrowed for the duration of the call; NULL means defaults. Not
  *   retained: changing or freeing it afterwards does not affect the model.
  * - `model_out`: receives the model, owned by the caller, free with
@@ -1325,7 +1329,8 @@ embd_status embd_similarity(const float *a, const float *b, size_t len, float *s
  * `*ForSequenceClassification` folder (metadata `task` = `classification`),
  * or such a folder itself.
  *
- * - `path`: NUL-terminated UTF-8 file path, borrowed for the call.
+ * - `path`: NUL-terminated UTF-8 file path, borrowed for the call; or a hub
+ *   id `org/name[@revision]` in the local HuggingFace cache, as `embd_open`.
  * - `options`: borrowed for the call; NULL means defaults. Applies:
  *   threads, max_seq_length (sentence-transformers' `CrossEncoder`
  *   `max_length`), precision, verify_checksums, prepack_weights, progress.

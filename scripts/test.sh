@@ -32,6 +32,7 @@ step "format and lint"
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release -p embd-server --all-targets -- -D warnings
+cargo clippy --release -p embd-pull --all-targets -- -D warnings
 
 step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
@@ -47,6 +48,10 @@ cargo test --release -p embd-server
 
 step "HTTP server with real clients: openai SDK, huggingface_hub, requests, Ollama (ollama, langchain-ollama, llama-index), Cohere embed and LiteLLM, with and without API keys, HF tokenizers offsets, schemathesis, 64-client load"
 server/clients/run.sh
+
+step "models by name: embd pull and embd -m / embd serve -m against a loopback hub, with huggingface_hub (scripts/hub)"
+cargo build --release --quiet -p embd-pull
+EMBD_BIN="$root/target/release/embd" scripts/hub/run.sh
 
 step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy, pytest (incl. Ray)"
 scripts/test_python.sh --fresh

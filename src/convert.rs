@@ -10,6 +10,11 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::formats::{DType, ModelFile, TensorEntry};
 
+/// The version of what a conversion writes for a given folder: raise it
+/// when the importers or the writer change the bytes of a converted model,
+/// so that the converted hub models cached by [`crate::hub`] convert again.
+pub const CONVERTER_VERSION: u32 = 1;
+
 /// Target precision of a conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetDType {

@@ -24,6 +24,7 @@ pub mod embedder;
 pub mod engine;
 pub mod error;
 pub mod formats;
+pub mod hub;
 pub mod import;
 pub mod kernels;
 pub mod limits;

@@ -49,7 +49,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct Config {
     /// A model to serve (an embedder or a reranker): PATH, or NAME=PATH (NAME
     /// is what a request's "model" field picks; default: the file's model
-    /// name). Repeat for several; the first of each kind is the default for
+    /// name). PATH is a model file, or a hub id `org/name[@revision]` found
+    /// in the HuggingFace cache (as `embd -m`; `embd pull` fetches one). Repeat for several; the first of each kind is the default for
     /// its routes.
     #[arg(
         short = 'm',
@@ -326,7 +327,8 @@ fn split_model_arg(arg: &str) -> (Option<String>, PathBuf) {
 pub fn load(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Vec<Model>, String> {
     let mut models: Vec<Model> = Vec::new();
     for arg in &cfg.models {
-        let (name, path) = split_model_arg(arg);
+        let (name, spec) = split_model_arg(arg);
+        let path = embedder::hub::resolve_model_path(&spec).map_err(|e| e.to_string())?;
         let mut opts = Options::new().verify_checksums(!cfg.no_verify);
         if let Some(t) = cfg.threads {
             opts = opts.threads(t);

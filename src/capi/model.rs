@@ -21,7 +21,11 @@ use crate::{Engine, Options};
 /// `embd_tokenize` then returns word indices, `UINT32_MAX` for unknown words).
 ///
 /// - `path`: NUL-terminated UTF-8 file path, borrowed for the duration of the
-///   call.
+///   call; or a hub id `org/name[@revision]` (no such file): its snapshot in
+///   the local HuggingFace cache (`HF_HUB_CACHE`, `HF_HOME`,
+///   `~/.cache/huggingface/hub`), converted on first use into
+///   `$EMBD_CACHE_DIR` (default `~/.cache/embedder`) and opened from there.
+///   Nothing is downloaded (`embd pull` does).
 /// - `options`: borrowed for the duration of the call; NULL means defaults. Not
 ///   retained: changing or freeing it afterwards does not affect the model.
 /// - `model_out`: receives the model, owned by the caller, free with
@@ -62,7 +66,8 @@ pub unsafe extern "C" fn embd_open(
             let g = o.opts.lock().unwrap_or_else(|e| e.into_inner());
             g.clone()
         };
-        let embedder = Engine::open(path, &opts)?;
+        let path = crate::hub::resolve_model_path(std::path::Path::new(path))?;
+        let embedder = Engine::open(&path, &opts)?;
         let info = embedder.info();
         let name = last_error::to_cstring(&info.name);
         let p = handles::register(embd_model {

@@ -39,7 +39,8 @@ pub struct embd_ranked {
 /// `*ForSequenceClassification` folder (metadata `task` = `classification`),
 /// or such a folder itself.
 ///
-/// - `path`: NUL-terminated UTF-8 file path, borrowed for the call.
+/// - `path`: NUL-terminated UTF-8 file path, borrowed for the call; or a hub
+///   id `org/name[@revision]` in the local HuggingFace cache, as `embd_open`.
 /// - `options`: borrowed for the call; NULL means defaults. Applies:
 ///   threads, max_seq_length (sentence-transformers' `CrossEncoder`
 ///   `max_length`), precision, verify_checksums, prepack_weights, progress.
@@ -82,7 +83,8 @@ pub unsafe extern "C" fn embd_rerank_open(
             let g = o.opts.lock().unwrap_or_else(|e| e.into_inner());
             g.clone()
         };
-        let reranker = Reranker::open(path, &opts)?;
+        let path = crate::hub::resolve_model_path(std::path::Path::new(path))?;
+        let reranker = Reranker::open(&path, &opts)?;
         let p = handles::register(embd_reranker { reranker });
         // SAFETY: non-NULL (checked) and writable per the contract.
         unsafe { reranker_out.write(p) };

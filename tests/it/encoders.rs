@@ -322,7 +322,7 @@ fn splade_distilbert_matches_reference() {
                 &EncodeRequest::new(&sparse).task(EncodeTask::Document),
             )
             .unwrap();
-        let (q, d) = (q.sparse.unwrap(), d.sparse.unwrap());
+        let (q, d) = (q.into_sparse(), d.into_sparse());
         for (i, r) in refs.iter().enumerate() {
             crate::outputs::assert_sparse(
                 &format!("query {i}"),

@@ -72,7 +72,7 @@ const LEAVES: &[&str] = &[
 /// Rooms no `model` module may name.
 const ABOVE_MODEL: &[&str] = &[
     "import", "options", "quantize", "convert", "engine", "embedder", "reranker", "capi", "compat",
-    "crate",
+    "hub", "crate",
 ];
 
 /// The known remaining circle, inside `model`: a family's settings and

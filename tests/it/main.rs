@@ -21,6 +21,7 @@ mod families;
 mod formats;
 mod fuzz_regressions;
 mod header;
+mod hub;
 mod layering;
 mod mpnet;
 mod options;

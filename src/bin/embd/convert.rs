@@ -18,7 +18,8 @@ use crate::progress::Progress;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// HF / sentence-transformers folder, or a model file.
+    /// HF / sentence-transformers folder, a model file, or a hub id
+    /// `org/name[@revision]` (its snapshot in the HuggingFace cache).
     pub src: PathBuf,
     /// Output file.
     #[arg(short, long)]
@@ -135,6 +136,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         unpacked,
         packed,
     } = args;
+    let (src, name) = match embedder::hub::hub_id_of(&src) {
+        Some(id) => (
+            embedder::hub::HfCache::from_env()?.find_snapshot(&id)?.dir,
+            name.or(Some(id.repo)),
+        ),
+        None => (src, name),
+    };
     let model = if hf::detect(&src).is_some() {
         hf::import_dir(
             &src,

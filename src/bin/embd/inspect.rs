@@ -11,7 +11,8 @@ use crate::stdout_err;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model file or HF folder.
+    /// Model file, HF folder, or hub id `org/name[@revision]` in the
+    /// HuggingFace cache.
     pub file: PathBuf,
     /// Machine-readable output.
     #[arg(long)]
@@ -21,6 +22,7 @@ pub struct Args {
 /// Runs `embd inspect`.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let Args { file, json } = args;
+    let file = embedder::hub::resolve_model_path(&file)?;
     let m = ModelFile::open(&file, ReadOptions::default())?;
     let out = std::io::stdout();
     let mut out = out.lock();

@@ -8,6 +8,7 @@ mod encode;
 mod inspect;
 mod io_util;
 mod progress;
+mod pull;
 mod report;
 mod rerank;
 mod serve;
@@ -59,6 +60,12 @@ enum Cmd {
     /// with these arguments (`embd serve --help` lists them).
     #[command(disable_help_flag = true)]
     Serve(serve::Args),
+    /// Download a model from the HuggingFace hub (`HF_ENDPOINT`, `HF_TOKEN`)
+    /// into the HuggingFace cache, then convert it once: `embd pull
+    /// org/name [--revision R]`; afterwards `-m org/name` opens it. Runs the
+    /// `embd-pull` binary installed next to `embd` (`embd pull --help`).
+    #[command(disable_help_flag = true)]
+    Pull(pull::Args),
     /// Time one configuration over a corpus; print JSON (see bench/README.md).
     Bench(bench::Args),
     /// Error of a reduced precision against f32, layer by layer and product by
@@ -97,7 +104,10 @@ impl InputArgs {
 
 #[derive(clap::Args)]
 pub struct ModelArgs {
-    /// Model file (default: $EMBD_MODEL, then models/all-MiniLM-L6-v2.weights).
+    /// Model file, or a hub id `org/name[@revision]` found in the
+    /// HuggingFace cache (`embd pull` fetches one; converted once, then
+    /// opened from $EMBD_CACHE_DIR) (default: $EMBD_MODEL, then
+    /// models/all-MiniLM-L6-v2.weights).
     #[arg(short = 'm', long = "model")]
     pub model: Option<PathBuf>,
     /// Worker threads (default: all cores).
@@ -180,12 +190,14 @@ pub fn parse_precision(s: &str) -> Result<Precision, String> {
     })
 }
 
+/// The model file of `-m` (a path or a hub id), else of `$EMBD_MODEL`, else
+/// the default model.
 pub fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf, Error> {
     if let Some(p) = arg {
-        return Ok(p.clone());
+        return embedder::hub::resolve_model_path(p);
     }
     if let Some(p) = std::env::var_os("EMBD_MODEL").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
+        return embedder::hub::resolve_model_path(Path::new(&p));
     }
     let candidates = [
         PathBuf::from(DEFAULT_MODEL_REL),
@@ -238,11 +250,41 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Cmd::Encode(a) => encode::run(a),
         Cmd::Tokenize(a) => tokenize::run(a),
         Cmd::Serve(a) => serve::run(a),
+        Cmd::Pull(a) => pull::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::PrecisionReport(a) => report::run(a),
         Cmd::Rerank(a) => rerank::run(a),
         Cmd::Similarity(a) => similarity::run(a),
     }
+}
+
+/// Replaces this process with the binary `name` next to `embd` (built by
+/// the workspace member `package`), passing `args` on.
+pub fn exec_sibling(
+    name: &str,
+    package: &str,
+    args: &[std::ffi::OsString],
+) -> Result<ExitCode, Error> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot find the embd binary: {e}")))?;
+    let sibling = exe.with_file_name(name);
+    if !sibling.is_file() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "embd {} needs the {name} binary at {}; build it with \
+                 `cargo build --release -p {package}` (it is built beside embd)",
+                name.trim_start_matches("embd-"),
+                sibling.display()
+            ),
+        ));
+    }
+    let e = std::process::Command::new(&sibling).args(args).exec();
+    Err(Error::new(
+        ErrorKind::Io,
+        format!("cannot run {}: {e}", sibling.display()),
+    ))
 }
 
 pub fn stdout_err(e: std::io::Error) -> Error {

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use embedder::{Error, ErrorKind};
+use embedder::Error;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,24 +15,5 @@ pub struct Args {
 /// `embd` (the server lives in its own crate, `server/`, so that the library
 /// never links an HTTP stack), passing `args` on.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let args = &args.args;
-    use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot find the embd binary: {e}")))?;
-    let server = exe.with_file_name("embd-serve");
-    if !server.is_file() {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "embd serve needs the embd-serve binary at {}; build it with \
-                 `cargo build --release -p embd-server` (it is built beside embd)",
-                server.display()
-            ),
-        ));
-    }
-    let e = std::process::Command::new(&server).args(args).exec();
-    Err(Error::new(
-        ErrorKind::Io,
-        format!("cannot run {}: {e}", server.display()),
-    ))
+    crate::exec_sibling("embd-serve", "embd-server", &args.args)
 }

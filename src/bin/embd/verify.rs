@@ -7,16 +7,17 @@ use embedder::{Engine, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model file.
+    /// Model file, or hub id `org/name[@revision]` in the HuggingFace cache.
     pub file: PathBuf,
 }
 
 /// Runs `embd verify`: exit 0 if the file is valid, else print the first
 /// problem and exit 1.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    match Engine::verify(&args.file) {
+    let file = embedder::hub::resolve_model_path(&args.file)?;
+    match Engine::verify(&file) {
         Ok(summary) => {
-            println!("ok: {}: {summary}", args.file.display());
+            println!("ok: {}: {summary}", file.display());
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
