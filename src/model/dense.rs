@@ -17,10 +17,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::ModelFile;
-use crate::kernels::Par;
 use crate::model::config::{DenseActivation, ModelConfig};
-use crate::model::encoder::HeadScratch;
-use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param};
 use crate::model::pooling::{Pooling, SentencePooling};
 use crate::vector::{dot_f64, Matryoshka};
@@ -337,41 +334,5 @@ impl SentenceDense {
             cur = next;
         }
         out[..cur.len()].copy_from_slice(&cur);
-    }
-}
-
-impl Head for DenseHead {
-    fn kind(&self) -> OutputKind {
-        OutputKind::Dense
-    }
-
-    fn apply(
-        &self,
-        seqs: &[&[u32]],
-        hidden: &[f32],
-        _: HeadScratch<'_>,
-        _: Par,
-        call: &HeadCall,
-    ) -> Output {
-        Output::Dense {
-            dim: call.dense.dim,
-            vectors: self.vectors(seqs, hidden, call.dense),
-        }
-    }
-
-    fn merge(&self, windows: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
-        let Output::Dense { dim, vectors } = parts else {
-            return parts;
-        };
-        let mut out = vec![0.0; dim];
-        DenseHead::merge(
-            &vectors,
-            dim,
-            windows,
-            &vec![0; windows.len()],
-            call.dense.normalize,
-            &mut out,
-        );
-        Output::Dense { dim, vectors: out }
     }
 }

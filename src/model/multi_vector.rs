@@ -24,7 +24,6 @@ use crate::kernels::Par;
 use crate::model::config::parse_bool;
 use crate::model::encoder::HeadScratch;
 use crate::model::linear::Linear;
-use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param};
 use crate::model::precision::Precision;
 
@@ -303,37 +302,5 @@ impl MultiVectorHead {
             }
         }
         mv
-    }
-}
-
-impl Head for MultiVectorHead {
-    fn kind(&self) -> OutputKind {
-        OutputKind::MultiVector
-    }
-
-    fn apply(
-        &self,
-        seqs: &[&[u32]],
-        hidden: &[f32],
-        scratch: HeadScratch<'_>,
-        par: Par,
-        call: &HeadCall,
-    ) -> Output {
-        let skip = match (call.colbert_document, &self.colbert) {
-            (true, Some(f)) => Some(&f.skiplist),
-            _ => None,
-        };
-        let keep = |s: usize, i: usize| skip.is_none_or(|l| !l.contains(&seqs[s][i]));
-        Output::MultiVector(self.vectors(hidden, seqs, keep, scratch, par))
-    }
-
-    fn merge(&self, windows: &[&[u32]], parts: Output, f: WindowFrame, _: &HeadCall) -> Output {
-        let Output::MultiVector(parts) = parts else {
-            return parts;
-        };
-        let parts: Vec<&MultiVector> = parts.iter().collect();
-        Output::MultiVector(vec![MultiVectorHead::merge(
-            self, windows, &parts, f.pre, f.post, f.overlap,
-        )])
     }
 }

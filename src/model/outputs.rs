@@ -309,6 +309,106 @@ pub trait Head: Send + Sync {
     ) -> Output;
 }
 
+impl Head for DenseHead {
+    fn kind(&self) -> OutputKind {
+        OutputKind::Dense
+    }
+
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        _: HeadScratch<'_>,
+        _: Par,
+        call: &HeadCall,
+    ) -> Output {
+        Output::Dense {
+            dim: call.dense.dim,
+            vectors: self.vectors(seqs, hidden, call.dense),
+        }
+    }
+
+    fn merge(&self, windows: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
+        let Output::Dense { dim, vectors } = parts else {
+            return parts;
+        };
+        let mut out = vec![0.0; dim];
+        DenseHead::merge(
+            &vectors,
+            dim,
+            windows,
+            &vec![0; windows.len()],
+            call.dense.normalize,
+            &mut out,
+        );
+        Output::Dense { dim, vectors: out }
+    }
+}
+
+impl Head for SparseHead {
+    fn kind(&self) -> OutputKind {
+        OutputKind::Sparse
+    }
+
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        scratch: HeadScratch<'_>,
+        par: Par,
+        call: &HeadCall,
+    ) -> Output {
+        let mut vs = self.vectors(hidden, seqs, scratch, par);
+        if let Some(k) = call.top_k {
+            vs.iter_mut().for_each(|v| v.keep_top(k));
+        }
+        Output::Sparse(vs)
+    }
+
+    fn merge(&self, _: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
+        let Output::Sparse(parts) = parts else {
+            return parts;
+        };
+        let mut v = SparseHead::merge(self, parts);
+        if let Some(k) = call.top_k {
+            v.keep_top(k);
+        }
+        Output::Sparse(vec![v])
+    }
+}
+
+impl Head for MultiVectorHead {
+    fn kind(&self) -> OutputKind {
+        OutputKind::MultiVector
+    }
+
+    fn apply(
+        &self,
+        seqs: &[&[u32]],
+        hidden: &[f32],
+        scratch: HeadScratch<'_>,
+        par: Par,
+        call: &HeadCall,
+    ) -> Output {
+        let skip = match (call.colbert_document, &self.colbert) {
+            (true, Some(f)) => Some(&f.skiplist),
+            _ => None,
+        };
+        let keep = |s: usize, i: usize| skip.is_none_or(|l| !l.contains(&seqs[s][i]));
+        Output::MultiVector(self.vectors(hidden, seqs, keep, scratch, par))
+    }
+
+    fn merge(&self, windows: &[&[u32]], parts: Output, f: WindowFrame, _: &HeadCall) -> Output {
+        let Output::MultiVector(parts) = parts else {
+            return parts;
+        };
+        let parts: Vec<&MultiVector> = parts.iter().collect();
+        Output::MultiVector(vec![MultiVectorHead::merge(
+            self, windows, &parts, f.pre, f.post, f.overlap,
+        )])
+    }
+}
+
 /// The heads of a model, one per output kind.
 pub struct OutputHeads {
     /// The declared outputs, in order.

@@ -36,7 +36,6 @@ use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::config::{Activation, ModelConfig};
 use crate::model::encoder::HeadScratch;
 use crate::model::linear::{Linear, LinearScratch};
-use crate::model::outputs::{Head, HeadCall, Output, OutputKind, WindowFrame};
 use crate::model::param::{load_param, stores_int8, Param, Table};
 use crate::model::precision::Precision;
 
@@ -576,38 +575,6 @@ pub fn top_k_of(file: &ModelFile) -> Result<Option<usize>> {
                 "metadata '{SPARSE_TOP_K}' = '{v}' is not a positive integer"
             ))),
         },
-    }
-}
-
-impl Head for SparseHead {
-    fn kind(&self) -> OutputKind {
-        OutputKind::Sparse
-    }
-
-    fn apply(
-        &self,
-        seqs: &[&[u32]],
-        hidden: &[f32],
-        scratch: HeadScratch<'_>,
-        par: Par,
-        call: &HeadCall,
-    ) -> Output {
-        let mut vs = self.vectors(hidden, seqs, scratch, par);
-        if let Some(k) = call.top_k {
-            vs.iter_mut().for_each(|v| v.keep_top(k));
-        }
-        Output::Sparse(vs)
-    }
-
-    fn merge(&self, _: &[&[u32]], parts: Output, _: WindowFrame, call: &HeadCall) -> Output {
-        let Output::Sparse(parts) = parts else {
-            return parts;
-        };
-        let mut v = SparseHead::merge(self, parts);
-        if let Some(k) = call.top_k {
-            v.keep_top(k);
-        }
-        Output::Sparse(vec![v])
     }
 }
 

@@ -414,7 +414,7 @@ fn unknown_architectures_are_refused_by_name() {
         assert_eq!(e.kind(), embedder::ErrorKind::Unsupported, "{e}");
         assert!(
             e.to_string()
-                .contains("architecture 'xlnet' is not supported (encoder families: bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3)"),
+                .contains("architecture 'xlnet' is not supported (encoder families: bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert"),
             "{e}"
         );
     }
