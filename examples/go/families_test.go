@@ -131,18 +131,18 @@ func TestFamilies(t *testing.T) {
 					"embd convert <shared>/reference/"+fam.folder+" -o models/"+fam.name+".weights")
 				return
 			}
-			checkReference(t, fam, path)
+			checkFamilyReference(t, fam, path)
 			if fam.cases != "" {
-				checkCases(t, fam, path)
+				checkFamilyCases(t, fam, path)
 			}
 			if fam.promptLines > 0 {
-				checkPrompts(t, fam, path)
+				checkFamilyPrompts(t, fam, path)
 			}
 		})
 	}
 }
 
-func checkReference(t *testing.T, fam family, path string) {
+func checkFamilyReference(t *testing.T, fam family, path string) {
 	refs := readLines[reference](t, fam.folder+"_reference.jsonl")
 	if len(refs) != fam.lines {
 		t.Fatalf("%s: %d reference lines, want %d", fam.name, len(refs), fam.lines)
@@ -188,9 +188,9 @@ func checkReference(t *testing.T, fam family, path string) {
 	}
 }
 
-// checkCases: the tokenizer case file's ids; a text longer than the model
+// checkFamilyCases: the tokenizer case file's ids; a text longer than the model
 // gives its first max_seq_length - 1 ids and the closing special token.
-func checkCases(t *testing.T, fam family, path string) {
+func checkFamilyCases(t *testing.T, fam family, path string) {
 	cases := readLines[reference](t, fam.cases)
 	if len(cases) != fam.caseLines {
 		t.Fatalf("%s: %d lines, want %d", fam.cases, len(cases), fam.caseLines)
@@ -216,10 +216,10 @@ func checkCases(t *testing.T, fam family, path string) {
 	}
 }
 
-// checkPrompts: the model's stored prompts by name (WithPromptName) against
+// checkFamilyPrompts: the model's stored prompts by name (WithPromptName) against
 // <folder>_prompt_reference.jsonl; a line without prompt_name has the
 // model's default prompt.
-func checkPrompts(t *testing.T, fam family, path string) {
+func checkFamilyPrompts(t *testing.T, fam family, path string) {
 	rows := readLines[promptLine](t, fam.folder+"_prompt_reference.jsonl")
 	if len(rows) != fam.promptLines {
 		t.Fatalf("%s: %d prompt lines, want %d", fam.name, len(rows), fam.promptLines)
