@@ -177,7 +177,9 @@ pub trait Embed: Send + Sync + std::fmt::Debug {
     ) -> Result<()>;
     /// The ranges `int8` / `uint8` output uses.
     fn output_ranges(&self) -> Option<&OutputRanges>;
-    /// Embeds and quantizes (see [`Embedder::embed_quantized_into`]).
+    /// Embeds and quantizes (see [`Embedder::embed_quantized_into`]); by
+    /// default the vectors of [`Embed::embed_texts`] with default call
+    /// options (the static engines).
     ///
     /// # Errors
     /// As [`Embedder::embed_quantized_into`].
@@ -187,7 +189,18 @@ pub trait Embed: Send + Sync + std::fmt::Debug {
         precision: OutputPrecision,
         out: &mut [u8],
         info: Option<&mut [TextInfo]>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let call = CallOptions::default();
+        crate::embedder::embed_quantized(
+            texts,
+            self.dim(),
+            precision,
+            self.output_ranges(),
+            out,
+            info,
+            |t, o, i, _| (self.embed_texts(t, &call, o, i), t.len()),
+        )
+    }
     /// The model as an [`Embedder`], if it is one (its outputs beyond dense
     /// vectors, token vectors, per-call plans).
     fn as_embedder(&self) -> Option<&Embedder> {
@@ -338,24 +351,6 @@ impl Embed for StaticEmbedder {
     }
     fn output_ranges(&self) -> Option<&OutputRanges> {
         self.output_ranges.as_ref()
-    }
-    fn embed_quantized_texts(
-        &self,
-        texts: &[&str],
-        precision: OutputPrecision,
-        out: &mut [u8],
-        info: Option<&mut [TextInfo]>,
-    ) -> Result<()> {
-        let call = CallOptions::default();
-        crate::embedder::embed_quantized(
-            texts,
-            self.dim,
-            precision,
-            self.output_ranges.as_ref(),
-            out,
-            info,
-            |t, o, i, _| (self.embed_texts(t, &call, o, i), t.len()),
-        )
     }
     fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
         Err(self)
@@ -525,24 +520,6 @@ impl Embed for VocabEmbedder {
     }
     fn output_ranges(&self) -> Option<&OutputRanges> {
         self.output_ranges.as_ref()
-    }
-    fn embed_quantized_texts(
-        &self,
-        texts: &[&str],
-        precision: OutputPrecision,
-        out: &mut [u8],
-        info: Option<&mut [TextInfo]>,
-    ) -> Result<()> {
-        let call = CallOptions::default();
-        crate::embedder::embed_quantized(
-            texts,
-            self.dim,
-            precision,
-            self.output_ranges.as_ref(),
-            out,
-            info,
-            |t, o, i, _| (self.embed_texts(t, &call, o, i), t.len()),
-        )
     }
     fn into_embedder(self: Box<Self>) -> std::result::Result<Box<Embedder>, Box<dyn Embed>> {
         Err(self)
