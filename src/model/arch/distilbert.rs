@@ -9,7 +9,7 @@
 //! 1e-12, fixed by the class). Every product has a bias.
 //!
 //! `config.json` has DistilBERT's own keys (`dim`, `n_layers`, `n_heads`,
-//! `hidden_dim`, `activation`), read as the core ones by [`hf_alias`].
+//! `hidden_dim`, `activation`), read as the core ones by `hf_alias`.
 
 use std::collections::BTreeMap;
 

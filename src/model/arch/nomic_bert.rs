@@ -11,7 +11,7 @@
 //! `config.json` in either layout: the hub's remote-code keys (`n_embd`,
 //! `n_layer`, `n_head`, `n_inner`, `n_positions`, `layer_norm_epsilon`,
 //! `rotary_emb_base`, `activation_function`, ...), read as the core keys by
-//! [`hf_alias`], or transformers 5's native ones (`hidden_size`, ...,
+//! `hf_alias`, or transformers 5's native ones (`hidden_size`, ...,
 //! `hidden_act` `silu`, `rope_parameters`). What the remote code can build
 //! and the native class cannot (pre-norm, biases, partial or interleaved
 //! rotary, scaled rotary, mixture-of-experts layers: nomic-embed-text-v2-moe)
