@@ -40,9 +40,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "transformers")]
     pub tokenizer_layout: TokenizerLayoutArg,
     /// A static (model2vec / StaticEmbedding) folder: whose vectors the
-    /// file gives, `sentence-transformers` ([UNK] kept, never truncated;
-    /// the default on a folder with a modules.json) or `model2vec` ([UNK]
-    /// dropped, cut at max_length; the default without one). `embd inspect`
+    /// file gives, `sentence-transformers` (the unknown token kept, never truncated;
+    /// the default on a folder with a modules.json) or `model2vec` (the unknown
+    /// token dropped, cut at max_length; the default without one). `embd inspect`
     /// shows it.
     #[arg(long, value_name = "sentence-transformers|model2vec", value_parser = parse_static)]
     pub static_behaviour: Option<Behaviour>,
