@@ -1,6 +1,7 @@
 """Every model of ``tests/data/families.tsv`` (one row per reference model:
 XLM-RoBERTa + Unigram, BERT + Unigram, RoBERTa + byte-level BPE, ModernBERT,
-Qwen3-Embedding, EmbeddingGemma, ...) through the Python package: ids and
+Qwen3-Embedding, EmbeddingGemma, NomicBERT, GTE, DistilBERT, jina-v3, mmBERT,
+EuroBERT, ...) through the Python package: ids and
 embeddings against sentence-transformers on every line of
 ``shared/reference/<folder>_reference.jsonl``, its tokenizer case file and its
 prompt reference.
@@ -58,6 +59,14 @@ class Family:
     @property
     def prompt_reference(self) -> Path:
         return reference_dir() / f"{self.folder}_prompt_reference.jsonl"
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether sentence-transformers normalizes (a Normalize module in
+        ``modules.json``): the package normalizes by default, distiluse's
+        folder does not."""
+        modules = json.loads((self.dir / "modules.json").read_text(encoding="utf-8"))
+        return any(str(m["type"]).endswith("Normalize") for m in modules)
 
 
 def read_families() -> List[Family]:
@@ -146,7 +155,7 @@ def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], nam
     assert len(ref) == lines
     texts = [r["text"] for r in ref]
     want = np.asarray([r["embedding"] for r in ref], dtype=np.float32)
-    with embedder.Embedder(converted[name], threads=1) as m:
+    with embedder.Embedder(converted[name], threads=1, normalize=fam.normalizes) as m:
         assert (m.dim, m.max_seq_length) == (fam.dim, fam.max_tokens)
         bad_ids = [
             (i + 1, r["text"][:40])
@@ -167,7 +176,7 @@ def test_ids_and_embeddings_every_reference_line(converted: Dict[str, Path], nam
         assert not bad, f"{name}: lines off the reference (line, max abs, cosine): {bad[:5]}"
         # One text per call: the same bits.
         assert np.array_equal(m.encode(texts, batch_size=1), got)
-    with embedder.Embedder(converted[name], threads=2) as m2:
+    with embedder.Embedder(converted[name], threads=2, normalize=fam.normalizes) as m2:
         assert np.array_equal(m2.encode(texts, batch_size=7), got)
 
 
@@ -186,7 +195,9 @@ def test_prompts(converted: Dict[str, Path], name: str) -> None:
         assert prompt, f"{name}: a line without prompt_name and no default prompt"
         groups.setdefault(prompt, []).append(r)
     for prompt, rows in groups.items():
-        with embedder.Embedder(converted[name], prompt_name=prompt) as m:
+        with embedder.Embedder(
+            converted[name], prompt_name=prompt, normalize=fam.normalizes
+        ) as m:
             for r in rows:
                 if "input_ids" in r:
                     assert m.tokenize(r["text"]) == r["input_ids"], (prompt, r["text"])

@@ -16,7 +16,7 @@
 //! model's own output. Model names match with or without Ollama's `:latest`
 //! tag, ignoring case.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -297,32 +297,12 @@ fn tagged(name: &str) -> String {
 /// The file's size and modification time (RFC 3339, UTC).
 fn file_facts(m: &Model) -> (u64, Option<String>) {
     match std::fs::metadata(&m.path) {
-        Ok(md) => (md.len(), md.modified().ok().map(rfc3339)),
+        Ok(md) => (
+            md.len(),
+            md.modified().ok().map(embedder::import::hf::iso8601),
+        ),
         Err(_) => (0, None),
     }
-}
-
-/// `t` as `YYYY-MM-DDTHH:MM:SSZ`.
-fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
 }
 
 /// Ollama's `details` of an embedding model.
@@ -429,10 +409,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_and_bodies() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_709_251_199);
-        assert_eq!(rfc3339(t), "2024-02-29T23:59:59Z");
+    fn bodies() {
         let e = EmbedCall::from_value(&json!({"model": "m", "input": ["a", 1]})).unwrap_err();
         assert_eq!(
             (e.status, e.message.as_str()),

@@ -330,28 +330,37 @@ pub(crate) fn rerank() -> Value {
     )
 }
 
+/// The request of `/v1/rerank` and `/v2/rerank` (Jina / Cohere).
+fn documents_rerank_request() -> Value {
+    json!({"type": "object", "required": ["query", "documents"], "properties": {
+        "model": {"type": "string"},
+        "query": {"type": "string"},
+        "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
+            {"type": "object", "required": ["text"],
+                "properties": {"text": {"type": "string"}}}]}},
+        "top_n": {"type": "integer", "minimum": 1},
+        "return_documents": {"type": "boolean", "default": false},
+        "prompt": {"type": "string", "nullable": true,
+            "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
+    }})
+}
+
+/// The `results` of `/v1/rerank` and `/v2/rerank`, best first.
+fn relevance_results() -> Value {
+    json!({"type": "array", "items": {"type": "object",
+        "required": ["index", "relevance_score"], "properties": {
+        "index": {"type": "integer"}, "relevance_score": {"type": "number"},
+        "document": {"type": "object", "properties": {"text": {"type": "string"}}}}}})
+}
+
 /// `POST /v1/rerank` (Jina / Cohere v1).
 pub(crate) fn openai_rerank() -> Value {
     post(
         "Rerank documents (Jina / Cohere shape), best first; 424 on a server without a reranker",
-        json!({"type": "object", "required": ["query", "documents"], "properties": {
-            "model": {"type": "string"},
-            "query": {"type": "string"},
-            "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
-                {"type": "object", "required": ["text"],
-                    "properties": {"text": {"type": "string"}}}]}},
-            "top_n": {"type": "integer", "minimum": 1},
-            "return_documents": {"type": "boolean", "default": false},
-            "prompt": {"type": "string", "nullable": true,
-                "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
-        }}),
+        documents_rerank_request(),
         json!({"type": "object", "required": ["model", "object", "results"],
             "properties": {"model": {"type": "string"}, "object": {"type": "string"},
-            "results": {"type": "array", "items": {"type": "object",
-                "required": ["index", "relevance_score"], "properties": {
-                "index": {"type": "integer"}, "relevance_score": {"type": "number"},
-                "document": {"type": "object",
-                    "properties": {"text": {"type": "string"}}}}}},
+            "results": relevance_results(),
             "usage": {"type": "object"}}}),
         Shape::OpenAi,
         INFER_ERRORS,
@@ -362,24 +371,10 @@ pub(crate) fn openai_rerank() -> Value {
 pub(crate) fn cohere_v2_rerank() -> Value {
     post(
         "Rerank documents (Cohere's v2 shape), best first; 424 on a server without a reranker",
-        json!({"type": "object", "required": ["query", "documents"], "properties": {
-            "model": {"type": "string"},
-            "query": {"type": "string"},
-            "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
-                {"type": "object", "required": ["text"],
-                    "properties": {"text": {"type": "string"}}}]}},
-            "top_n": {"type": "integer", "minimum": 1},
-            "return_documents": {"type": "boolean", "default": false},
-            "prompt": {"type": "string", "nullable": true,
-                "description": "An LLM reranker's instruction (Qwen3-Reranker); 422 for other rerankers"}
-        }}),
+        documents_rerank_request(),
         json!({"type": "object", "required": ["id", "results", "meta"],
             "properties": {"id": {"type": "string"},
-            "results": {"type": "array", "items": {"type": "object",
-                "required": ["index", "relevance_score"], "properties": {
-                "index": {"type": "integer"}, "relevance_score": {"type": "number"},
-                "document": {"type": "object",
-                    "properties": {"text": {"type": "string"}}}}}},
+            "results": relevance_results(),
             "meta": {"type": "object", "properties": {
                 "api_version": {"type": "object",
                     "properties": {"version": {"type": "string"}}},

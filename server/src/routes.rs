@@ -299,6 +299,16 @@ pub(crate) enum Output {
     Tokens,
 }
 
+/// TEI's 413 for a request of `n` inputs above `--max-client-batch-size`.
+pub(crate) fn check_batch(max: usize, n: usize) -> Result<(), ApiError> {
+    if n > max {
+        return Err(ApiError::too_large(format!(
+            "batch size {n} > maximum allowed batch size {max} (--max-client-batch-size)"
+        )));
+    }
+    Ok(())
+}
+
 /// Tokenizes `inputs` under `opts` on `model`, queues them, and waits for
 /// the vectors. `allow_empty`: an empty string is an input (TEI) or refused
 /// (OpenAI).
@@ -310,13 +320,7 @@ pub(crate) async fn embed_inputs(
     allow_empty: bool,
     output: Output,
 ) -> Result<Embedded, ApiError> {
-    if inputs.len() > st.cfg.max_client_batch_size {
-        return Err(ApiError::too_large(format!(
-            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
-            inputs.len(),
-            st.cfg.max_client_batch_size
-        )));
-    }
+    check_batch(st.cfg.max_client_batch_size, inputs.len())?;
     for (i, x) in inputs.iter().enumerate() {
         match x {
             Input::Text(t) if t.is_empty() && !allow_empty => {
@@ -509,6 +513,7 @@ pub(crate) fn truncation(
     })
 }
 
+/// The body of `/embed` and `/embed_all` (TEI).
 #[derive(Deserialize)]
 struct EmbedRequest {
     #[serde(default)]
@@ -546,20 +551,6 @@ async fn embed(State(st): State<St>, req: Request) -> Result<Response, ApiError>
     Ok(resp)
 }
 
-#[derive(Deserialize)]
-struct EmbedAllRequest {
-    #[serde(default)]
-    inputs: Value,
-    truncate: Option<bool>,
-    truncation_direction: Option<String>,
-    prompt_name: Option<String>,
-    normalize: Option<bool>,
-    dimensions: Option<usize>,
-    model: Option<String>,
-    /// Extension: `query` or `document`.
-    task: Option<String>,
-}
-
 /// `POST /embed_all`, `[[[f32]]]`: on a model with a multi-vector output
 /// (ColBERT, BGE-M3), the multi-vectors of each input (as the model outputs
 /// them: ColBERT's markers, query expansion and skip-list; normalized);
@@ -568,7 +559,7 @@ struct EmbedAllRequest {
 /// `"normalize": true`).
 async fn embed_all(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let _permit = permit(&st)?;
-    let req: EmbedAllRequest = read_json(&st, req).await?;
+    let req: EmbedRequest = read_json(&st, req).await?;
     let inputs = parse_inputs(&req.inputs, "inputs")?;
     let task = parse_task(req.task.as_deref())?;
     let mut opts = CallOptions {
@@ -763,13 +754,7 @@ async fn encode_texts(
     inputs: EncodeInputs,
     ask: EncodeRequest,
 ) -> Result<EncodedInputs, ApiError> {
-    if inputs.len() > st.cfg.max_client_batch_size {
-        return Err(ApiError::too_large(format!(
-            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
-            inputs.len(),
-            st.cfg.max_client_batch_size
-        )));
-    }
+    check_batch(st.cfg.max_client_batch_size, inputs.len())?;
     require_outputs(model, &ask.outputs)?;
     if ask.top_k == Some(0) {
         return Err(ApiError::validation("`top_k` is 0; ask for at least 1"));
@@ -1096,27 +1081,17 @@ struct TokenizeRequest {
 /// input (`null` for the added `[CLS]`/`[SEP]` and a prompt's tokens).
 async fn tokenize(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let req: TokenizeRequest = read_json(&st, req).await?;
-    let texts: Vec<String> = match parse_inputs(&req.inputs, "inputs")? {
-        v if v.iter().all(|x| matches!(x, Input::Text(_))) => v
-            .into_iter()
-            .filter_map(|x| match x {
-                Input::Text(t) => Some(t),
-                Input::Ids(_) => None,
-            })
-            .collect(),
-        _ => {
-            return Err(ApiError::validation(
-                "`inputs` of /tokenize must be a string or a list of strings",
-            ))
-        }
-    };
-    if texts.len() > st.cfg.max_client_batch_size {
-        return Err(ApiError::too_large(format!(
-            "batch size {} > maximum allowed batch size {}",
-            texts.len(),
-            st.cfg.max_client_batch_size
-        )));
-    }
+    let texts: Vec<String> = parse_inputs(&req.inputs, "inputs")?
+        .into_iter()
+        .map(|x| match x {
+            Input::Text(t) => Some(t),
+            Input::Ids(_) => None,
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            ApiError::validation("`inputs` of /tokenize must be a string or a list of strings")
+        })?;
+    check_batch(st.cfg.max_client_batch_size, texts.len())?;
     let model = embed_model(&st, req.model.as_deref())?;
     let plan = model
         .engine
@@ -1180,27 +1155,17 @@ struct DecodeRequest {
 /// `POST /decode`: `[str]`.
 async fn decode(State(st): State<St>, req: Request) -> Result<Response, ApiError> {
     let req: DecodeRequest = read_json(&st, req).await?;
-    let seqs: Vec<Vec<u32>> = match parse_inputs(&req.ids, "ids")? {
-        v if v.iter().all(|x| matches!(x, Input::Ids(_))) => v
-            .into_iter()
-            .filter_map(|x| match x {
-                Input::Ids(i) => Some(i),
-                Input::Text(_) => None,
-            })
-            .collect(),
-        _ => {
-            return Err(ApiError::validation(
-                "`ids` must be a list of token ids or a list of such lists",
-            ))
-        }
-    };
-    if seqs.len() > st.cfg.max_client_batch_size {
-        return Err(ApiError::too_large(format!(
-            "batch size {} > maximum allowed batch size {}",
-            seqs.len(),
-            st.cfg.max_client_batch_size
-        )));
-    }
+    let seqs: Vec<Vec<u32>> = parse_inputs(&req.ids, "ids")?
+        .into_iter()
+        .map(|x| match x {
+            Input::Ids(i) => Some(i),
+            Input::Text(_) => None,
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            ApiError::validation("`ids` must be a list of token ids or a list of such lists")
+        })?;
+    check_batch(st.cfg.max_client_batch_size, seqs.len())?;
     let model = embed_model(&st, req.model.as_deref())?;
     let tok = model.engine.tokenizer();
     let skip = req.skip_special_tokens.unwrap_or(true);
@@ -1331,13 +1296,7 @@ async fn rank_documents(
     if docs.is_empty() {
         return Err(ApiError::empty(format!("`{field}` cannot be empty")));
     }
-    if docs.len() > st.cfg.max_client_batch_size {
-        return Err(ApiError::too_large(format!(
-            "batch size {} > maximum allowed batch size {} (--max-client-batch-size)",
-            docs.len(),
-            st.cfg.max_client_batch_size
-        )));
-    }
+    check_batch(st.cfg.max_client_batch_size, docs.len())?;
     let characters =
         query.chars().count() * docs.len() + docs.iter().map(|d| d.chars().count()).sum::<usize>();
     let queued = Instant::now();

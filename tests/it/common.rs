@@ -185,6 +185,20 @@ impl Family {
         shared_dir().join("reference").join(&self.folder)
     }
 
+    /// Whether sentence-transformers normalizes this model's output (a
+    /// `Normalize` module in `modules.json`; distiluse's folder has none).
+    pub fn normalizes(&self) -> bool {
+        let path = self.dir().join("modules.json");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let modules: serde_json::Value = serde_json::from_str(&text).unwrap();
+        modules
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["type"].as_str().unwrap_or("").ends_with("Normalize"))
+    }
+
     /// `<folder>_reference.jsonl`, relative to `shared/reference`.
     pub fn reference(&self) -> String {
         format!("{}_reference.jsonl", self.folder)

@@ -1,134 +1,56 @@
-//! The encoder families of `shared/reference/encoders/` (NomicBERT, GTE,
-//! DistilBERT with distiluse's Dense head and the SPLADE document encoder,
-//! the jina-embeddings-v3 backbone, mmBERT, EuroBERT, model2vec / potion
-//! static models): each folder converted with the built
-//! `embd`, then checked against the real libraries' outputs on every
-//! reference line, through the Rust API and the CLI, in f32 (exact), bf16
-//! and int8 (against the same-recipe random-BERT bars of `families.rs`),
-//! with their prompts and nomic's Matryoshka recipe; and the variants of
-//! these families without a reference, refused by name at conversion.
+//! The encoder families of `shared/reference/encoders/` beyond what the
+//! table of test families runs (`tests/data/families.tsv`, read by
+//! `families.rs` and every binding's tests: NomicBERT, GTE, DistilBERT,
+//! distiluse, the jina-embeddings-v3 backbone, mmBERT, EuroBERT): their HF
+//! folders opened directly, nomic's Matryoshka recipe, the SPLADE DistilBERT
+//! document encoder, the model2vec / potion static models in both libraries'
+//! behaviours, and the variants of these families without a reference,
+//! refused by name at conversion.
 
 use std::path::{Path, PathBuf};
 
 use embedder::model::outputs::{EncodeTask, OutputKind};
 use embedder::{Embedder, EncodeRequest, Engine, Matryoshka, Options, Precision};
 
-use crate::common::{read_reference, shared_dir, RefCase};
+use crate::common::{families, read_reference, shared_dir, RefCase};
 use crate::families::{
     agreement, assert_f32_close, assert_ids, baseline, compare, convert, converted, embed_batched,
     floats_of, ids_of, jsonl_field, ref_embeddings, reference, run, same_bits, stderr, work_dir,
     write_input,
 };
 
-/// The dense encoder folders (`<name>/`, `<name>_reference.jsonl`).
-const DENSE: [&str; 8] = [
-    "nomic-embed-tiny",
-    "gte-tiny",
-    "distilbert-tiny",
-    "distiluse-tiny",
-    "jina-v3-tiny",
-    "mmbert-tiny",
-    "eurobert-tiny",
-    "eurobert-lasttoken-tiny",
-];
-
-/// Whether `name` is a folder of `shared/reference/encoders`.
+/// Whether `name` is a folder of `shared/reference/encoders` without a row
+/// in `tests/data/families.tsv` (the dense encoders have rows there, and
+/// `families.rs` runs them on every surface and precision).
 pub fn is_encoder(name: &str) -> bool {
-    DENSE.contains(&name) || name.starts_with("splade-distilbert") || name.starts_with("potion")
+    name.starts_with("splade-distilbert") || name.starts_with("potion")
 }
 
 fn encoders_dir() -> PathBuf {
     shared_dir().join("reference/encoders")
 }
 
+/// The HF folder opened directly gives the converted file's bits, for every
+/// encoder family of the table.
 #[test]
-fn encoder_families_match_reference() {
-    for name in DENSE {
-        let path = converted(name);
-        let cases = reference(name);
-        let refs = ref_embeddings(&cases);
-        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
-        let one = Embedder::open(&path, &Options::new().threads(1)).unwrap();
-        assert_eq!(one.dim(), refs[0].len(), "{name}: dimension");
-        let ids: Vec<Vec<u32>> = texts.iter().map(|t| one.tokenize(t)).collect();
-        assert_ids(&format!("{name} (API)"), &ids, &cases);
-        let all = embed_batched(&one, &texts, texts.len());
-        assert_f32_close(&format!("{name} (API)"), &all, &refs, &texts);
+fn encoder_folders_open_like_their_converted_files() {
+    for f in families()
+        .into_iter()
+        .filter(|f| f.folder.starts_with("encoders/"))
+    {
+        let name = f.name.as_str();
+        let texts: Vec<String> = reference(name).into_iter().map(|c| c.text).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let file = Embedder::open(converted(name), &Options::new().threads(1)).unwrap();
+        let folder = Embedder::open(f.dir(), &Options::new().threads(1)).unwrap();
         assert!(
-            same_bits(&all, &embed_batched(&one, &texts, 1)),
-            "{name}: one call vs one text at a time"
-        );
-        let two = Embedder::open(&path, &Options::new().threads(2)).unwrap();
-        assert!(
-            same_bits(&all, &embed_batched(&two, &texts, 7)),
-            "{name}: 1 vs 2 threads"
-        );
-        // The HF folder opened directly gives the converted file's bits.
-        let folder = Embedder::open(encoders_dir().join(name), &Options::new().threads(1)).unwrap();
-        assert!(
-            same_bits(&all, &embed_batched(&folder, &texts, 64)),
+            same_bits(
+                &embed_batched(&file, &texts, 64),
+                &embed_batched(&folder, &texts, 64)
+            ),
             "{name}: folder vs converted file"
         );
-
-        let input = work_dir().join(format!("{name}-encoders-input.jsonl"));
-        write_input(&input, &texts);
-        let (model, input) = (path.to_str().unwrap(), input.to_str().unwrap());
-        let o = run(&["tokenize", "-m", model, "--jsonl", "--input", input]);
-        assert_ids(
-            &format!("{name} (embd tokenize)"),
-            &jsonl_field(&o, "input_ids", ids_of),
-            &cases,
-        );
-        let o = run(&["encode", "-m", model, "--jsonl", "--input", input]);
-        let cli = jsonl_field(&o, "embedding", floats_of).concat();
-        assert!(same_bits(&all, &cli), "{name}: embd encode vs the API");
-
-        let o = run(&["inspect", "--json", model]);
-        assert!(o.status.success(), "inspect {name}: {}", stderr(&o));
-        let o = run(&["verify", model]);
-        assert!(o.status.success(), "verify {name}: {}", stderr(&o));
     }
-}
-
-/// bf16 and int8 against the reference, under the same-recipe random-BERT
-/// bars of `families.rs` (worst and mean cosine), bit-identical across
-/// batches and threads.
-#[test]
-fn encoder_families_in_reduced_precisions() {
-    let mut report = Vec::new();
-    let mut below = Vec::new();
-    for name in DENSE {
-        let path = converted(name);
-        let cases = reference(name);
-        let refs = ref_embeddings(&cases);
-        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
-        for p in [Precision::Bf16, Precision::Int8] {
-            let one = Embedder::open(&path, &Options::new().threads(1).precision(p)).unwrap();
-            assert_eq!(one.precision(), p);
-            let all = embed_batched(&one, &texts, 64);
-            let two = Embedder::open(&path, &Options::new().threads(2).precision(p)).unwrap();
-            assert!(
-                same_bits(&all, &embed_batched(&two, &texts, 5)),
-                "{name} {p}: 1 vs 2 threads"
-            );
-            let (worst, mean, max_abs) = agreement(&all, &refs);
-            let line = format!(
-                "{name} {p}: worst cosine {worst:.6}, mean {mean:.6}, max abs {max_abs:.2e}"
-            );
-            eprintln!("{line}");
-            let (w, m) = baseline(p);
-            if worst.is_nan() || worst < w || mean < m {
-                below.push(line.clone());
-            }
-            report.push(line);
-        }
-    }
-    assert!(
-        below.is_empty(),
-        "below the random-BERT baseline:\n{}\nall:\n{}",
-        below.join("\n"),
-        report.join("\n")
-    );
 }
 
 /// `(prompt_name, dimensions, text, ids, embedding)` of a prompt or
@@ -162,60 +84,6 @@ fn groups(rows: &[PromptRow]) -> Vec<(String, Option<usize>, Vec<&PromptRow>)> {
         }
     }
     out
-}
-
-/// EuroBERT's last-token model's `query` / `document` prompts.
-#[test]
-fn eurobert_prompts_match_reference() {
-    let name = "eurobert-lasttoken-tiny";
-    let path = converted(name);
-    let rows = prompt_rows(&format!("{name}_prompt_reference.jsonl"));
-    assert_eq!(rows.len(), 120, "prompt reference lines");
-    for (prompt, _, rows) in groups(&rows) {
-        let texts: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
-        let refs: Vec<Vec<f32>> = rows.iter().map(|r| r.4.clone()).collect();
-        let e = Embedder::open(&path, &Options::new().prompt_name(prompt.as_str())).unwrap();
-        for r in &rows {
-            if let Some(ids) = &r.3 {
-                assert_eq!(&e.tokenize(&r.2), ids, "{name} {prompt}: ids of {:?}", r.2);
-            }
-        }
-        let got = embed_batched(&e, &texts, 16);
-        assert_f32_close(&format!("{name} {prompt}"), &got, &refs, &texts);
-    }
-}
-
-/// The tokenizer case files (ids without truncation) through `embd tokenize
-/// --no-truncate`: distiluse's cased multilingual-style WordPiece, mmBERT's
-/// Gemma-style BPE, EuroBERT's Llama-3-style BPE.
-#[test]
-fn cli_tokenize_matches_the_encoder_case_files() {
-    for (name, cases_file) in [
-        ("distiluse-tiny", "cased_wordpiece_cases.jsonl"),
-        ("mmbert-tiny", "mmbert_tokenizer_cases.jsonl"),
-        ("eurobert-tiny", "llama3_bpe_cases.jsonl"),
-    ] {
-        let path = converted(name);
-        let cases = read_reference(&format!("encoders/{cases_file}"));
-        assert_eq!(cases.len(), 346, "{cases_file}");
-        let texts: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
-        let input = work_dir().join(format!("{name}-encoder-cases.jsonl"));
-        write_input(&input, &texts);
-        let o = run(&[
-            "tokenize",
-            "-m",
-            path.to_str().unwrap(),
-            "--no-truncate",
-            "--jsonl",
-            "--input",
-            input.to_str().unwrap(),
-        ]);
-        assert_ids(
-            &format!("{cases_file} (embd tokenize, {name})"),
-            &jsonl_field(&o, "input_ids", ids_of),
-            &cases,
-        );
-    }
 }
 
 /// nomic's four task prompts (`query`, `document`, `clustering`) and its

@@ -86,7 +86,12 @@ fn cfg_usize(cfg: &Value, key: &str, file: &str) -> Result<usize> {
 
 /// Today's date and time in ISO 8601 (UTC), without a date crate.
 pub fn now_iso8601() -> String {
-    let secs = std::time::SystemTime::now()
+    iso8601(std::time::SystemTime::now())
+}
+
+/// `t` as `YYYY-MM-DDTHH:MM:SSZ` (UTC; the epoch for a time before it).
+pub fn iso8601(t: std::time::SystemTime) -> String {
+    let secs = t
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
@@ -1267,5 +1272,9 @@ mod tests {
         let s = now_iso8601();
         assert_eq!(s.len(), 20, "{s}");
         assert!(s.ends_with('Z'));
+        let epoch = std::time::UNIX_EPOCH;
+        assert_eq!(iso8601(epoch), "1970-01-01T00:00:00Z");
+        let leap = epoch + std::time::Duration::from_secs(1_709_251_199);
+        assert_eq!(iso8601(leap), "2024-02-29T23:59:59Z");
     }
 }

@@ -14,7 +14,9 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 
-pub use encoder::{now_iso8601, read_dir, safetensors_entries, tensor_order_key, HfOptions};
+pub use encoder::{
+    iso8601, now_iso8601, read_dir, safetensors_entries, tensor_order_key, HfOptions,
+};
 
 /// Which importer a HF folder needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
