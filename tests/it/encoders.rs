@@ -14,9 +14,8 @@ use embedder::{Embedder, EncodeRequest, Engine, Matryoshka, Options, Precision};
 
 use crate::common::{families, read_reference, shared_dir, RefCase};
 use crate::families::{
-    agreement, assert_f32_close, assert_ids, baseline, compare, convert, converted, embed_batched,
-    floats_of, ids_of, jsonl_field, ref_embeddings, reference, run, same_bits, stderr, work_dir,
-    write_input,
+    agreement, assert_f32_close, assert_ids, compare, convert, converted, embed_batched, floats_of,
+    ids_of, jsonl_field, ref_embeddings, reference, run, same_bits, stderr, work_dir, write_input,
 };
 
 /// Whether `name` is a folder of `shared/reference/encoders` without a row
