@@ -371,7 +371,9 @@ impl TokenizerSpec {
                 (class.as_deref(), kind),
                 (Some("XLMRobertaTokenizer"), TokenizerKind::Unigram)
                     | (Some("RobertaTokenizer"), TokenizerKind::Bpe)
+                    | (Some("DebertaV2Tokenizer"), TokenizerKind::Unigram)
             );
+        let deberta = class.as_deref() == Some("DebertaV2Tokenizer");
         if rebuild {
             // The class's special tokens, where the file lacks them (only those
             // the vocabulary has: a new id would be past the model's embeddings).
@@ -439,6 +441,43 @@ impl TokenizerSpec {
                 field("pre_tokenizer"),
                 field("post_processor"),
                 field("decoder"),
+            )
+        } else if deberta {
+            // transformers 5's `DebertaV2Tokenizer`: its own normalizer and
+            // pre-tokenizer over the file's vocabulary and scores; the
+            // file's post-processor (`[CLS] $A [SEP]`, `$B [SEP]` typed 1).
+            byte_fallback = false;
+            let cfg_bool = |key: &str| {
+                tokenizer_config
+                    .and_then(|c| c.get(key))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            if cfg_bool("split_by_punct") {
+                return Err(Error::unsupported(
+                    "tokenizer_config.json: DebertaV2Tokenizer split_by_punct is not supported",
+                ));
+            }
+            let mut list = Vec::new();
+            if cfg_bool("do_lower_case") {
+                list.push(json!({"type": "Lowercase"}));
+            }
+            list.push(json!({"type": "Replace", "pattern": {"Regex": "\\s{2,}|[\\n\\r\\t]"}, "content": " "}));
+            list.push(json!({"type": "NFC"}));
+            list.push(json!({"type": "Strip", "strip_left": false, "strip_right": true}));
+            let scheme = if add_prefix_space(true) {
+                "always"
+            } else {
+                "never"
+            };
+            let metaspace = json!({"type": "Metaspace", "replacement": "▁",
+                                   "prepend_scheme": scheme, "split": true});
+            charsmap = None;
+            (
+                json!({"type": "Sequence", "normalizers": list}),
+                json!({"type": "Sequence", "pretokenizers": [metaspace.clone()]}),
+                field("post_processor"),
+                metaspace,
             )
         } else if kind == TokenizerKind::Unigram {
             unk_id = Some(3);
