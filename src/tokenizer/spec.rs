@@ -33,7 +33,17 @@
 //!   with its `bos_token`/`eos_token`;
 //! - `RobertaTokenizer`: BPE (no prefixes/suffixes, no unk fusion), no normalizer,
 //!   pre-tokenizer `ByteLevel(add_prefix_space)` (default false), decoder
-//!   `ByteLevel`, `RobertaProcessing(sep, cls)`.
+//!   `ByteLevel`, `RobertaProcessing(sep, cls)`;
+//! - `DebertaV2Tokenizer`: Unigram (the file's `unk_id`, no byte fallback),
+//!   normalizer `Sequence[Replace("\s{2,}|[\n\r\t]", " "), NFC,
+//!   Strip(right)]` (`Lowercase` first with `do_lower_case`; `split_by_punct`
+//!   refused), no char map, pre-tokenizer `Sequence[Metaspace(▁, always|never,
+//!   split)]`, decoder `Metaspace`, the file's post-processor (`[CLS] $A
+//!   [SEP]`, `[CLS] $A [SEP] $B [SEP]` with type ids 1 for `$B`). The hub's
+//!   files (transformers 4's `DebertaV2Converter`: `Sequence[Strip,
+//!   Precompiled, Replace(" {2,}", " ")]`, `Metaspace`) tokenize otherwise on
+//!   leading spaces, tabs and newlines, NFKC-folded characters and `▁` in a
+//!   text; sentence-transformers runs the rebuild.
 //!
 //! Added tokens come from the file in both layouts, plus the class's special
 //! tokens (`tokenizer_config.json`'s `bos_token` ...) where the file lacks them.

@@ -163,7 +163,10 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
             "pos_att_type is empty (no relative attention term) is not supported".into(),
         ));
     }
-    match get("norm_rel_ebd").and_then(Value::as_str).map(str::to_lowercase) {
+    match get("norm_rel_ebd")
+        .and_then(Value::as_str)
+        .map(str::to_lowercase)
+    {
         Some(n) if n.split('|').map(str::trim).all(|t| t == "layer_norm") => {}
         other => {
             return Err(unsupported(format!(
@@ -193,12 +196,12 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
             )));
         }
     }
-    match get("pooler_hidden_act").and_then(Value::as_str).unwrap_or("gelu") {
+    match get("pooler_hidden_act")
+        .and_then(Value::as_str)
+        .unwrap_or("gelu")
+    {
         "gelu" => {
-            md.insert(
-                crate::model::head::POOLER_ACTIVATION.into(),
-                "gelu".into(),
-            );
+            md.insert(crate::model::head::POOLER_ACTIVATION.into(), "gelu".into());
         }
         "tanh" => {}
         other => {
@@ -207,10 +210,17 @@ fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {
             )))
         }
     }
-    let max_pos = get("max_position_embeddings").and_then(Value::as_i64).unwrap_or(512);
-    let max_rel = get("max_relative_positions").and_then(Value::as_i64).unwrap_or(-1);
+    let max_pos = get("max_position_embeddings")
+        .and_then(Value::as_i64)
+        .unwrap_or(512);
+    let max_rel = get("max_relative_positions")
+        .and_then(Value::as_i64)
+        .unwrap_or(-1);
     let max_rel = if max_rel < 1 { max_pos } else { max_rel };
-    let buckets = get("position_buckets").and_then(Value::as_i64).unwrap_or(-1).max(0);
+    let buckets = get("position_buckets")
+        .and_then(Value::as_i64)
+        .unwrap_or(-1)
+        .max(0);
     md.insert("type_vocab_size".into(), "0".into());
     md.insert("position_buckets".into(), buckets.to_string());
     md.insert("max_relative_positions".into(), max_rel.to_string());

@@ -520,11 +520,12 @@ mod tests {
         assert_eq!(by_hf_model_type("mpnet").unwrap().name, "mpnet");
         assert_eq!(by_hf_model_type("roberta").unwrap().name, "roberta");
         assert_eq!(by_hf_model_type("xlm-roberta").unwrap().name, "xlm-roberta");
-        assert!(by_hf_model_type("deberta-v2").is_none());
+        assert!(by_hf_model_type("funnel").is_none());
+        assert_eq!(by_hf_model_type("deberta-v2").unwrap().name, "deberta-v2");
         assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
         assert_eq!(
             names(),
-            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert"
+            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert, deberta-v2"
         );
     }
 

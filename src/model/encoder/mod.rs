@@ -339,7 +339,10 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     }
     if let (AttentionBias::Disentangled, Some(t)) = (f.attention_bias, n.relative_bias) {
         out.push((t.to_string(), vec![2 * cfg.relative_span(), h]));
-        norm(&mut out, crate::model::arch::deberta_v2::REL_NORM.to_string());
+        norm(
+            &mut out,
+            crate::model::arch::deberta_v2::REL_NORM.to_string(),
+        );
     }
     out
 }
@@ -528,7 +531,13 @@ impl Encoder {
             (AttentionBias::Disentangled, Some(t)) => {
                 let span = cfg.relative_span();
                 let mut rows = p(t, &[2 * span, h])?.as_slice().to_vec();
-                let norm = Norm::of_family(file, crate::model::arch::deberta_v2::REL_NORM, family, cfg, int8)?;
+                let norm = Norm::of_family(
+                    file,
+                    crate::model::arch::deberta_v2::REL_NORM,
+                    family,
+                    cfg,
+                    int8,
+                )?;
                 norm.apply(&mut rows, h, Par::Serial);
                 Some(Disentangled {
                     rows,
