@@ -88,6 +88,16 @@ pub struct ModelConfig {
     pub relative_buckets: usize,
     /// `relative_attention_max_distance` (default 128).
     pub relative_max_distance: usize,
+    /// `position_buckets` ([`AttentionBias::Disentangled`] families: DeBERTa-v2's
+    /// log buckets of relative positions; 0: none, positions as they are).
+    pub position_buckets: usize,
+    /// `max_relative_positions` (DeBERTa-v2; its `-1` is written as
+    /// `max_position_emb`).
+    pub max_relative_positions: usize,
+    /// `pos_att_type` has `c2p` (content to position).
+    pub c2p: bool,
+    /// `pos_att_type` has `p2c` (position to content).
+    pub p2c: bool,
     /// `special_ids_normalized`: ids of further special tokens (beyond the five
     /// of the vocabulary section) matched in the normalized text, space
     /// separated (MPNet's `<unk>`).
@@ -333,9 +343,24 @@ impl ModelConfig {
             relative_buckets: opt_usize("relative_attention_num_buckets", 32)?,
             relative_max_distance: opt_usize("relative_attention_max_distance", 128)?,
             special_ids_normalized,
+            position_buckets: opt_usize("position_buckets", 0)?,
+            max_relative_positions: opt_usize("max_relative_positions", max_position)?,
+            c2p: get("pos_att_type").is_some_and(|v| v.split(',').any(|t| t == "c2p")),
+            p2c: get("pos_att_type").is_some_and(|v| v.split(',').any(|t| t == "p2c")),
         };
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// DeBERTa-v2's `pos_ebd_size`: the relative positions `-span..span`
+    /// the relative embedding rows cover (`position_buckets`, or
+    /// `max_relative_positions` without buckets).
+    pub fn relative_span(&self) -> usize {
+        if self.position_buckets > 0 {
+            self.position_buckets
+        } else {
+            self.max_relative_positions
+        }
     }
 
     /// Checks sizes: positive, heads divide hidden, max_seq_length within positions.
@@ -351,6 +376,14 @@ impl ModelConfig {
                 "metadata 'relative_attention_num_buckets' must be in 2..={}",
                 limits::MAX_RELATIVE_BUCKETS
             )));
+        }
+        if family.attention_bias == AttentionBias::Disentangled {
+            let span = self.relative_span();
+            if span == 0 || span > limits::MAX_RELATIVE_BUCKETS.max(self.max_position) {
+                return Err(Error::model(format!(
+                    "metadata 'position_buckets' / 'max_relative_positions': relative span {span} is out of range"
+                )));
+            }
         }
         if family.positions == Positions::AfterPadding && self.padding_idx >= self.max_position {
             return Err(Error::model(format!(

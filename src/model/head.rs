@@ -34,6 +34,11 @@ pub const TASK_CLASSIFICATION: &str = "classification";
 /// `last` (an LLM reranker's last token).
 pub const CLASSIFIER_POOLING: &str = "classifier_pooling";
 
+/// Metadata key: the activation after a `bert` head's dense product, `tanh`
+/// (absent: BERT's pooler) or `gelu` (DeBERTa-v2's `ContextPooler` with
+/// `pooler_hidden_act` gelu).
+pub const POOLER_ACTIVATION: &str = "pooler_activation";
+
 /// What a model file computes, from its metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -334,6 +339,9 @@ pub struct ClassificationHead {
     dense_b: Vec<f32>,
     /// ModernBERT's `head.norm` weight and its eps.
     norm: Option<(Vec<f32>, f64)>,
+    /// The pooler's activation is GELU, not tanh (metadata
+    /// [`POOLER_ACTIVATION`] `gelu`: DeBERTa-v2's `ContextPooler`).
+    gelu_pooler: bool,
     /// `[labels x hidden]`.
     out_w: Vec<f32>,
     out_b: Vec<f32>,
@@ -378,6 +386,7 @@ impl ClassificationHead {
             dense_w,
             dense_b,
             norm: None,
+            gelu_pooler: false,
             out_w,
             out_b,
         })
@@ -450,6 +459,15 @@ impl ClassificationHead {
                 .unwrap_or(1e-5);
             head.norm = Some((read("head.norm.weight".into(), &[hidden])?, eps));
         }
+        head.gelu_pooler = match file.metadata.get(POOLER_ACTIVATION).map(|s| s.trim()) {
+            None | Some("tanh") => false,
+            Some("gelu") => true,
+            Some(v) => {
+                return Err(Error::model(format!(
+                    "metadata '{POOLER_ACTIVATION}' = '{v}' is not 'tanh' or 'gelu'"
+                )))
+            }
+        };
         Ok(ClassificationHead { pooling, ..head })
     }
 
@@ -509,7 +527,16 @@ impl ClassificationHead {
                 .dense_w
                 .chunks_exact(h)
                 .zip(&self.dense_b)
-                .map(|(row, &b)| (dot(row, h0) + f64::from(b)).tanh() as f32)
+                .map(|(row, &b)| {
+                    let v = dot(row, h0) + f64::from(b);
+                    if self.gelu_pooler {
+                        // DeBERTa's `ContextPooler`: erf GELU.
+                        (0.5 * v * (1.0 + crate::kernels::reference::erf_f64(v / 2f64.sqrt())))
+                            as f32
+                    } else {
+                        v.tanh() as f32
+                    }
+                })
                 .collect(),
             Some((g, eps)) => {
                 // ModernBertPredictionHead: LayerNorm(gelu(dense(h))).

@@ -87,13 +87,14 @@ pub const LAYER_PREFIXES: [&str; 4] = [
 /// The prefixes of tensor names in HF checkpoints saved from a task model,
 /// stripped on conversion (each [`crate::model::arch::Family::hf_prefix`] is
 /// one of these: checked by a test of `model::arch`).
-pub const HF_PREFIXES: [&str; 6] = [
+pub const HF_PREFIXES: [&str; 7] = [
     "bert.",
     "mpnet.",
     "roberta.",
     "model.",
     "new.",
     "distilbert.",
+    "deberta.",
 ];
 
 /// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same

@@ -33,7 +33,17 @@
 //!   with its `bos_token`/`eos_token`;
 //! - `RobertaTokenizer`: BPE (no prefixes/suffixes, no unk fusion), no normalizer,
 //!   pre-tokenizer `ByteLevel(add_prefix_space)` (default false), decoder
-//!   `ByteLevel`, `RobertaProcessing(sep, cls)`.
+//!   `ByteLevel`, `RobertaProcessing(sep, cls)`;
+//! - `DebertaV2Tokenizer`: Unigram (the file's `unk_id`, no byte fallback),
+//!   normalizer `Sequence[Replace("\s{2,}|[\n\r\t]", " "), NFC,
+//!   Strip(right)]` (`Lowercase` first with `do_lower_case`; `split_by_punct`
+//!   refused), no char map, pre-tokenizer `Sequence[Metaspace(▁, always|never,
+//!   split)]`, decoder `Metaspace`, the file's post-processor (`[CLS] $A
+//!   [SEP]`, `[CLS] $A [SEP] $B [SEP]` with type ids 1 for `$B`). The hub's
+//!   files (transformers 4's `DebertaV2Converter`: `Sequence[Strip,
+//!   Precompiled, Replace(" {2,}", " ")]`, `Metaspace`) tokenize otherwise on
+//!   leading spaces, tabs and newlines, NFKC-folded characters and `▁` in a
+//!   text; sentence-transformers runs the rebuild.
 //!
 //! Added tokens come from the file in both layouts, plus the class's special
 //! tokens (`tokenizer_config.json`'s `bos_token` ...) where the file lacks them.
@@ -371,7 +381,9 @@ impl TokenizerSpec {
                 (class.as_deref(), kind),
                 (Some("XLMRobertaTokenizer"), TokenizerKind::Unigram)
                     | (Some("RobertaTokenizer"), TokenizerKind::Bpe)
+                    | (Some("DebertaV2Tokenizer"), TokenizerKind::Unigram)
             );
+        let deberta = class.as_deref() == Some("DebertaV2Tokenizer");
         if rebuild {
             // The class's special tokens, where the file lacks them (only those
             // the vocabulary has: a new id would be past the model's embeddings).
@@ -439,6 +451,43 @@ impl TokenizerSpec {
                 field("pre_tokenizer"),
                 field("post_processor"),
                 field("decoder"),
+            )
+        } else if deberta {
+            // transformers 5's `DebertaV2Tokenizer`: its own normalizer and
+            // pre-tokenizer over the file's vocabulary and scores; the
+            // file's post-processor (`[CLS] $A [SEP]`, `$B [SEP]` typed 1).
+            byte_fallback = false;
+            let cfg_bool = |key: &str| {
+                tokenizer_config
+                    .and_then(|c| c.get(key))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            if cfg_bool("split_by_punct") {
+                return Err(Error::unsupported(
+                    "tokenizer_config.json: DebertaV2Tokenizer split_by_punct is not supported",
+                ));
+            }
+            let mut list = Vec::new();
+            if cfg_bool("do_lower_case") {
+                list.push(json!({"type": "Lowercase"}));
+            }
+            list.push(json!({"type": "Replace", "pattern": {"Regex": "\\s{2,}|[\\n\\r\\t]"}, "content": " "}));
+            list.push(json!({"type": "NFC"}));
+            list.push(json!({"type": "Strip", "strip_left": false, "strip_right": true}));
+            let scheme = if add_prefix_space(true) {
+                "always"
+            } else {
+                "never"
+            };
+            let metaspace = json!({"type": "Metaspace", "replacement": "▁",
+                                   "prepend_scheme": scheme, "split": true});
+            charsmap = None;
+            (
+                json!({"type": "Sequence", "normalizers": list}),
+                json!({"type": "Sequence", "pretokenizers": [metaspace.clone()]}),
+                field("post_processor"),
+                metaspace,
             )
         } else if kind == TokenizerKind::Unigram {
             unk_id = Some(3);

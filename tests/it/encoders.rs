@@ -315,7 +315,7 @@ fn static_models_match_both_libraries() {
 
 /// A copy of reference folder `name` with `edit` applied to its
 /// `config.json`.
-fn edited(name: &str, tag: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+pub(crate) fn edited(name: &str, tag: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
     let dir = work_dir().join(format!("{name}-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     crate::families::copy_tree(&encoders_dir().join(name), &dir);
@@ -327,7 +327,7 @@ fn edited(name: &str, tag: &str, edit: impl FnOnce(&mut serde_json::Value)) -> P
     dir
 }
 
-fn refused(dir: &Path, words: &[&str]) {
+pub(crate) fn refused(dir: &Path, words: &[&str]) {
     let out = dir.with_extension("weights");
     let o = run(&[
         "convert",

@@ -15,6 +15,7 @@ mod containers;
 mod convert;
 mod cpp_embed;
 mod cross_format;
+mod deberta;
 mod encoders;
 mod engine;
 mod families;

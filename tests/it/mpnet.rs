@@ -384,8 +384,8 @@ fn unknown_architectures_are_refused_by_name() {
     for (key, value, needle) in [
         (
             "model_type",
-            serde_json::json!("deberta-v2"),
-            "model_type 'deberta-v2'",
+            serde_json::json!("funnel"),
+            "model_type 'funnel'",
         ),
         (
             "relative_attention_num_buckets",

@@ -23,11 +23,14 @@ pub struct PairLine {
     pub prompt: Option<String>,
 }
 
-/// `shared/reference/families/<name>`, or `architectures/<name>`.
+/// `shared/reference/families/<name>`, `encoders/<name>`, or
+/// `architectures/<name>`.
 fn reference_file(name: &str) -> std::path::PathBuf {
-    let families = common::shared_dir().join("reference/families").join(name);
-    if families.is_file() {
-        return families;
+    for sub in ["reference/families", "reference/encoders"] {
+        let p = common::shared_dir().join(sub).join(name);
+        if p.is_file() {
+            return p;
+        }
     }
     common::shared_dir()
         .join("reference/architectures")
@@ -147,7 +150,7 @@ fn open_minilm(test: &str, precision: Option<embedder::Precision>) -> Option<emb
 }
 
 /// Worst |score - reference| and |logit - reference| over all lines.
-fn worst(scores: &[f32], logits: &[f32], lines: &[PairLine]) -> (f32, f32) {
+pub fn worst(scores: &[f32], logits: &[f32], lines: &[PairLine]) -> (f32, f32) {
     let mut w = (0.0f32, 0.0f32);
     for ((s, l), line) in scores.iter().zip(logits).zip(lines) {
         w.0 = w.0.max((s - line.score).abs());
@@ -156,7 +159,7 @@ fn worst(scores: &[f32], logits: &[f32], lines: &[PairLine]) -> (f32, f32) {
     w
 }
 
-fn scores_and_logits(r: &embedder::Reranker, lines: &[PairLine]) -> (Vec<f32>, Vec<f32>) {
+pub fn scores_and_logits(r: &embedder::Reranker, lines: &[PairLine]) -> (Vec<f32>, Vec<f32>) {
     let pairs: Vec<(&str, &str)> = lines
         .iter()
         .map(|l| (l.query.as_str(), l.passage.as_str()))
@@ -388,7 +391,7 @@ pub fn xlmr_reranker(test: &str) -> Option<std::path::PathBuf> {
 /// `--query` gives the rank file's top 10 (indexes and scores within 1e-5);
 /// `--jsonl` every reference line's score (1e-5) and logit (1e-4), in input
 /// order. `max_length`: the reference's `CrossEncoder(max_length=...)`, if any.
-fn cli_matches_reference(path: &std::path::Path, name: &str, max_length: Option<&str>) {
+pub fn cli_matches_reference(path: &std::path::Path, name: &str, max_length: Option<&str>) {
     let dir = common::TempDir::new(&format!("rerank-cli-{name}"));
     let (query, docs, want) = rank_file(&format!("{name}_rank.json"));
     // Documents one per line, or as {"text"} lines when one holds a line break.

@@ -49,7 +49,13 @@ pub fn forward(l: &Layer, r: &mut LayerRun<'_, '_>) {
 }
 
 /// `x = norm(x + bias)`: the post-norm residual, bias added in the norm's pass.
-fn post_norm(norm: Option<&Norm>, bias: Option<&[f32]>, x: &mut [f32], h: usize, par: Par) {
+pub(crate) fn post_norm(
+    norm: Option<&Norm>,
+    bias: Option<&[f32]>,
+    x: &mut [f32],
+    h: usize,
+    par: Par,
+) {
     match (norm, bias) {
         (Some(n), Some(b)) => n.apply_with_bias(x, b, h, par),
         (Some(n), None) => n.apply(x, h, par),

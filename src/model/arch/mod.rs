@@ -26,6 +26,7 @@ use crate::model::precision::{LayerPrecision, Precision, Product};
 use crate::tokenizer::spec::TokenizerKind;
 
 pub mod bert;
+pub mod deberta_v2;
 pub mod distilbert;
 pub mod eurobert;
 pub mod gemma3;
@@ -51,6 +52,7 @@ pub static FAMILIES: &[&Family] = &[
     &distilbert::FAMILY,
     &jina_v3::FAMILY,
     &eurobert::FAMILY,
+    &deberta_v2::FAMILY,
 ];
 
 /// The family whose metadata `architecture` is `name`.
@@ -101,6 +103,13 @@ pub enum AttentionBias {
     /// [`TensorNames::relative_bias`], `[buckets x heads]`), shared by all
     /// layers. See [`relative_bucket`].
     RelativeBuckets,
+    /// DeBERTa-v2's disentangled attention: the scores of query `i` and key
+    /// `j` add `q_i · pk_r` (c2p) and `k_j · pq_r` (p2c), where `pk`, `pq`
+    /// are the layer's key and query projections of the normalized relative
+    /// embedding rows and `r` is the (log-bucketed) relative position
+    /// `i - j` shifted by the span; every term is divided by
+    /// `sqrt(d · (1 + terms))`. See [`crate::model::blocks::disentangled`].
+    Disentangled,
 }
 
 /// The special tokens a family's tokenizer wraps text in and the names it
@@ -511,11 +520,12 @@ mod tests {
         assert_eq!(by_hf_model_type("mpnet").unwrap().name, "mpnet");
         assert_eq!(by_hf_model_type("roberta").unwrap().name, "roberta");
         assert_eq!(by_hf_model_type("xlm-roberta").unwrap().name, "xlm-roberta");
-        assert!(by_hf_model_type("deberta-v2").is_none());
+        assert!(by_hf_model_type("funnel").is_none());
+        assert_eq!(by_hf_model_type("deberta-v2").unwrap().name, "deberta-v2");
         assert_eq!(by_hf_model_type("modernbert").unwrap().name, "modernbert");
         assert_eq!(
             names(),
-            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert"
+            "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert, deberta-v2"
         );
     }
 

@@ -8,6 +8,7 @@
 //! `forward` in [`crate::model::arch`].
 
 pub mod attention;
+pub mod disentangled;
 pub mod embeddings;
 pub mod mlp;
 pub mod norm;
@@ -128,6 +129,8 @@ pub struct LayerRun<'a, 'b> {
     pub h: usize,
     /// MPNet's relative position bias, if the model has one.
     pub bias: Option<&'a RelativeBias>,
+    /// DeBERTa-v2's relative embeddings, if the model has them.
+    pub disentangled: Option<&'a disentangled::Disentangled>,
     /// How the products split over threads.
     pub par: Par,
     /// Where the hidden states are reported, if anywhere.

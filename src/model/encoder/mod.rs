@@ -27,6 +27,7 @@ use crate::kernels::attention::Band;
 use crate::kernels::{attention as attention_kernel, Par};
 use crate::model::arch::{AttentionBias, Family};
 use crate::model::blocks::attention::{Attention, AttentionScratch, Heads, RelativeBias};
+use crate::model::blocks::disentangled::Disentangled;
 use crate::model::blocks::embeddings::Embeddings;
 use crate::model::blocks::mlp::Mlp;
 use crate::model::blocks::norm::Norm;
@@ -71,6 +72,8 @@ pub struct Encoder {
     final_norm: Option<Norm>,
     /// The attention bias hook ([`AttentionBias::RelativeBuckets`]).
     rel_bias: Option<RelativeBias>,
+    /// DeBERTa-v2's relative embeddings ([`AttentionBias::Disentangled`]).
+    disentangled: Option<Disentangled>,
     layers: Arc<Vec<Layer>>,
     packs: Arc<PackStore>,
     /// The background packer; joined (after `stop` is set) when the model is
@@ -334,6 +337,13 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     if let (AttentionBias::RelativeBuckets, Some(t)) = (f.attention_bias, n.relative_bias) {
         out.push((t.to_string(), vec![cfg.relative_buckets, cfg.num_heads]));
     }
+    if let (AttentionBias::Disentangled, Some(t)) = (f.attention_bias, n.relative_bias) {
+        out.push((t.to_string(), vec![2 * cfg.relative_span(), h]));
+        norm(
+            &mut out,
+            crate::model::arch::deberta_v2::REL_NORM.to_string(),
+        );
+    }
     out
 }
 
@@ -517,6 +527,29 @@ impl Encoder {
             }
             _ => None,
         };
+        let disentangled = match (family.attention_bias, names.relative_bias) {
+            (AttentionBias::Disentangled, Some(t)) => {
+                let span = cfg.relative_span();
+                let mut rows = p(t, &[2 * span, h])?.as_slice().to_vec();
+                let norm = Norm::of_family(
+                    file,
+                    crate::model::arch::deberta_v2::REL_NORM,
+                    family,
+                    cfg,
+                    int8,
+                )?;
+                norm.apply(&mut rows, h, Par::Serial);
+                Some(Disentangled {
+                    rows,
+                    span,
+                    buckets: cfg.position_buckets,
+                    max_position: cfg.max_relative_positions,
+                    c2p: cfg.c2p,
+                    p2c: cfg.p2c,
+                })
+            }
+            _ => None,
+        };
         let final_norm = match names.final_norm {
             Some(m) => Some(Norm::of_family(file, m, family, cfg, int8)?),
             None => None,
@@ -545,6 +578,7 @@ impl Encoder {
             embeddings,
             final_norm,
             rel_bias,
+            disentangled,
             packs: Arc::new(PackStore::default()),
             layers: Arc::new(layers),
             packer: JoinOnDrop::default(),
@@ -813,6 +847,7 @@ impl Encoder {
                 total,
                 h,
                 bias: self.rel_bias.as_ref(),
+                disentangled: self.disentangled.as_ref(),
                 par,
                 trace: &mut *trace,
                 layer: li,
