@@ -54,9 +54,10 @@ fi
 # classifier_pooling mean; Qwen3-Reranker, an LLM scored on two tokens), for
 # the same tests. Converted again when the converter is newer than the file.
 # The decoder embedders' tiny references too (Qwen3-Embedding, EmbeddingGemma),
-# for the server's tests.
-for name in modernbert-reranker-tiny qwen3-reranker-tiny qwen3-embedding-tiny embeddinggemma-tiny; do
-  src="$fam/../architectures/$name"
+# for the server's tests, and the DeBERTa-v2 cross-encoder of encoders/.
+for src in "$fam"/../architectures/{modernbert-reranker-tiny,qwen3-reranker-tiny,qwen3-embedding-tiny,embeddinggemma-tiny} \
+           "$fam"/../encoders/deberta-reranker-tiny; do
+  name=$(basename "$src")
   dst="$models/$name.weights"
   if [ -d "$src" ] && { [ ! -f "$dst" ] || ! "$embd" verify "$dst" >/dev/null 2>&1 \
      || [ "$src/model.safetensors" -nt "$dst" ] || [ "$embd" -nt "$dst" ]; }; then
