@@ -195,9 +195,7 @@ def test_prompts(converted: Dict[str, Path], name: str) -> None:
         assert prompt, f"{name}: a line without prompt_name and no default prompt"
         groups.setdefault(prompt, []).append(r)
     for prompt, rows in groups.items():
-        with embedder.Embedder(
-            converted[name], prompt_name=prompt, normalize=fam.normalizes
-        ) as m:
+        with embedder.Embedder(converted[name], prompt_name=prompt, normalize=fam.normalizes) as m:
             for r in rows:
                 if "input_ids" in r:
                     assert m.tokenize(r["text"]) == r["input_ids"], (prompt, r["text"])
