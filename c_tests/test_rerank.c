@@ -14,7 +14,7 @@
  * models/xlmr-reranker-tiny.weights (scripts/fetch_reranker.sh converts it), else the
  * file of that name beside the minilm-reranker model; qwen3-reranker-tiny.weights
  * beside it (Qwen3-Reranker, scored under an instruction with
- * embd_rerank_score_prompted). */
+ * embd_rerank_score_prompted), and deberta-reranker-tiny.weights (DeBERTa-v2). */
 #include "embedder.h"
 #include "check.h"
 
@@ -155,8 +155,10 @@ static embd_text text_of(const char *s, size_t len) {
 
 #define MAX_IDS 1024
 
-/* Every reference line: ids, types, score and logit. */
-static void check_reference(const embd_reranker *r, const char *families, const char *name, int want_lines) {
+/* Every reference line: ids, types (with `types`; a model without a token type table
+ * reads none, and embd_rerank_tokenize gives it 0s), score and logit. */
+static void check_reference(const embd_reranker *r, const char *families, const char *name, int want_lines,
+                            int types) {
     char path[4096];
     char *data, *line, *next;
     int lines = 0;
@@ -169,7 +171,7 @@ static void check_reference(const embd_reranker *r, const char *families, const 
         size_t prompt_len = 0;
         const char *types_at, *prompt_at;
         size_t ql, pl, n_ids, n_types, n = 0, tokens = 0;
-        uint32_t want_ids[MAX_IDS], want_types[MAX_IDS], ids[MAX_IDS], types[MAX_IDS];
+        uint32_t want_ids[MAX_IDS], want_types[MAX_IDS], ids[MAX_IDS], types_got[MAX_IDS];
         float score = 0.0f, logit = 0.0f, want_score, want_logit;
         unsigned char truncated = 9;
         embd_text tq, tp;
@@ -195,10 +197,10 @@ static void check_reference(const embd_reranker *r, const char *families, const 
         REQUIRE(n_ids == n_types);
         tq = text_of(q, ql);
         tp = text_of(p, pl);
-        CHECK_ST(embd_rerank_tokenize(r, tq, tp, ids, types, MAX_IDS, &n), EMBD_STATUS_OK, NULL);
+        CHECK_ST(embd_rerank_tokenize(r, tq, tp, ids, types_got, MAX_IDS, &n), EMBD_STATUS_OK, NULL);
         /* (embd_rerank_tokenize frames a pair under the model's own instruction.) */
-        if (!prompt &&
-            (n != n_ids || memcmp(ids, want_ids, n * 4) != 0 || memcmp(types, want_types, n * 4) != 0)) {
+        if (!prompt && (n != n_ids || memcmp(ids, want_ids, n * 4) != 0 ||
+                        (types && memcmp(types_got, want_types, n * 4) != 0))) {
             fprintf(stderr, "line %d: ids or types differ (%u vs %u ids)\n", lines + 1, (unsigned)n,
                     (unsigned)n_ids);
             check_failures++;
@@ -376,7 +378,7 @@ int main(int argc, char **argv) {
     }
     CHECK(embd_rerank_num_labels(r) == 1);
     CHECK(embd_rerank_max_seq_length(r) == 256);
-    check_reference(r, families, "minilm-reranker", 151);
+    check_reference(r, families, "minilm-reranker", 151, 1);
     check_rank(r, families, "minilm-reranker", 1);
     check_misuse(r, embedding_model, path);
     embd_rerank_free(r);
@@ -398,7 +400,7 @@ int main(int argc, char **argv) {
     }
     CHECK(embd_rerank_num_labels(r) == 1);
     CHECK(embd_rerank_max_seq_length(r) == 128);
-    check_reference(r, families, "xlmr-reranker-tiny", 260);
+    check_reference(r, families, "xlmr-reranker-tiny", 260, 1);
     check_rank(r, families, "xlmr-reranker-tiny", 0);
     /* A cross-encoder without a prompt template refuses a prompt, by name. */
     {
@@ -430,9 +432,29 @@ int main(int argc, char **argv) {
             return 1;
         }
         CHECK(embd_rerank_max_seq_length(r) == 512);
-        check_reference(r, arch, "qwen3-reranker-tiny", 243);
+        check_reference(r, arch, "qwen3-reranker-tiny", 243, 1);
         check_rank(r, arch, "qwen3-reranker-tiny", 0);
         embd_rerank_free(r);
+
+        /* DeBERTa-v2 (disentangled attention, SentencePiece): no token type table, so
+         * the reference's passage types (1) are not model inputs. */
+        {
+            char deberta[4096], enc[4096];
+            snprintf(deberta, sizeof deberta, "%.*sdeberta-reranker-tiny.weights", dir_len, xlmr);
+            snprintf(enc, sizeof enc, "%s/../encoders", families);
+            r = NULL;
+            st = embd_rerank_open(deberta, NULL, &r);
+            if (st != EMBD_STATUS_OK) {
+                fprintf(stderr, "embd_rerank_open(%s): %s: %s (run scripts/fetch_reranker.sh)\n", deberta,
+                        embd_status_str(st), embd_last_error());
+                return 1;
+            }
+            CHECK(embd_rerank_num_labels(r) == 1);
+            CHECK(embd_rerank_max_seq_length(r) == 512);
+            check_reference(r, enc, "deberta-reranker-tiny", 213, 0);
+            check_rank(r, enc, "deberta-reranker-tiny", 0);
+            embd_rerank_free(r);
+        }
     }
     return check_done("rerank");
 }

@@ -107,58 +107,48 @@ def test_misuse(reranker: Any) -> None:
 # ---- both reference cross-encoders, line by line ----------------------------
 
 
-def xlmr_reranker_path() -> Path:
-    env = os.environ.get("EMBD_XLMR_RERANK_MODEL")
-    return Path(env) if env else REPO / "models" / "xlmr-reranker-tiny.weights"
+def _tiny_path(env: str, name: str) -> Path:
+    """$env, else models/<name>.weights (scripts/fetch_reranker.sh converts it)."""
+    return Path(os.environ.get(env) or REPO / "models" / f"{name}.weights")
+
+
+def _tiny_reranker(env: str, name: str, max_length: int | None = None) -> Any:
+    """`_tiny_path` opened at the model's own maximum length (each reference's),
+    checked against `max_length` where given."""
+    p = _tiny_path(env, name)
+    if not p.is_file():
+        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set {env}")
+    r = embedder.Reranker(p)
+    if max_length is not None:
+        assert r.max_length == max_length
+    return r
 
 
 @pytest.fixture(scope="module")
 def xlmr_reranker() -> Any:
-    p = xlmr_reranker_path()
-    if not p.is_file():
-        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_XLMR_RERANK_MODEL")
-    # The reference used the model's own maximum length (128).
-    r = embedder.Reranker(p)
-    assert r.max_length == 128
+    r = _tiny_reranker("EMBD_XLMR_RERANK_MODEL", "xlmr-reranker-tiny", 128)
     yield r
     r.close()
 
 
 @pytest.fixture(scope="module")
 def modernbert_reranker() -> Any:
-    env = os.environ.get("EMBD_MODERNBERT_RERANK_MODEL")
-    p = Path(env) if env else REPO / "models" / "modernbert-reranker-tiny.weights"
-    if not p.is_file():
-        pytest.fail(
-            f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_MODERNBERT_RERANK_MODEL"
-        )
-    # The reference used CrossEncoder's max_length 256 (the tokenizer's).
-    r = embedder.Reranker(p)
+    # CrossEncoder's max_length 256 (the tokenizer's).
+    r = _tiny_reranker("EMBD_MODERNBERT_RERANK_MODEL", "modernbert-reranker-tiny")
     yield r
     r.close()
 
 
 @pytest.fixture(scope="module")
 def qwen3_reranker() -> Any:
-    p = qwen3_reranker_path()
-    if not p.is_file():
-        pytest.fail(f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_QWEN3_RERANK_MODEL")
-    r = embedder.Reranker(p)
-    assert r.max_length == 512
+    r = _tiny_reranker("EMBD_QWEN3_RERANK_MODEL", "qwen3-reranker-tiny", 512)
     yield r
     r.close()
 
 
 @pytest.fixture(scope="module")
 def deberta_reranker() -> Any:
-    env = os.environ.get("EMBD_DEBERTA_RERANK_MODEL")
-    p = Path(env) if env else REPO / "models" / "deberta-reranker-tiny.weights"
-    if not p.is_file():
-        pytest.fail(
-            f"{p} is missing: run scripts/fetch_reranker.sh or set EMBD_DEBERTA_RERANK_MODEL"
-        )
-    r = embedder.Reranker(p)
-    assert r.max_length == 512
+    r = _tiny_reranker("EMBD_DEBERTA_RERANK_MODEL", "deberta-reranker-tiny", 512)
     yield r
     r.close()
 
@@ -238,8 +228,7 @@ def test_a_prompt_is_refused_by_a_classic_cross_encoder(modernbert_reranker: Any
 
 
 def qwen3_reranker_path() -> Path:
-    env = os.environ.get("EMBD_QWEN3_RERANK_MODEL")
-    return Path(env) if env else REPO / "models" / "qwen3-reranker-tiny.weights"
+    return _tiny_path("EMBD_QWEN3_RERANK_MODEL", "qwen3-reranker-tiny")
 
 
 @pytest.mark.parametrize(

@@ -666,6 +666,72 @@ fn rerank_routes_take_an_llm_rerankers_prompt() {
     }
 }
 
+/// A DeBERTa-v2 cross-encoder (tiny, disentangled attention) on the three
+/// rerank routes: CrossEncoder.rank's order and scores, and every third
+/// reference pair's score and logit.
+#[test]
+fn rerank_routes_serve_a_deberta_cross_encoder() {
+    let Some(r) = model("deberta-reranker-tiny.weights", "rerank_deberta") else {
+        return;
+    };
+    let srv = start(&r, |c| c.max_client_batch_size = 64);
+    let enc = shared().join("reference/encoders");
+    let rank: Value = serde_json::from_str(
+        &std::fs::read_to_string(enc.join("deberta-reranker-tiny_rank.json")).unwrap(),
+    )
+    .unwrap();
+    let docs = rank["documents"].as_array().unwrap();
+    let want = rank["ranking"].as_array().unwrap();
+    // A document whose text another repeats may take that one's place (ties
+    // by index here, by rounding noise in the reference's padded batch).
+    let same_doc = |g: &Value, w: &Value| {
+        let (gi, wi) = (
+            g["index"].as_u64().unwrap(),
+            w["corpus_id"].as_u64().unwrap(),
+        );
+        gi == wi || docs[gi as usize] == docs[wi as usize]
+    };
+    let got = post(
+        srv.addr,
+        "/rerank",
+        &json!({"query": rank["query"], "texts": docs}),
+    )
+    .json();
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), docs.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!(same_doc(g, w), "{g} vs {w}");
+        let (s, ws) = (g["score"].as_f64().unwrap(), w["score"].as_f64().unwrap());
+        assert!((s - ws).abs() <= 1e-5, "{s} vs {ws}");
+    }
+    for route in ["/v1/rerank", "/v2/rerank"] {
+        let body = json!({"query": rank["query"], "documents": docs, "top_n": 10});
+        let v = post(srv.addr, route, &body).json();
+        let res = v["results"].as_array().unwrap();
+        assert_eq!(res.len(), 10, "{route}");
+        for (g, w) in res.iter().zip(want) {
+            assert!(same_doc(g, w), "{route}: {g} vs {w}");
+            let s = g["relevance_score"].as_f64().unwrap();
+            assert!((s - w["score"].as_f64().unwrap()).abs() <= 1e-5, "{route}");
+        }
+    }
+    let lines = std::fs::read_to_string(enc.join("deberta-reranker-tiny_reference.jsonl")).unwrap();
+    for l in lines.lines().filter(|l| !l.is_empty()).step_by(3) {
+        let c: Value = serde_json::from_str(l).unwrap();
+        let body = json!({"query": c["query"], "texts": [c["passage"]]});
+        let s = post(srv.addr, "/rerank", &body).json()[0]["score"]
+            .as_f64()
+            .unwrap();
+        assert!((s - c["score"].as_f64().unwrap()).abs() <= 1e-5, "{l}");
+        let mut raw = body.clone();
+        raw["raw_scores"] = json!(true);
+        let lg = post(srv.addr, "/rerank", &raw).json()[0]["score"]
+            .as_f64()
+            .unwrap();
+        assert!((lg - c["logit"].as_f64().unwrap()).abs() <= 1e-4, "{l}");
+    }
+}
+
 #[test]
 fn rerank_bad_input_gets_clear_errors() {
     let Some(srv) = rerank_server("rerank_bad_input") else {

@@ -10,7 +10,7 @@ use embedder::{Options, Precision, Reranker};
 use crate::common::read_reference;
 use crate::encoders::{edited, refused};
 use crate::families::{assert_ids, converted};
-use crate::reranker::{cli_matches_reference, pair_lines, rank_file, scores_and_logits, worst};
+use crate::reranker::{cli_matches_reference, measure, pair_lines, scores_and_logits};
 
 const NAME: &str = "deberta-reranker-tiny";
 
@@ -20,27 +20,6 @@ fn open(p: Option<Precision>) -> Reranker {
         o = o.precision(p);
     }
     Reranker::open(converted(NAME), &o).unwrap()
-}
-
-/// Worst score and logit differences, and whether the rank file's top `k`
-/// (all with `None`) is kept.
-fn measure(r: &Reranker, k: Option<usize>) -> (f32, f32, bool) {
-    let lines = pair_lines(&format!("{NAME}_reference.jsonl"));
-    let (s, l) = scores_and_logits(r, &lines);
-    let (ws, wl) = worst(&s, &l, &lines);
-    let (query, docs, want) = rank_file(&format!("{NAME}_rank.json"));
-    let got: Vec<usize> = r
-        .rank(&query, &docs, k)
-        .unwrap()
-        .iter()
-        .map(|g| g.0)
-        .collect();
-    let k = k.unwrap_or(want.len());
-    (
-        ws,
-        wl,
-        got == want[..k].iter().map(|w| w.0).collect::<Vec<_>>(),
-    )
 }
 
 #[test]
@@ -61,7 +40,7 @@ fn deberta_reranker_matches_reference() {
         }
     }
     assert_eq!(bad, 0, "{bad} lines with other ids");
-    let (ws, wl, same) = measure(&r, None);
+    let (ws, wl, same) = measure(&r, NAME, None);
     eprintln!("{NAME} f32: max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}");
     assert!(ws <= 1e-5 && wl <= 1e-5, "score {ws}, logit {wl}");
     assert!(same, "the ranking differs from the rank file");
@@ -87,8 +66,10 @@ fn deberta_reranker_reduced_precisions() {
     for (p, bound) in [(Precision::Bf16, 0.02f32), (Precision::Int8, 0.12)] {
         let r = open(Some(p));
         assert_eq!(r.precision(), p);
-        let (ws, wl, _) = measure(&r, None);
-        let kept = (1..=10).take_while(|&k| measure(&r, Some(k)).2).last();
+        let (ws, wl, _) = measure(&r, NAME, None);
+        let kept = (1..=10)
+            .take_while(|&k| measure(&r, NAME, Some(k)).2)
+            .last();
         eprintln!(
             "{NAME} {}: max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}, top-k kept: {kept:?}",
             p.name()

@@ -244,19 +244,14 @@ fn minilm_reranker_rank_gives_reference_order() {
     assert!(raw.iter().all(|x| x.logit > 0.0 || x.score <= 0.5));
 }
 
-/// Worst score difference against the reference over every line, and the
-/// rank file's top-`k` order kept, at a reduced precision.
-fn reduced(p: embedder::Precision, k: usize) -> Option<(f32, f32, bool)> {
-    let lines = pair_lines("minilm-reranker_reference.jsonl");
-    let (query, docs, want) = rank_file("minilm-reranker_rank.json");
-    let r = open_minilm("reranker_precision", Some(p))?;
-    assert_eq!(r.precision(), p);
-    let (s, l) = scores_and_logits(&r, &lines);
+/// Worst score and logit differences of `r` against `name`'s reference over
+/// every line, and whether the rank file's top `k` (all with `None`) is kept.
+pub fn measure(r: &embedder::Reranker, name: &str, k: Option<usize>) -> (f32, f32, bool) {
+    let lines = pair_lines(&format!("{name}_reference.jsonl"));
+    let (s, l) = scores_and_logits(r, &lines);
     let (ws, wl) = worst(&s, &l, &lines);
-    eprintln!(
-        "minilm-reranker {}: max |score diff| {ws:.3e}, max |logit diff| {wl:.3e}",
-        p.name()
-    );
+    let (query, docs, want) = rank_file(&format!("{name}_rank.json"));
+    let k = k.unwrap_or(want.len());
     let top: Vec<usize> = r
         .rank(&query, &docs, Some(k))
         .unwrap()
@@ -264,7 +259,21 @@ fn reduced(p: embedder::Precision, k: usize) -> Option<(f32, f32, bool)> {
         .map(|x| x.0)
         .collect();
     let want_k: Vec<usize> = want[..k].iter().map(|w| w.0).collect();
-    Some((ws, wl, top == want_k))
+    (ws, wl, top == want_k)
+}
+
+/// [`measure`] of the MiniLM reranker at a reduced precision.
+fn reduced(p: embedder::Precision, k: usize) -> Option<(f32, f32, bool)> {
+    let r = open_minilm("reranker_precision", Some(p))?;
+    assert_eq!(r.precision(), p);
+    let m = measure(&r, "minilm-reranker", Some(k));
+    eprintln!(
+        "minilm-reranker {}: max |score diff| {:.3e}, max |logit diff| {:.3e}",
+        p.name(),
+        m.0,
+        m.1
+    );
+    Some(m)
 }
 
 /// The reduced precisions on the trained encoder, as far as they hold today:

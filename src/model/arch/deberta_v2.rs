@@ -47,27 +47,18 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["deberta-v2"],
     hf_prefix: "deberta.",
     layer_prefix: crate::model::names::LAYER_PREFIX,
+    // BERT's layout but for the projection names, no position or token
+    // type table, and the relative embeddings.
     names: TensorNames {
-        word: "embeddings.word_embeddings",
         position: None,
         token_type: None,
-        emb_ln: Some("embeddings.LayerNorm"),
         qkv: &[
             "attention.self.query_proj",
             "attention.self.key_proj",
             "attention.self.value_proj",
         ],
-        attn_out: "attention.output.dense",
-        attn_ln: "attention.output.LayerNorm",
-        ffn_up: &["intermediate.dense"],
-        ffn_down: "output.dense",
-        ffn_ln: "output.LayerNorm",
-        final_norm: None,
         relative_bias: Some(REL_EMBEDDINGS),
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        ..crate::model::names::BERT
     },
     positions: Positions::Sequential,
     attention_bias: AttentionBias::Disentangled,
