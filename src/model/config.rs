@@ -17,27 +17,9 @@ pub use crate::model::pooling::Pooling;
 use crate::tokenizer::vocab::Vocab;
 use crate::tokenizer::{Tokenizer, TokenizerConfig};
 
-/// The feed-forward activation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    /// GELU, exact erf form (HF `gelu`).
-    Gelu,
-    /// GELU, tanh approximation (HF `gelu_new` / `gelu_pytorch_tanh`).
-    GeluTanh,
-    /// SiLU (`x · sigmoid(x)`, HF `silu`: Qwen's SwiGLU gate).
-    Silu,
-}
-
-impl Activation {
-    /// The metadata spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::Gelu => "gelu",
-            Activation::GeluTanh => "gelu_tanh",
-            Activation::Silu => "silu",
-        }
-    }
-}
+/// The feed-forward activation (defined with its names in
+/// [`crate::model::blocks::mlp`]).
+pub use crate::model::blocks::mlp::Activation;
 
 /// Everything the tokenizer and encoder need to know about a model.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::model::blocks::norm::NormKind;
+use crate::model::blocks::norm::{NormKind, NormSpec};
 use crate::model::blocks::{Layer, LayerRun};
 use crate::model::names::TensorNames;
 use crate::model::precision::{LayerPrecision, Precision, Product};
@@ -77,18 +77,9 @@ pub fn names() -> String {
         .join(", ")
 }
 
-/// How each token's absolute position id (its row of the position table) is
-/// assigned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Positions {
-    /// `0, 1, 2, ...` (BERT).
-    Sequential,
-    /// RoBERTa / MPNet (`create_position_ids_from_input_ids`): a token whose id
-    /// equals the padding index `p` (metadata `padding_idx`) gets position `p`;
-    /// every other token gets `p` + the number of non-padding tokens up to and
-    /// including it (so `p + 1, p + 2, ...` for a text without padding ids).
-    AfterPadding,
-}
+/// How each token's absolute position id is assigned (defined in
+/// [`crate::model::blocks::embeddings`]).
+pub use crate::model::blocks::embeddings::Positions;
 
 /// A bias added to every layer's attention scores (after scaling, before the
 /// softmax).
@@ -101,7 +92,7 @@ pub enum AttentionBias {
     /// `relative_attention_num_buckets`, `relative_attention_max_distance`),
     /// one learned value per bucket and head (the tensor
     /// [`TensorNames::relative_bias`], `[buckets x heads]`), shared by all
-    /// layers. See [`relative_bucket`].
+    /// layers. See [`crate::model::blocks::attention::relative_bucket`].
     RelativeBuckets,
     /// DeBERTa-v2's disentangled attention: the scores of query `i` and key
     /// `j` add `q_i · pk_r` (c2p) and `k_j · pq_r` (p2c), where `pk`, `pq`
@@ -279,6 +270,15 @@ pub struct Family {
 }
 
 impl Family {
+    /// What this family's norms are, with the model's epsilon.
+    pub fn norm_spec(&self, eps: f32) -> NormSpec {
+        NormSpec {
+            kind: self.norm,
+            bias: self.norm_bias,
+            eps,
+        }
+    }
+
     /// Name of module `module` of layer `l` (`{layer_prefix}{l}.{module}`);
     /// its tensors are `.weight` and `.bias` after it.
     pub fn layer_module(&self, l: usize, module: &str) -> String {
@@ -412,59 +412,6 @@ pub(crate) fn rope_thetas(
     Ok((global, local))
 }
 
-/// Bucket of a relative position (T5 / MPNet, bidirectional): `rel` = key
-/// position − query position. Half the buckets are for keys after the query;
-/// within a half, distances below a quarter of the buckets are exact and
-/// larger ones fall into logarithmically wider buckets up to `max_distance`
-/// (and beyond, the last bucket).
-///
-/// HF computes the logarithmic part in float32 as
-/// `trunc(ln(n / e) / ln(max_distance / e) · (half − e))` with `e` = half / 2;
-/// this evaluates the same expression exactly in integers when `max_distance
-/// / e` is a power of two and `half - e` a multiple of its log2 (32 buckets,
-/// 128: `trunc(2 · log2(n / 8))` = `⌊log2(n²)⌋ − 6`), which equals the float32
-/// result for every distance (checked at the exact boundaries n = 16, 32, 64),
-/// and falls back to f64 otherwise.
-pub fn relative_bucket(rel: i64, num_buckets: usize, max_distance: usize) -> usize {
-    let half = (num_buckets / 2) as i64;
-    let mut ret = if rel > 0 { half } else { 0 };
-    let n = rel.unsigned_abs();
-    let exact = (half / 2) as u64;
-    if n < exact {
-        return (ret + n as i64) as usize;
-    }
-    let ratio = (max_distance as u64).checked_div(exact).unwrap_or(0);
-    let span = (half as u64).saturating_sub(exact);
-    let large = if exact > 0 && ratio.is_power_of_two() && ratio > 1 {
-        let log_ratio = u64::from(ratio.trailing_zeros());
-        if span.is_multiple_of(log_ratio) {
-            // trunc(log2(n / exact) · span / log_ratio) with span / log_ratio =
-            // m: floor(log2((n / exact)^m)) = floor(log2(n^m)) − m·log2(exact).
-            let m = span / log_ratio;
-            let lg_exact = u64::from(exact.trailing_zeros());
-            if exact.is_power_of_two() && m <= 2 {
-                let nm = u128::from(n).pow(m as u32);
-                let lg = 127 - u64::from(nm.leading_zeros());
-                exact + lg - m * lg_exact
-            } else {
-                exact + float_large(n, exact, max_distance, span)
-            }
-        } else {
-            exact + float_large(n, exact, max_distance, span)
-        }
-    } else {
-        exact + float_large(n, exact, max_distance, span)
-    };
-    ret += large.min(half as u64 - 1) as i64;
-    ret as usize
-}
-
-fn float_large(n: u64, exact: u64, max_distance: usize, span: u64) -> u64 {
-    let v = ((n as f64 / exact as f64).ln() / (max_distance as f64 / exact as f64).ln()
-        * span as f64) as i64;
-    v.max(0) as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,30 +474,5 @@ mod tests {
             names(),
             "bert, mpnet, roberta, xlm-roberta, modernbert, qwen3, gemma3, nomic_bert, gte, distilbert, jina_embeddings_v3, eurobert, deberta-v2"
         );
-    }
-
-    #[test]
-    fn relative_buckets_match_the_float_formula() {
-        // The HF expression in f64 away from the exact boundaries, and the
-        // boundaries themselves (powers of two) by hand.
-        for rel in -600i64..=600 {
-            let b = relative_bucket(rel, 32, 128);
-            let n = rel.unsigned_abs();
-            let base = if rel > 0 { 16 } else { 0 };
-            let want = if n < 8 {
-                n as usize
-            } else {
-                let v = ((n as f64 / 8.0).ln() / 16f64.ln() * 8.0 + 1e-9) as usize;
-                8 + v.min(7)
-            };
-            assert_eq!(b, base + want, "rel {rel}");
-        }
-        assert_eq!(relative_bucket(0, 32, 128), 0);
-        assert_eq!(relative_bucket(-15, 32, 128), 9);
-        assert_eq!(relative_bucket(-16, 32, 128), 10);
-        assert_eq!(relative_bucket(16, 32, 128), 26);
-        assert_eq!(relative_bucket(-127, 32, 128), 15);
-        assert_eq!(relative_bucket(-128, 32, 128), 15);
-        assert_eq!(relative_bucket(1000, 32, 128), 31);
     }
 }

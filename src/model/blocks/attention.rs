@@ -14,7 +14,6 @@ use rayon::prelude::*;
 use crate::kernels::attention::{self, Band};
 use crate::kernels::gemm::Epilogue;
 use crate::kernels::Par;
-use crate::model::arch;
 use crate::model::linear::{Linear, LinearScratch};
 use crate::model::param::Param;
 
@@ -94,7 +93,7 @@ impl RelativeBias {
         let centre = max_position - 1;
         let mut table = vec![0.0; heads * width];
         for r in 0..width {
-            let b = arch::relative_bucket(r as i64 - centre as i64, buckets, max_distance);
+            let b = relative_bucket(r as i64 - centre as i64, buckets, max_distance);
             for hd in 0..heads {
                 table[hd * width + r] = buckets_table[b * heads + hd];
             }
@@ -290,5 +289,88 @@ impl Attention {
                 .chain(self.k_norm.iter())
                 .flat_map(Norm::params),
         )
+    }
+}
+
+/// Bucket of a relative position (T5 / MPNet, bidirectional): `rel` = key
+/// position − query position. Half the buckets are for keys after the query;
+/// within a half, distances below a quarter of the buckets are exact and
+/// larger ones fall into logarithmically wider buckets up to `max_distance`
+/// (and beyond, the last bucket).
+///
+/// HF computes the logarithmic part in float32 as
+/// `trunc(ln(n / e) / ln(max_distance / e) · (half − e))` with `e` = half / 2;
+/// this evaluates the same expression exactly in integers when `max_distance
+/// / e` is a power of two and `half - e` a multiple of its log2 (32 buckets,
+/// 128: `trunc(2 · log2(n / 8))` = `⌊log2(n²)⌋ − 6`), which equals the float32
+/// result for every distance (checked at the exact boundaries n = 16, 32, 64),
+/// and falls back to f64 otherwise.
+pub fn relative_bucket(rel: i64, num_buckets: usize, max_distance: usize) -> usize {
+    let half = (num_buckets / 2) as i64;
+    let mut ret = if rel > 0 { half } else { 0 };
+    let n = rel.unsigned_abs();
+    let exact = (half / 2) as u64;
+    if n < exact {
+        return (ret + n as i64) as usize;
+    }
+    let ratio = (max_distance as u64).checked_div(exact).unwrap_or(0);
+    let span = (half as u64).saturating_sub(exact);
+    let large = if exact > 0 && ratio.is_power_of_two() && ratio > 1 {
+        let log_ratio = u64::from(ratio.trailing_zeros());
+        if span.is_multiple_of(log_ratio) {
+            // trunc(log2(n / exact) · span / log_ratio) with span / log_ratio =
+            // m: floor(log2((n / exact)^m)) = floor(log2(n^m)) − m·log2(exact).
+            let m = span / log_ratio;
+            let lg_exact = u64::from(exact.trailing_zeros());
+            if exact.is_power_of_two() && m <= 2 {
+                let nm = u128::from(n).pow(m as u32);
+                let lg = 127 - u64::from(nm.leading_zeros());
+                exact + lg - m * lg_exact
+            } else {
+                exact + float_large(n, exact, max_distance, span)
+            }
+        } else {
+            exact + float_large(n, exact, max_distance, span)
+        }
+    } else {
+        exact + float_large(n, exact, max_distance, span)
+    };
+    ret += large.min(half as u64 - 1) as i64;
+    ret as usize
+}
+
+fn float_large(n: u64, exact: u64, max_distance: usize, span: u64) -> u64 {
+    let v = ((n as f64 / exact as f64).ln() / (max_distance as f64 / exact as f64).ln()
+        * span as f64) as i64;
+    v.max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_buckets_match_the_float_formula() {
+        // The HF expression in f64 away from the exact boundaries, and the
+        // boundaries themselves (powers of two) by hand.
+        for rel in -600i64..=600 {
+            let b = relative_bucket(rel, 32, 128);
+            let n = rel.unsigned_abs();
+            let base = if rel > 0 { 16 } else { 0 };
+            let want = if n < 8 {
+                n as usize
+            } else {
+                let v = ((n as f64 / 8.0).ln() / 16f64.ln() * 8.0 + 1e-9) as usize;
+                8 + v.min(7)
+            };
+            assert_eq!(b, base + want, "rel {rel}");
+        }
+        assert_eq!(relative_bucket(0, 32, 128), 0);
+        assert_eq!(relative_bucket(-15, 32, 128), 9);
+        assert_eq!(relative_bucket(-16, 32, 128), 10);
+        assert_eq!(relative_bucket(16, 32, 128), 26);
+        assert_eq!(relative_bucket(-127, 32, 128), 15);
+        assert_eq!(relative_bucket(-128, 32, 128), 15);
+        assert_eq!(relative_bucket(1000, 32, 128), 31);
     }
 }

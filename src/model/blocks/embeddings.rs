@@ -7,11 +7,51 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 use crate::kernels::Par;
-use crate::model::arch::{Family, Positions};
-use crate::model::config::ModelConfig;
 use crate::model::param::{load_param, Param, Table};
 
-use super::norm::Norm;
+use super::norm::{Norm, NormSpec};
+
+/// How each token's absolute position id (its row of the position table) is
+/// assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Positions {
+    /// `0, 1, 2, ...` (BERT).
+    Sequential,
+    /// RoBERTa / MPNet (`create_position_ids_from_input_ids`): a token whose id
+    /// equals the padding index `p` (metadata `padding_idx`) gets position `p`;
+    /// every other token gets `p` + the number of non-padding tokens up to and
+    /// including it (so `p + 1, p + 2, ...` for a text without padding ids).
+    AfterPadding,
+}
+
+/// The embedding tables of a model: their modules (`.weight` after each)
+/// and sizes, the position ids hook and the norm.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbeddingsSpec<'a> {
+    /// The word table `[vocab x hidden]`.
+    pub word: &'a str,
+    /// The absolute position table `[max_position x hidden]`, if any.
+    pub position: Option<&'a str>,
+    /// The token type table `[type_vocab x hidden]`, if any.
+    pub token_type: Option<&'a str>,
+    /// The norm after the sum, if any.
+    pub norm: Option<(&'a str, NormSpec)>,
+    /// The width.
+    pub hidden: usize,
+    /// Rows of the word table.
+    pub vocab: usize,
+    /// Rows of the token type table.
+    pub type_vocab: usize,
+    /// Rows of the position table.
+    pub max_position: usize,
+    /// The position ids hook.
+    pub positions: Positions,
+    /// `padding_idx` for [`Positions::AfterPadding`].
+    pub padding_idx: usize,
+    /// Whether word rows are multiplied by `sqrt(hidden)` (Gemma's
+    /// `Gemma3TextScaledWordEmbedding`).
+    pub scale: bool,
+}
 
 /// The embedding tables of a model.
 pub struct Embeddings {
@@ -35,43 +75,37 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
-    /// Loads and checks the embedding tensors of `family` for `cfg`.
-    pub fn load(
-        file: &Arc<ModelFile>,
-        cfg: &ModelConfig,
-        family: &'static Family,
-        int8: bool,
-    ) -> Result<Embeddings> {
-        let names = &family.names;
-        let (h, v) = (cfg.hidden_size, cfg.vocab_size);
+    /// Loads and checks the embedding tensors `spec` names.
+    pub fn load(file: &Arc<ModelFile>, spec: &EmbeddingsSpec<'_>, int8: bool) -> Result<Embeddings> {
+        let (h, v) = (spec.hidden, spec.vocab);
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
-        let token_type = match names.token_type {
-            Some(t) => Some(p(&format!("{t}.weight"), &[cfg.type_vocab_size, h])?),
+        let token_type = match spec.token_type {
+            Some(t) => Some(p(&format!("{t}.weight"), &[spec.type_vocab, h])?),
             None => None,
         };
-        let position = match names.position {
-            Some(t) => Some(p(&format!("{t}.weight"), &[cfg.max_position, h])?),
+        let position = match spec.position {
+            Some(t) => Some(p(&format!("{t}.weight"), &[spec.max_position, h])?),
             None => None,
         };
-        let norm = match names.emb_ln {
-            Some(m) => Some(Norm::of_family(file, m, family, cfg, int8)?),
+        let norm = match spec.norm {
+            Some((m, n)) => Some(Norm::with_spec(file, m, n, h, int8)?),
             None => None,
         };
         Ok(Embeddings {
             hidden: h,
             vocab: v,
-            positions: family.positions,
-            padding_idx: cfg.padding_idx,
-            word: Table::load(file, &format!("{}.weight", names.word), [v, h], int8)?,
+            positions: spec.positions,
+            padding_idx: spec.padding_idx,
+            word: Table::load(file, &format!("{}.weight", spec.word), [v, h], int8)?,
             position,
             type_vocab: if token_type.is_some() {
-                cfg.type_vocab_size
+                spec.type_vocab
             } else {
                 0
             },
             token_type,
             norm,
-            scale: family.embed_scale.then(|| (h as f64).sqrt() as f32),
+            scale: spec.scale.then(|| (h as f64).sqrt() as f32),
         })
     }
 

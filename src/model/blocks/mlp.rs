@@ -6,11 +6,32 @@
 
 use crate::kernels::gemm::Epilogue;
 use crate::kernels::{ops, Par};
-use crate::model::config::Activation;
 use crate::model::linear::{Linear, LinearScratch};
 use crate::model::param::Param;
 
 use super::for_rows;
+
+/// The feed-forward activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// GELU, exact erf form (HF `gelu`).
+    Gelu,
+    /// GELU, tanh approximation (HF `gelu_new` / `gelu_pytorch_tanh`).
+    GeluTanh,
+    /// SiLU (`x · sigmoid(x)`, HF `silu`: Qwen's SwiGLU gate).
+    Silu,
+}
+
+impl Activation {
+    /// The metadata spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_tanh",
+            Activation::Silu => "silu",
+        }
+    }
+}
 
 /// The feed-forward block of a layer.
 pub struct Mlp {

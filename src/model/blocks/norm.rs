@@ -22,6 +22,18 @@ pub enum NormKind {
     RmsUnitOffset,
 }
 
+/// What a model's norms are: kind, bias or not, epsilon (a family's norms
+/// all share one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NormSpec {
+    /// The kind.
+    pub kind: NormKind,
+    /// Whether each has a bias.
+    pub bias: bool,
+    /// The epsilon.
+    pub eps: f32,
+}
+
 /// One normalization layer over rows of `width` values.
 pub struct Norm {
     kind: NormKind,
@@ -58,28 +70,18 @@ impl Norm {
         })
     }
 
-    /// Loads module `module` of width `cfg.hidden_size` as `family`'s norms
-    /// are (its kind, bias or not, `cfg.layer_norm_eps`).
+    /// Loads module `module` of `width` values as `spec` says.
     ///
     /// # Errors
     /// A missing or misshapen tensor, named.
-    pub fn of_family(
+    pub fn with_spec(
         file: &Arc<ModelFile>,
         module: &str,
-        family: &crate::model::arch::Family,
-        cfg: &crate::model::config::ModelConfig,
+        spec: NormSpec,
+        width: usize,
         int8: bool,
     ) -> Result<Norm> {
-        let h = cfg.hidden_size;
-        Norm::load(
-            file,
-            module,
-            family.norm,
-            h,
-            family.norm_bias,
-            cfg.layer_norm_eps,
-            int8,
-        )
+        Norm::load(file, module, spec.kind, width, spec.bias, spec.eps, int8)
     }
 
     /// The parameters held.

@@ -28,7 +28,7 @@ use crate::kernels::{attention as attention_kernel, Par};
 use crate::model::arch::{AttentionBias, Family};
 use crate::model::blocks::attention::{Attention, AttentionScratch, Heads, RelativeBias};
 use crate::model::blocks::disentangled::Disentangled;
-use crate::model::blocks::embeddings::Embeddings;
+use crate::model::blocks::embeddings::{Embeddings, EmbeddingsSpec};
 use crate::model::blocks::mlp::Mlp;
 use crate::model::blocks::norm::Norm;
 use crate::model::blocks::rope::Rope;
@@ -429,8 +429,8 @@ fn load_layer(
             .filter(|a| a.len() == d.k);
         Linear::load(file, &d.weights, &d.widths, d.k, prec, int8, amax)
     });
-    let norm =
-        |module: &str| Norm::of_family(file, &family.layer_module(l, module), family, cfg, int8);
+    let spec = family.norm_spec(cfg.layer_norm_eps);
+    let norm = |module: &str| Norm::with_spec(file, &family.layer_module(l, module), spec, h, int8);
     let opt_norm = |module: Option<&str>| module.map(norm).transpose();
     // Per-head norms: the family's kind over `head_dim` values.
     let head_norm = |module: Option<&str>| {
@@ -512,7 +512,24 @@ impl Encoder {
         let names = &family.names;
         let h = cfg.hidden_size;
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
-        let embeddings = Embeddings::load(file, cfg, family, int8)?;
+        let norm_spec = family.norm_spec(cfg.layer_norm_eps);
+        let embeddings = Embeddings::load(
+            file,
+            &EmbeddingsSpec {
+                word: names.word,
+                position: names.position,
+                token_type: names.token_type,
+                norm: names.emb_ln.map(|m| (m, norm_spec)),
+                hidden: h,
+                vocab: cfg.vocab_size,
+                type_vocab: cfg.type_vocab_size,
+                max_position: cfg.max_position,
+                positions: family.positions,
+                padding_idx: cfg.padding_idx,
+                scale: family.embed_scale,
+            },
+            int8,
+        )?;
         let rel_bias = match (family.attention_bias, names.relative_bias) {
             (AttentionBias::RelativeBuckets, Some(t)) => {
                 let (nb, nh) = (cfg.relative_buckets, cfg.num_heads);
@@ -531,13 +548,8 @@ impl Encoder {
             (AttentionBias::Disentangled, Some(t)) => {
                 let span = cfg.relative_span();
                 let mut rows = p(t, &[2 * span, h])?.as_slice().to_vec();
-                let norm = Norm::of_family(
-                    file,
-                    crate::model::arch::deberta_v2::REL_NORM,
-                    family,
-                    cfg,
-                    int8,
-                )?;
+                let rel_norm = crate::model::arch::deberta_v2::REL_NORM;
+                let norm = Norm::with_spec(file, rel_norm, norm_spec, h, int8)?;
                 norm.apply(&mut rows, h, Par::Serial);
                 Some(Disentangled {
                     rows,
@@ -551,7 +563,7 @@ impl Encoder {
             _ => None,
         };
         let final_norm = match names.final_norm {
-            Some(m) => Some(Norm::of_family(file, m, family, cfg, int8)?),
+            Some(m) => Some(Norm::with_spec(file, m, norm_spec, h, int8)?),
             None => None,
         };
         let ropes = Ropes::new(cfg, family);
