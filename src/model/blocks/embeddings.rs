@@ -76,7 +76,11 @@ pub struct Embeddings {
 
 impl Embeddings {
     /// Loads and checks the embedding tensors `spec` names.
-    pub fn load(file: &Arc<ModelFile>, spec: &EmbeddingsSpec<'_>, int8: bool) -> Result<Embeddings> {
+    pub fn load(
+        file: &Arc<ModelFile>,
+        spec: &EmbeddingsSpec<'_>,
+        int8: bool,
+    ) -> Result<Embeddings> {
         let (h, v) = (spec.hidden, spec.vocab);
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
         let token_type = match spec.token_type {
