@@ -7,7 +7,9 @@ For every row of TABLE (tests/data/families.tsv): converts SHARED/reference/<fol
 with EMBD (`embd convert`) into OUT/<name>.weights, and writes the expected values of
 <folder>_reference.jsonl (the sentence-transformers ids and embeddings) into
 OUT/<name>.expected and those of its tokenizer case file (ids without truncation, no
-embedding) into OUT/<name>.cases.expected; then OUT/families.list, one line per check:
+embedding) into OUT/<name>.cases.expected; the same for every row of static.tsv beside
+TABLE (static models, converted with `--static-behaviour <behaviour>`, their expected
+values from <reference>); then OUT/families.list, one line per check:
 "<name> <expected file's stem>".
 
 An expected file holds one record per line in a form C reads with fscanf: the text's
@@ -68,6 +70,16 @@ def main() -> None:
         if row["cases"]:
             write_expected(ref / row["cases"], int(str(row["case_lines"])), out / f"{name}.cases.expected")
             checks.append(f"{name} {name}.cases")
+    for row in read_table(table.with_name("static.tsv")):
+        name = str(row["name"])
+        subprocess.run(
+            [str(embd), "convert", str(ref / str(row["folder"])), "-o", str(out / f"{name}.weights")]
+            + ["--static-behaviour", str(row["behaviour"])],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        write_expected(ref / str(row["reference"]), int(str(row["lines"])), out / f"{name}.expected")
+        checks.append(f"{name} {name}")
     (out / "families.list").write_text("".join(c + "\n" for c in checks), encoding="ascii")
 
 

@@ -24,19 +24,21 @@ type family struct {
 	promptDefault          string
 }
 
-// readFamilies reads tests/data/families.tsv from a parent directory.
-func readFamilies(t *testing.T) []family {
+// readTable reads the rows of tests/data/<file> (tab-separated, a header
+// line, "#" comments, "-" for none) from a parent directory, as maps from
+// column to value.
+func readTable(t *testing.T, file string) []map[string]string {
 	t.Helper()
-	path := findUp(filepath.Join("tests", "data", "families.tsv"))
+	path := findUp(filepath.Join("tests", "data", file))
 	if path == "" {
-		t.Fatal("tests/data/families.tsv not found in a parent directory")
+		t.Fatalf("tests/data/%s not found in a parent directory", file)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var header []string
-	var out []family
+	var out []map[string]string
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -55,26 +57,107 @@ func readFamilies(t *testing.T) []family {
 				v[h] = f[i]
 			}
 		}
-		num := func(k string) int {
-			if v[k] == "" {
-				return 0
-			}
-			n, err := strconv.Atoi(v[k])
-			if err != nil {
-				t.Fatalf("%s: %s: %v", path, k, err)
-			}
-			return n
-		}
-		out = append(out, family{
-			name: v["name"], folder: v["folder"], dim: num("dim"), maxTokens: num("max_tokens"),
-			lines: num("lines"), cases: v["cases"], caseLines: num("case_lines"),
-			promptLines: num("prompt_lines"), promptDefault: v["prompt_default"],
-		})
+		out = append(out, v)
 	}
 	if len(out) == 0 {
 		t.Fatalf("%s: no rows", path)
 	}
 	return out
+}
+
+// num is column k of a table row as a number (0 for none).
+func num(t *testing.T, v map[string]string, k string) int {
+	t.Helper()
+	if v[k] == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v[k])
+	if err != nil {
+		t.Fatalf("%s %s: %v", v["name"], k, err)
+	}
+	return n
+}
+
+// readFamilies reads tests/data/families.tsv.
+func readFamilies(t *testing.T) []family {
+	t.Helper()
+	var out []family
+	for _, v := range readTable(t, "families.tsv") {
+		out = append(out, family{
+			name: v["name"], folder: v["folder"], dim: num(t, v, "dim"),
+			maxTokens: num(t, v, "max_tokens"), lines: num(t, v, "lines"), cases: v["cases"],
+			caseLines: num(t, v, "case_lines"), promptLines: num(t, v, "prompt_lines"),
+			promptDefault: v["prompt_default"],
+		})
+	}
+	return out
+}
+
+// TestStaticModels: every model of tests/data/static.tsv (model2vec /
+// StaticEmbedding folders converted in one library's behaviour) on every
+// line of that library's reference: ids identical, embeddings within 1e-5
+// (the zero vector for a text without tokens), alone the same bits as in the
+// batch; its dimension and maximum length. The models:
+// $EMBD_FAMILIES_DIR/<name>.weights (run_tests.sh converts them), else
+// models/<name>.weights in a parent directory.
+func TestStaticModels(t *testing.T) {
+	for _, v := range readTable(t, "static.tsv") {
+		v := v
+		t.Run(v["name"], func(t *testing.T) {
+			path := filepath.Join(os.Getenv("EMBD_FAMILIES_DIR"), v["name"]+".weights")
+			if os.Getenv("EMBD_FAMILIES_DIR") == "" {
+				path = findUp(filepath.Join("models", v["name"]+".weights"))
+			}
+			if path == "" || !fileExists(path) {
+				missing(t, v["name"]+" model not found: set EMBD_FAMILIES_DIR, or run embd convert "+
+					"<shared>/reference/"+v["folder"]+" --static-behaviour "+v["behaviour"]+
+					" -o models/"+v["name"]+".weights")
+				return
+			}
+			refs := readLines[reference](t, v["reference"])
+			if len(refs) != num(t, v, "lines") {
+				t.Fatalf("%d reference lines, want %s", len(refs), v["lines"])
+			}
+			m, err := embedder.Open(path)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer m.Close()
+			if m.Dim() != num(t, v, "dim") || m.MaxSeqLength() != num(t, v, "max_tokens") {
+				t.Fatalf("dim %d, max seq %d; the table says %s, %s", m.Dim(), m.MaxSeqLength(),
+					v["dim"], v["max_tokens"])
+			}
+			texts := make([]string, len(refs))
+			for i, r := range refs {
+				texts[i] = r.Text
+			}
+			got, err := m.Embed(texts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range refs {
+				if d := maxAbsDiff(got[i], r.Embedding); d > 1e-5 {
+					t.Errorf("line %d %q: max |diff| %g > 1e-5", i+1, r.Text, d)
+				}
+				ids, err := m.Tokenize(r.Text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(ids) != fmt.Sprint(r.InputIDs) {
+					t.Errorf("line %d %q: ids %v, want %v", i+1, r.Text, ids, r.InputIDs)
+				}
+				one, err := m.EmbedOne(r.Text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k := range one {
+					if math.Float32bits(one[k]) != math.Float32bits(got[i][k]) {
+						t.Fatalf("line %d: alone differs from in the batch at %d", i+1, k)
+					}
+				}
+			}
+		})
+	}
 }
 
 type promptLine struct {

@@ -100,8 +100,9 @@ if [ -z "${EMBD_SHARED_DIR:-}" ] && [ -d "$ROOT/../shared" ]; then
   export EMBD_SHARED_DIR="$(cd "$ROOT/../shared" && pwd)"
 fi
 [ -f "$EMBD_MODEL" ] || echo "note: $EMBD_MODEL not found; the model tests will fail (CI) or skip" >&2
-# TestFamilies: every model of tests/data/families.tsv, its reference folder
-# converted by embd into $EMBD_FAMILIES_DIR (unless that is set).
+# TestFamilies and TestStaticModels: every model of tests/data/families.tsv and
+# tests/data/static.tsv, its reference folder converted by embd into
+# $EMBD_FAMILIES_DIR (unless that is set).
 fam_dir=""
 trap 'cleanup; [ -z "$fam_dir" ] || rm -rf "$fam_dir"' EXIT
 if [ -z "${EMBD_FAMILIES_DIR:-}" ] && [ -d "${EMBD_SHARED_DIR:-}/reference" ]; then
@@ -113,6 +114,13 @@ if [ -z "${EMBD_FAMILIES_DIR:-}" ] && [ -d "${EMBD_SHARED_DIR:-}/reference" ]; t
       -o "$fam_dir/$name.weights" >/dev/null
   done < <(awk -F'\t' '/^#/ || !NF { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
                        { print $c["name"], $c["folder"] }' "$ROOT/tests/data/families.tsv")
+  # TestStaticModels: tests/data/static.tsv, each in its library's behaviour.
+  while read -r name folder behaviour; do
+    say "embd convert $name"
+    "${CARGO_TARGET_DIR:-$ROOT/target}/release/embd" convert "$EMBD_SHARED_DIR/reference/$folder" \
+      --static-behaviour "$behaviour" -o "$fam_dir/$name.weights" >/dev/null
+  done < <(awk -F'\t' '/^#/ || !NF { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+                       { print $c["name"], $c["folder"], $c["behaviour"] }' "$ROOT/tests/data/static.tsv")
   export EMBD_FAMILIES_DIR="$fam_dir"
 fi
 

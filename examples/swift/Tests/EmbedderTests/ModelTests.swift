@@ -368,6 +368,33 @@ final class ModelTests: XCTestCase {
         }
     }
 
+    /// The static models of tests/data/static.tsv in sentence-transformers'
+    /// behaviour (what their folders open as: they carry a modules.json), on
+    /// every line of its reference: ids identical, vectors within 1e-5 (the
+    /// zero vector for a text without tokens), alone the same bits as in the
+    /// batch. model2vec's behaviour is chosen at conversion (C, Go, Rust and
+    /// Python test it).
+    func testStaticModels() throws {
+        let rows = try table("static.tsv").filter { $0["behaviour"] == "sentence-transformers" }
+        XCTAssertFalse(rows.isEmpty)
+        for v in rows {
+            let rel = v["folder"] ?? ""
+            let refs: [EmbeddingLine] = try Fixtures.jsonl(try Fixtures.reference(v["reference"] ?? ""))
+            XCTAssertEqual(refs.count, Int(v["lines"] ?? ""), rel)
+            let m = try Model(path: try Fixtures.reference(rel), options: ModelOptions(threads: 2))
+            XCTAssertEqual(m.dim, Int(v["dim"] ?? ""), rel)
+            XCTAssertEqual(m.maxSeqLength, Int(v["max_tokens"] ?? ""), rel)
+            let got = try m.encode(refs.map(\.text))
+            var worst = 0.0
+            for (i, r) in refs.enumerated() {
+                worst = max(worst, maxAbsDiff(got[i], r.embedding))
+                XCTAssertEqual(try m.tokenize(r.text), r.input_ids, "\(rel) line \(i + 1)")
+                XCTAssertTrue(sameBits(try m.embed(r.text), got[i]), "\(rel) line \(i + 1) alone")
+            }
+            XCTAssertLessThanOrEqual(worst, 1e-5, rel)
+        }
+    }
+
     /// Every model of tests/data/families.tsv through the same API (the
     /// folders open directly): on every line of its reference ids identical,
     /// vectors within 1e-5, a text alone the same bits as in the batch; the

@@ -116,31 +116,39 @@ struct Family {
 
     /// The rows of tests/data/families.tsv, found in a parent directory.
     static func all() throws -> [Family] {
-        guard let path = Fixtures.findUp("tests/data/families.tsv") else {
-            throw MissingFixture(description: "tests/data/families.tsv not found in a parent directory")
-        }
-        var header: [String] = []
-        var out: [Family] = []
-        for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
-            if line.hasPrefix("#") || line.allSatisfy(\.isWhitespace) { continue }
-            let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            if header.isEmpty {
-                header = f
-                continue
-            }
-            guard f.count == header.count else {
-                throw MissingFixture(description: "\(path): \(f.count) columns, want \(header.count): \(line)")
-            }
-            var v: [String: String] = [:]
-            for (h, x) in zip(header, f) where x != "-" { v[h] = x }
+        try table("families.tsv").map { v in
             let num = { (k: String) in Int(v[k] ?? "0") ?? -1 }
-            out.append(Family(
+            return Family(
                 name: v["name"] ?? "", folder: v["folder"] ?? "", dim: num("dim"), maxTokens: num("max_tokens"),
                 lines: num("lines"), cases: v["cases"], caseLines: num("case_lines"),
-                promptLines: num("prompt_lines"), promptDefault: v["prompt_default"]))
+                promptLines: num("prompt_lines"), promptDefault: v["prompt_default"])
         }
-        return out
     }
+}
+
+/// The rows of tests/data/<file> (tab-separated, a header line, "#" comments,
+/// "-" for none), found in a parent directory: column to value.
+func table(_ file: String) throws -> [[String: String]] {
+    guard let path = Fixtures.findUp("tests/data/" + file) else {
+        throw MissingFixture(description: "tests/data/\(file) not found in a parent directory")
+    }
+    var header: [String] = []
+    var out: [[String: String]] = []
+    for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
+        if line.hasPrefix("#") || line.allSatisfy(\.isWhitespace) { continue }
+        let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        if header.isEmpty {
+            header = f
+            continue
+        }
+        guard f.count == header.count else {
+            throw MissingFixture(description: "\(path): \(f.count) columns, want \(header.count): \(line)")
+        }
+        var v: [String: String] = [:]
+        for (h, x) in zip(header, f) where x != "-" { v[h] = x }
+        out.append(v)
+    }
+    return out
 }
 
 let refTexts = [
