@@ -18,6 +18,7 @@ import (
 // column means).
 type family struct {
 	name, folder           string
+	reference              string // the reference file; default <folder>_reference.jsonl
 	dim, maxTokens, lines  int
 	cases                  string
 	caseLines, promptLines int
@@ -94,70 +95,39 @@ func readFamilies(t *testing.T) []family {
 }
 
 // TestStaticModels: every model of tests/data/static.tsv (model2vec /
-// StaticEmbedding folders converted in one library's behaviour) on every
-// line of that library's reference: ids identical, embeddings within 1e-5
-// (the zero vector for a text without tokens), alone the same bits as in the
-// batch; its dimension and maximum length. The models:
-// $EMBD_FAMILIES_DIR/<name>.weights (run_tests.sh converts them), else
-// models/<name>.weights in a parent directory.
+// StaticEmbedding folders converted in one library's behaviour) through
+// checkFamilyReference, against that library's reference (the zero vector for
+// a text without tokens).
 func TestStaticModels(t *testing.T) {
 	for _, v := range readTable(t, "static.tsv") {
-		v := v
-		t.Run(v["name"], func(t *testing.T) {
-			path := filepath.Join(os.Getenv("EMBD_FAMILIES_DIR"), v["name"]+".weights")
-			if os.Getenv("EMBD_FAMILIES_DIR") == "" {
-				path = findUp(filepath.Join("models", v["name"]+".weights"))
-			}
-			if path == "" || !fileExists(path) {
-				missing(t, v["name"]+" model not found: set EMBD_FAMILIES_DIR, or run embd convert "+
-					"<shared>/reference/"+v["folder"]+" --static-behaviour "+v["behaviour"]+
-					" -o models/"+v["name"]+".weights")
-				return
-			}
-			refs := readLines[reference](t, v["reference"])
-			if len(refs) != num(t, v, "lines") {
-				t.Fatalf("%d reference lines, want %s", len(refs), v["lines"])
-			}
-			m, err := embedder.Open(path)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			defer m.Close()
-			if m.Dim() != num(t, v, "dim") || m.MaxSeqLength() != num(t, v, "max_tokens") {
-				t.Fatalf("dim %d, max seq %d; the table says %s, %s", m.Dim(), m.MaxSeqLength(),
-					v["dim"], v["max_tokens"])
-			}
-			texts := make([]string, len(refs))
-			for i, r := range refs {
-				texts[i] = r.Text
-			}
-			got, err := m.Embed(texts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range refs {
-				if d := maxAbsDiff(got[i], r.Embedding); d > 1e-5 {
-					t.Errorf("line %d %q: max |diff| %g > 1e-5", i+1, r.Text, d)
-				}
-				ids, err := m.Tokenize(r.Text)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(ids) != fmt.Sprint(r.InputIDs) {
-					t.Errorf("line %d %q: ids %v, want %v", i+1, r.Text, ids, r.InputIDs)
-				}
-				one, err := m.EmbedOne(r.Text)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for k := range one {
-					if math.Float32bits(one[k]) != math.Float32bits(got[i][k]) {
-						t.Fatalf("line %d: alone differs from in the batch at %d", i+1, k)
-					}
-				}
+		fam := family{
+			name: v["name"], folder: v["folder"], reference: v["reference"], dim: num(t, v, "dim"),
+			maxTokens: num(t, v, "max_tokens"), lines: num(t, v, "lines"),
+		}
+		t.Run(fam.name, func(t *testing.T) {
+			path := familyModel(t, fam.name, "embd convert <shared>/reference/"+fam.folder+
+				" --static-behaviour "+v["behaviour"]+" -o models/"+fam.name+".weights")
+			if path != "" {
+				checkFamilyReference(t, fam, path)
 			}
 		})
 	}
+}
+
+// familyModel: $EMBD_FAMILIES_DIR/<name>.weights (run_tests.sh converts the
+// tables' models there), else models/<name>.weights in a parent directory;
+// "" after reporting it missing (`convert` says how to make it).
+func familyModel(t *testing.T, name, convert string) string {
+	t.Helper()
+	path := filepath.Join(os.Getenv("EMBD_FAMILIES_DIR"), name+".weights")
+	if os.Getenv("EMBD_FAMILIES_DIR") == "" {
+		path = findUp(filepath.Join("models", name+".weights"))
+	}
+	if path == "" || !fileExists(path) {
+		missing(t, name+" model not found: set EMBD_FAMILIES_DIR, or run "+convert)
+		return ""
+	}
+	return path
 }
 
 type promptLine struct {
@@ -205,13 +175,9 @@ func TestFamilies(t *testing.T) {
 	for _, fam := range readFamilies(t) {
 		fam := fam
 		t.Run(fam.name, func(t *testing.T) {
-			path := filepath.Join(os.Getenv("EMBD_FAMILIES_DIR"), fam.name+".weights")
-			if os.Getenv("EMBD_FAMILIES_DIR") == "" {
-				path = findUp(filepath.Join("models", fam.name+".weights"))
-			}
-			if path == "" || !fileExists(path) {
-				missing(t, fam.name+" model not found: set EMBD_FAMILIES_DIR, or run "+
-					"embd convert <shared>/reference/"+fam.folder+" -o models/"+fam.name+".weights")
+			path := familyModel(t, fam.name, "embd convert <shared>/reference/"+fam.folder+
+				" -o models/"+fam.name+".weights")
+			if path == "" {
 				return
 			}
 			checkFamilyReference(t, fam, path)
@@ -226,7 +192,11 @@ func TestFamilies(t *testing.T) {
 }
 
 func checkFamilyReference(t *testing.T, fam family, path string) {
-	refs := readLines[reference](t, fam.folder+"_reference.jsonl")
+	ref := fam.reference
+	if ref == "" {
+		ref = fam.folder + "_reference.jsonl"
+	}
+	refs := readLines[reference](t, ref)
 	if len(refs) != fam.lines {
 		t.Fatalf("%s: %d reference lines, want %d", fam.name, len(refs), fam.lines)
 	}

@@ -54,11 +54,7 @@ func openReranker(t *testing.T, opts ...embedder.RerankerOption) *embedder.Reran
 // own maximum length (128, as its reference).
 func openXlmrReranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	r := openTinyReranker(t, "EMBD_XLMR_RERANK_MODEL", "xlmr-reranker-tiny")
-	if r.MaxLength() != 128 {
-		t.Errorf("max length %d, want 128", r.MaxLength())
-	}
-	return r
+	return openTinyReranker(t, "EMBD_XLMR_RERANK_MODEL", "xlmr-reranker-tiny", 128)
 }
 
 // openModernBertReranker: $EMBD_MODERNBERT_RERANK_MODEL, else
@@ -66,11 +62,12 @@ func openXlmrReranker(t *testing.T) *embedder.Reranker {
 // it): ModernBERT with classifier_pooling mean, at its own maximum length.
 func openModernBertReranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	return openTinyReranker(t, "EMBD_MODERNBERT_RERANK_MODEL", "modernbert-reranker-tiny")
+	return openTinyReranker(t, "EMBD_MODERNBERT_RERANK_MODEL", "modernbert-reranker-tiny", 0)
 }
 
-// openTinyReranker opens $env, else models/<name>.weights in a parent directory.
-func openTinyReranker(t *testing.T, env, name string) *embedder.Reranker {
+// openTinyReranker opens $env, else models/<name>.weights in a parent
+// directory, at the model's own maximum length (wantMax, unless 0).
+func openTinyReranker(t *testing.T, env, name string, wantMax int) *embedder.Reranker {
 	t.Helper()
 	p := os.Getenv(env)
 	if p == "" {
@@ -84,6 +81,9 @@ func openTinyReranker(t *testing.T, env, name string) *embedder.Reranker {
 		t.Fatalf("OpenReranker: %v", err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
+	if wantMax != 0 && r.MaxLength() != wantMax {
+		t.Errorf("%s: max length %d, want %d", name, r.MaxLength(), wantMax)
+	}
 	return r
 }
 
@@ -100,11 +100,7 @@ func TestModernBertRerankerRankFile(t *testing.T) {
 // DeBERTa-v2 with disentangled attention and a SentencePiece vocabulary.
 func openDebertaReranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	r := openTinyReranker(t, "EMBD_DEBERTA_RERANK_MODEL", "deberta-reranker-tiny")
-	if r.MaxLength() != 512 {
-		t.Errorf("max length %d, want 512", r.MaxLength())
-	}
-	return r
+	return openTinyReranker(t, "EMBD_DEBERTA_RERANK_MODEL", "deberta-reranker-tiny", 512)
 }
 
 // DeBERTa-v2 has no token type table: the reference's passage types (1) are
@@ -122,7 +118,7 @@ func TestDebertaRerankerRankFile(t *testing.T) {
 // an LLM reranker scored on two tokens under an instruction.
 func openQwen3Reranker(t *testing.T) *embedder.Reranker {
 	t.Helper()
-	return openTinyReranker(t, "EMBD_QWEN3_RERANK_MODEL", "qwen3-reranker-tiny")
+	return openTinyReranker(t, "EMBD_QWEN3_RERANK_MODEL", "qwen3-reranker-tiny", 0)
 }
 
 // TestQwen3RerankerPrompts: every line of the Qwen3-Reranker reference, the

@@ -557,24 +557,12 @@ fn rerank_routes_match_the_cross_encoder_reference() {
         }
     }
     assert_ne!(ids[0], ids[1]);
-    // Pair by pair against CrossEncoder.predict: score (sigmoid) and, with
-    // raw_scores, the logit.
-    let p = shared().join("reference/families/minilm-reranker_reference.jsonl");
-    let lines = std::fs::read_to_string(p).unwrap();
-    for l in lines.lines().filter(|l| !l.is_empty()).step_by(5) {
-        let c: Value = serde_json::from_str(l).unwrap();
-        let body = json!({"query": c["query"], "texts": [c["passage"]]});
-        let s = post(srv.addr, "/rerank", &body).json()[0]["score"]
-            .as_f64()
-            .unwrap();
-        assert!((s - c["score"].as_f64().unwrap()).abs() <= 1e-5, "{l}");
-        let mut raw = body.clone();
-        raw["raw_scores"] = json!(true);
-        let lg = post(srv.addr, "/rerank", &raw).json()[0]["score"]
-            .as_f64()
-            .unwrap();
-        assert!((lg - c["logit"].as_f64().unwrap()).abs() <= 1e-4, "{l}");
-    }
+    // Pair by pair against CrossEncoder.predict.
+    pairs_match_reference(
+        srv.addr,
+        &shared().join("reference/families/minilm-reranker_reference.jsonl"),
+        5,
+    );
     // The embedding routes go to the embedder, wherever it is in the list;
     // naming the reranker there is a 424 that says so.
     let r = post(srv.addr, "/embed", &json!({"inputs": "a text"}));
@@ -715,17 +703,27 @@ fn rerank_routes_serve_a_deberta_cross_encoder() {
             assert!((s - w["score"].as_f64().unwrap()).abs() <= 1e-5, "{route}");
         }
     }
-    let lines = std::fs::read_to_string(enc.join("deberta-reranker-tiny_reference.jsonl")).unwrap();
-    for l in lines.lines().filter(|l| !l.is_empty()).step_by(3) {
+    pairs_match_reference(
+        srv.addr,
+        &enc.join("deberta-reranker-tiny_reference.jsonl"),
+        3,
+    );
+}
+
+/// Every `step`-th pair of a CrossEncoder reference file on `/rerank`: its
+/// score (sigmoid) within 1e-5 and, with `raw_scores`, its logit within 1e-4.
+fn pairs_match_reference(addr: std::net::SocketAddr, path: &std::path::Path, step: usize) {
+    let lines = std::fs::read_to_string(path).unwrap();
+    for l in lines.lines().filter(|l| !l.is_empty()).step_by(step) {
         let c: Value = serde_json::from_str(l).unwrap();
         let body = json!({"query": c["query"], "texts": [c["passage"]]});
-        let s = post(srv.addr, "/rerank", &body).json()[0]["score"]
+        let s = post(addr, "/rerank", &body).json()[0]["score"]
             .as_f64()
             .unwrap();
         assert!((s - c["score"].as_f64().unwrap()).abs() <= 1e-5, "{l}");
         let mut raw = body.clone();
         raw["raw_scores"] = json!(true);
-        let lg = post(srv.addr, "/rerank", &raw).json()[0]["score"]
+        let lg = post(addr, "/rerank", &raw).json()[0]["score"]
             .as_f64()
             .unwrap();
         assert!((lg - c["logit"].as_f64().unwrap()).abs() <= 1e-4, "{l}");
