@@ -100,24 +100,26 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/n
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
   echo "$req_hash" > "$venv/.requirements.sha256"
 fi
-if [ "$peers" = 1 ]; then
-  peers_hash=$(cat bench/requirements.txt bench/requirements-peers.txt | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$venv/.peers.sha256" 2>/dev/null)" != "$peers_hash" ]; then
-    echo "bench/setup.sh: installing the peers (bench/requirements-peers.txt) ..." >&2
-    # requirements.txt as constraints: the peers must not move the base pins
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-      -r bench/requirements-peers.txt -c bench/requirements.txt
-    echo "$peers_hash" > "$venv/.peers.sha256"
+# extras VENV STAMP REQUIREMENTS WHAT CONSTRAINTS...: pip install -r REQUIREMENTS into VENV
+# with CONSTRAINTS (the pins already there, which must not move), again when any of those
+# files changes (keyed in VENV/.STAMP.sha256).
+extras() {
+  local v=$1 stamp=$2 req=$3 what=$4 hash c
+  shift 4
+  local cons=()
+  hash=$(cat "$@" "$req" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$v/.$stamp.sha256" 2>/dev/null)" != "$hash" ]; then
+    echo "bench/setup.sh: installing $what ($req) into $v ..." >&2
+    for c in "$@"; do cons+=(-c "$c"); done
+    "$v/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" "${cons[@]}"
+    echo "$hash" > "$v/.$stamp.sha256"
   fi
+}
+if [ "$peers" = 1 ]; then
+  extras "$venv" peers bench/requirements-peers.txt "the peers" bench/requirements.txt
 fi
 if [ "$static" = 1 ]; then
-  static_hash=$(cat bench/requirements.txt bench/requirements-static.txt | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$venv/.static.sha256" 2>/dev/null)" != "$static_hash" ]; then
-    echo "bench/setup.sh: installing model2vec (bench/requirements-static.txt) ..." >&2
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-      -r bench/requirements-static.txt -c bench/requirements.txt
-    echo "$static_hash" > "$venv/.static.sha256"
-  fi
+  extras "$venv" static bench/requirements-static.txt model2vec bench/requirements.txt
 fi
 
 # 1a. The torch venv, keyed by the hash of both requirement files.
@@ -133,15 +135,8 @@ if [ "$torch" = 1 ]; then
     echo "$torch_hash" > "$tvenv/.requirements.sha256"
   fi
   if [ "$modernbert" = 1 ] || [ "$decoders" = 1 ] || [ "$nomic" = 1 ]; then
-    mb_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
-              | sha256sum | cut -d' ' -f1)
-    if [ "$(cat "$tvenv/.modernbert.sha256" 2>/dev/null)" != "$mb_hash" ]; then
-      echo "bench/setup.sh: installing OpenVINO, NNCF, onnxscript into $tvenv ..." >&2
-      # the torch venv's pins as constraints: nothing installed there moves
-      "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -r bench/requirements-modernbert.txt -c bench/requirements.txt -c bench/requirements-torch.txt
-      echo "$mb_hash" > "$tvenv/.modernbert.sha256"
-    fi
+    extras "$tvenv" modernbert bench/requirements-modernbert.txt "OpenVINO, NNCF, onnxscript" \
+      bench/requirements.txt bench/requirements-torch.txt
   fi
   if [ "$decoders" = 1 ]; then
     dec_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
