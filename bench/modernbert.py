@@ -840,22 +840,33 @@ def run(args: argparse.Namespace) -> None:
     rows = harness.throughput_table(times, rss, len(texts), lambda k: (tokens, fpt))
     results["rows"] = rows
     by: dict[str, float] = {r["config"]: r["texts_per_s"] for r in rows}
-    for t in threads:
-        ort = by.get(f"ORT fp32 {t}t")
-        int8 = [
-            v
+    results["ratios"] = {}
+
+    def fastest(kind: str, t: int) -> tuple[str, float] | None:
+        """The fastest peer configuration at t threads whose name has kind in it."""
+        got = [
+            (k, v)
             for k, v in by.items()
-            if "int8" in k and not k.startswith("ours") and k.endswith(f" {t}t")
+            if kind in k and not k.startswith("ours") and k.endswith(f" {t}t")
         ]
-        if ort and f"ours f32 {t}t" in by:
-            print(
-                f"{t} thread(s): ours f32 / ORT fp32 = {by[f'ours f32 {t}t'] / ort:.2f}x (goal >= 1.2x)"
-            )
-        if int8 and f"ours int8 {t}t" in by:
-            print(
-                f"{t} thread(s): ours int8 / fastest int8 peer = {by[f'ours int8 {t}t'] / max(int8):.2f}x "
-                "(goal >= 1.3x with VNNI/AMX, >= 1.0x on AVX2)"
-            )
+        return max(got, key=lambda kv: kv[1]) if got else None
+
+    for t in threads:
+        f32, int8 = by.get(f"ours f32 {t}t"), by.get(f"ours int8 {t}t")
+        for ours_v, peer, what, goal in [
+            (f32, fastest("ORT fp32", t), "ours f32 / ORT fp32", ">= 1.2x"),
+            (f32, fastest("fp32", t), "ours f32 / fastest fp32 peer", ">= 1.2x"),
+            (
+                int8,
+                fastest("int8", t),
+                "ours int8 / fastest int8 peer",
+                ">= 1.3x VNNI/AMX, 1.0x AVX2",
+            ),
+        ]:
+            if ours_v and peer:
+                q = ours_v / peer[1]
+                results["ratios"][f"{what} {t}t"] = {"ratio": q, "peer": peer[0], "goal": goal}
+                print(f"{t} thread(s): {what} ({peer[0]}) = {q:.2f}x (goal {goal})")
     harness.write_results(FIXTURES[args.model][0], results)
 
 
