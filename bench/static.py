@@ -22,9 +22,11 @@ run [--rounds N] [--passes N] [--limit N] [--batch-size N] [--check]
   2. throughput, each configuration in a fresh process per round, rounds interleaved, best
      kept: model2vec `StaticModel.encode(texts, batch_size)` (1 thread: RAYON_NUM_THREADS=1
      and TOKENIZERS_PARALLELISM=false for HF tokenizers, one BLAS/OpenMP thread; default:
-     none of these set) and ours `embd bench --threads 1|0 --batch-size N` (tokenization
-     included on both sides; `--passes` timed passes over the texts after a warm-up pass,
-     best pass kept), peak RSS of each process;
+     none of these set), one warm-up pass then `--passes` timed passes, best kept; ours
+     (`embd bench` times the transformer families only) `embd encode --threads 1|default
+     --batch-size N` of the texts repeated `--passes` times, less the wall time of `embd
+     encode` of one text (process start, open), divided by `--passes` (tokenization included
+     on both sides); peak RSS of each process;
   3. end to end: one process that starts, opens the model, embeds every text and exits
      (`python -c` with model2vec; `embd encode --format npy --output /dev/null`), wall time.
   Results: a table on stdout and bench/out/static.json.
@@ -234,14 +236,27 @@ def run(args: argparse.Namespace) -> None:
     # 2. throughput, interleaved
     base = {"folder": folder, "corpus": corpus, "batch": args.batch_size, "passes": args.passes}
     configs = ["model2vec 1t", "ours 1t", "model2vec default", "ours default"]
+    repeated, one = os.path.join(d, f"repeated-{len(texts)}.txt"), os.path.join(d, "one.txt")
+    harness.write_lines(repeated, texts * args.passes)
+    harness.write_lines(one, texts[:1])
 
     def measure(k: str) -> dict[str, Any]:
         if k.startswith("model2vec"):
             return run_m2v(base, k.endswith("1t"))
-        t = 1 if k.endswith("1t") else 0
-        cmd = harness.bench_cmd(w or "", corpus, t, args.batch_size)
-        cmd[cmd.index("--rounds") + 1] = str(args.passes)
-        return harness.ours_bench(cmd + ["--warmup", str(len(texts))])
+        # `embd bench` times the transformer families only: ours is `embd encode` of the texts
+        # repeated `passes` times, less `embd encode` of one text (process start, open), per pass
+        threads = ["--threads", "1"] if k.endswith("1t") else []
+        cmd = [harness.EMBD, "encode", "-m", w or "", "--format", "npy", "--output", "/dev/null"]
+        cmd += ["--batch-size", str(args.batch_size)] + threads
+        t0 = time.perf_counter()
+        status, rss_mb, _ = harness.measured(cmd + ["--input", repeated])
+        whole = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        harness.measured(cmd + ["--input", one])
+        base_s = time.perf_counter() - t0
+        if status != 0:
+            return {"error": f"embd encode exited with {status}"}
+        return {"seconds": (whole - base_s) / args.passes, "peak_rss_mb": rss_mb}
 
     times, rss = harness.interleaved_rounds(
         configs, args.rounds, measure, len(texts), lambda k: 0.0, results["rounds"]
