@@ -396,18 +396,19 @@ def only_peers(engines: list[tuple[str, str, str]], peers: str) -> list[tuple[st
 # --------------------------------------------------------------------------
 
 
-def ours_weights(d: str, dtype: str = "f32") -> tuple[str | None, str]:
-    """Converts d/st with `embd convert --dtype` (again when embd is newer): d/ours.weights
-    (f32, `--packed`: the layers stored in the f32 kernels' layout, as for bf16 and int8, so
-    that no engine packs a copy of its weights at open) or d/ours-<dtype>.weights; (path, "")
-    or (None, why)."""
-    w = os.path.join(d, "ours.weights" if dtype == "f32" else f"ours-{dtype}.weights")
+def ours_weights(d: str, dtype: str = "f32", src: str = "st") -> tuple[str | None, str]:
+    """Converts d/<src> (d/st) with `embd convert --dtype` (again when embd is newer):
+    d/ours.weights (f32, `--packed`: the layers stored in the f32 kernels' layout, as for bf16
+    and int8, so that no engine packs a copy of its weights at open) or d/ours-<dtype>.weights
+    (another src: d/ours-<src>[-<dtype>].weights); (path, "") or (None, why)."""
+    stem = "ours" if src == "st" else f"ours-{src}"
+    w = os.path.join(d, f"{stem}.weights" if dtype == "f32" else f"{stem}-{dtype}.weights")
     if not os.path.isfile(EMBD):
         return None, f"no {EMBD} (cargo build --release --bin embd)"
     if os.path.isfile(w) and os.path.getmtime(w) >= os.path.getmtime(EMBD):
         return w, ""
     r = subprocess.run(
-        [EMBD, "convert", os.path.join(d, "st"), "-o", w, "--dtype", dtype]
+        [EMBD, "convert", os.path.join(d, src), "-o", w, "--dtype", dtype]
         + (["--packed"] if dtype == "f32" else []),
         capture_output=True,
         text=True,

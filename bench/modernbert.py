@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""ModernBERT: a random-weight, full-size ModernBERT-base next to its peers.
+"""ModernBERT and NomicBERT: a random-weight, full-size ModernBERT-base or nomic-embed-text-v1.5
+next to its peers.
 
-Run through `bench/run.sh --modernbert [...]`, which prepares `bench/.venv-torch` (torch,
-transformers, sentence-transformers; + OpenVINO/NNCF and onnxscript from
-`requirements-modernbert.txt`) and calls `modernbert.py prepare` before `modernbert.py run`.
+Run through `bench/run.sh --modernbert [...]` or `bench/run.sh --nomic [...]` (`--model nomic`),
+which prepare `bench/.venv-torch` (torch, transformers, sentence-transformers; + OpenVINO/NNCF
+and onnxscript from `requirements-modernbert.txt`) and call `modernbert.py prepare` before
+`modernbert.py run`.
 
-prepare [--model base|tiny]   (idempotent: rebuilt when this script or the pins change)
+prepare [--model base|tiny|nomic|nomic-tiny|...]   (idempotent: rebuilt when this script's
+  fixture definition or the pins change)
   bench/.cache/modernbert-<model>/
     st/              sentence-transformers folder: Transformer (ModernBertModel) -> mean
                      Pooling -> Normalize. base: built here, seeded random weights of
@@ -16,6 +19,14 @@ prepare [--model base|tiny]   (idempotent: rebuilt when this script or the pins 
                      embedding rows < 5,056 are ever read, which changes nothing in speed).
                      tiny: that shared reference folder itself (the sanity check: its
                      reference vectors are sentence-transformers' own).
+                     nomic: shared/reference/encoders/nomic-embed-tiny scaled to
+                     nomic-embed-text-v1.5's shape (12 layers, 768 wide, 12 heads, SwiGLU
+                     3,072, rotary base 1,000, 8,192 positions, no biases, vocabulary 30,528,
+                     its bert-base-uncased WordPiece of 30,522 ids), config.json in
+                     transformers 5's native `nomic_bert` layout; st-hub/ is the same folder
+                     with the hub's remote-code config.json (both layouts go through `embd
+                     convert`). nomic-tiny: the shared tiny folder, config.json turned into
+                     the native layout.
     check.txt        the texts every engine's accuracy is measured on (32 corpus texts,
                      evenly spaced; tiny: the reference file's texts)
     ref.npy          their vectors by transformers (ModernBertModel, one text per call, no
@@ -25,9 +36,11 @@ prepare [--model base|tiny]   (idempotent: rebuilt when this script or the pins 
                      (inputs input_ids, attention_mask; output sentence_embedding)
     model.int8.onnx  onnxruntime.quantization.quantize_dynamic (QInt8, per channel)
     ov/fp32.xml, ov/int8.xml   OpenVINO IR and nncf.quantize(TRANSFORMER) on 100 corpus texts
+                     (ModernBERT and NomicBERT)
     ours.weights     `embd convert st/` (when our converter takes ModernBERT)
 
-run [--model base|tiny] [--rounds N] [--limit N] [--threads 1,2] [--no-long] [--check]
+run [--model base|tiny|nomic|nomic-tiny|...] [--rounds N] [--limit N] [--threads 1,2]
+    [--no-long] [--check]
   1. accuracy: every engine's vectors of check.txt (sorted, padded batches of 32, its own
      tokenizer) vs ref.npy: worst and mean cosine;
   2. throughput: the first `limit` corpus texts, sorted padded batches of 32, tokenization
@@ -122,6 +135,21 @@ GEMMA_CONFIG: dict[str, Any] = {
     "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 4,
     "initializer_range": 0.02,
 }
+# nomic-embed-text-v1.5's shape (nomic-ai/nomic-embed-text-v1.5's config.json), in the hub's
+# remote-code layout (the keys of shared/reference/encoders/nomic-embed-tiny/config.json; turned
+# into transformers 5's native layout by native_config), random weights. Its tokenizer: the tiny
+# folder's, bert-base-uncased's WordPiece (30,522 ids), which is the real model's vocabulary.
+NOMIC_CONFIG: dict[str, Any] = {
+    "vocab_size": 30528,
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "n_inner": 3072,
+    "n_positions": 8192,
+    "max_trained_positions": 2048,
+    "rotary_emb_base": 1000,
+    "initializer_range": 0.02,
+}
 # --model NAME: (cache folder, shared reference folder, shape to scale it to or None for the
 # reference folder itself, max_seq_length, Dense layers of the ST pipeline (in, out))
 FIXTURES: dict[str, tuple[str, str, dict[str, Any] | None, int, list[tuple[int, int]]]] = {
@@ -137,7 +165,12 @@ FIXTURES: dict[str, tuple[str, str, dict[str, Any] | None, int, list[tuple[int, 
         [(768, 3072), (3072, 768)],
     ),
     "gemma-tiny": ("embeddinggemma-tiny", "embeddinggemma-tiny", None, 256, []),
+    "nomic": ("nomic-embed-v1.5-shape", "nomic-embed-tiny", NOMIC_CONFIG, 8192, []),
+    "nomic-tiny": ("nomic-embed-tiny", "nomic-embed-tiny", None, 512, []),
 }
+# The families whose reference vectors are transformers' bare model + masked mean pooling
+# (exported as Pooled, with OpenVINO peers); the others' are sentence-transformers' pipeline.
+BARE_MODEL_REFERENCE = ["modernbert-tiny", "nomic-embed-tiny"]
 SEED = 29
 PREPARE_VERSION = 1
 LONG_TOKENS = 8192
@@ -156,11 +189,43 @@ def cache_dir(model: str) -> str:
 
 
 def tiny_folder(name: str = "modernbert-tiny") -> str:
-    return os.path.join(shared_dir(), "reference", "architectures", name)
+    """A shared reference folder: shared/reference/architectures/<name> or .../encoders/<name>
+    (its reference file beside it: <folder>_reference.jsonl)."""
+    for kind in ("architectures", "encoders"):
+        d = os.path.join(shared_dir(), "reference", kind, name)
+        if os.path.isdir(d):
+            return d
+    sys.exit(f"{harness.prog()}: no shared reference folder {name}")
 
 
-def is_modernbert(model: str) -> bool:
-    return FIXTURES[model][1] == "modernbert-tiny"
+def bare_model_reference(model: str) -> bool:
+    return FIXTURES[model][1] in BARE_MODEL_REFERENCE
+
+
+def native_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A NomicBERT config.json in the hub's remote-code layout (`n_embd`, ...) turned into
+    transformers 5's native `NomicBertConfig` keys, as the shared reference's README maps them
+    (the remote code rounds `n_inner` up to a multiple of 256); any other config unchanged."""
+    if cfg.get("model_type") != "nomic_bert" or "n_embd" not in cfg:
+        return cfg
+    h, heads = cfg["n_embd"], cfg["n_head"]
+    return {
+        "architectures": ["NomicBertModel"],
+        "model_type": "nomic_bert",
+        "vocab_size": cfg["vocab_size"],
+        "hidden_size": h,
+        "num_hidden_layers": cfg["n_layer"],
+        "num_attention_heads": heads,
+        "head_dim": h // heads,
+        "intermediate_size": -(-cfg["n_inner"] // 256) * 256,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg["n_positions"],
+        "type_vocab_size": cfg.get("type_vocab_size", 2),
+        "layer_norm_eps": cfg.get("layer_norm_epsilon", 1e-12),
+        "rope_parameters": {"rope_type": "default", "rope_theta": float(cfg["rotary_emb_base"])},
+        "initializer_range": cfg.get("initializer_range", 0.02),
+        "pad_token_id": 0,
+    }
 
 
 def flops_per_token(cfg: dict[str, Any]) -> int:
@@ -234,7 +299,8 @@ def build_scaled_folder(model: str, dst: str) -> None:
     _, tiny_name, shape, max_len, dense = FIXTURES[model]
     assert shape is not None
     shutil.copytree(tiny_folder(tiny_name), dst)
-    cfg_d = config_of(dst) | shape
+    hub_cfg = config_of(dst) | shape
+    cfg_d = native_config(hub_cfg)
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(cfg_d, f, indent=2)
     torch.manual_seed(SEED)
@@ -247,7 +313,7 @@ def build_scaled_folder(model: str, dst: str) -> None:
     pool = os.path.join(dst, "1_Pooling", "config.json")
     with open(pool) as f:
         pc = json.load(f)
-    pc["embedding_dimension"] = shape["hidden_size"]
+    pc["embedding_dimension"] = cfg_d["hidden_size"]
     with open(pool, "w") as f:
         json.dump(pc, f, indent=4)
     for k, (n_in, n_out) in enumerate(dense):
@@ -265,11 +331,28 @@ def build_scaled_folder(model: str, dst: str) -> None:
     tc["model_max_length"] = max_len
     with open(tcp, "w") as f:
         json.dump(tc, f, indent=2)
+    if cfg_d is not hub_cfg:
+        hub_layout_copy(dst, hub_cfg)
+
+
+def hub_layout_copy(st: str, hub_cfg: dict[str, Any]) -> None:
+    """<st>-hub/: the folder st with the hub's remote-code config.json (every other file a
+    link to st's), for `embd convert` of the other layout."""
+    dst = st.rstrip("/") + "-hub"
+    if os.path.isdir(dst):
+        shutil.rmtree(dst)
+    os.makedirs(dst)
+    for name in os.listdir(st):
+        if name != "config.json":
+            os.symlink(os.path.join(os.path.abspath(st), name), os.path.join(dst, name))
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(hub_cfg, f, indent=2)
 
 
 def transformers_vectors(folder: str, texts: list[str], max_len: int) -> F32:
-    """transformers' ModernBertModel, one text per call (no padding), masked mean pooling
-    and L2 normalization in float32: the reference every engine is compared with."""
+    """transformers' bare model (ModernBertModel, NomicBertModel), one text per call (no
+    padding), masked mean pooling and L2 normalization in float32: the reference every engine
+    is compared with."""
     import torch
     from transformers import AutoModel
 
@@ -305,7 +388,8 @@ def long_text(tok: Any, corpus: list[str], n_tokens: int) -> str:
 
 
 class Pooled:
-    """ModernBertModel + masked mean pooling + L2 normalization, for torch.onnx.export."""
+    """The bare model (ModernBertModel, NomicBertModel) + masked mean pooling + L2
+    normalization, for torch.onnx.export."""
 
     def __new__(cls, folder: str) -> Any:
         import torch
@@ -412,13 +496,18 @@ def prepare(model: str) -> None:
     corpus = read_lines(os.path.join(shared, "bench", "corpus.txt"))
     meta: dict[str, Any] = {"model": model, "seconds": {}}
     _, tiny_name, shape, _, _ = FIXTURES[model]
-    mb = is_modernbert(model)
+    mb = bare_model_reference(model)
     step = harness.stepper(meta, model)
 
     st = os.path.join(d, "st")
     if shape is None:
         shutil.copytree(tiny_folder(tiny_name), st)
-    elif mb:
+        hub_cfg = config_of(st)
+        if native_config(hub_cfg) is not hub_cfg:
+            with open(os.path.join(st, "config.json"), "w") as f:
+                json.dump(native_config(hub_cfg), f, indent=2)
+            hub_layout_copy(st, hub_cfg)
+    elif model == "base":
         step("build the random ModernBERT-base folder", lambda: build_base_folder(st))
     else:
         step(f"build the random {model} folder", lambda: build_scaled_folder(model, st))
@@ -434,10 +523,9 @@ def prepare(model: str) -> None:
                 f.write(long + "\n")
             meta["long_tokens"] = len(tok.encode(long).ids)
     else:
-        ref_path = os.path.join(
-            shared, "reference", "architectures", f"{tiny_name}_reference.jsonl"
-        )
-        refl = [json.loads(x) for x in open(ref_path, encoding="utf-8") if x.strip()]
+        ref_path = tiny_folder(tiny_name) + "_reference.jsonl"
+        with open(ref_path, encoding="utf-8") as f:
+            refl = [json.loads(x) for x in f if x.strip()]
         # The reference file's own texts may hold newlines: keep the ones `embd` can
         # read one per line.
         check = [r["text"] for r in refl if "\n" not in r["text"] and "\r" not in r["text"]]
@@ -473,7 +561,7 @@ def prepare(model: str) -> None:
     )
     try:
         if not mb:
-            raise ImportError("OpenVINO is prepared for ModernBERT only")
+            raise ImportError("OpenVINO is prepared for ModernBERT and NomicBERT only")
         import nncf  # noqa: F401
         import openvino  # noqa: F401
 
@@ -625,7 +713,8 @@ def run(args: argparse.Namespace) -> None:
         engines += [("OV fp32", "ov", "ov/fp32.xml"), ("OV int8", "ov", "ov/int8.xml")]
     else:
         print(
-            "OpenVINO: no prepared model (ModernBERT only, and only with openvino/nncf installed)"
+            "OpenVINO: no prepared model (ModernBERT and NomicBERT only, and only with "
+            "openvino/nncf installed)"
         )
     engines += [("ST torch fp32", "st", "")]
     engines = harness.only_peers(engines, args.peers)
@@ -648,15 +737,21 @@ def run(args: argparse.Namespace) -> None:
             accuracy[f"ours {p}"] = ours_accuracy(w, check, ref, p)
             for t in threads:
                 ours[f"ours {p} {t}t"] = {"precision": p, "threads": t}
+        if os.path.isdir(os.path.join(d, "st-hub")):
+            # the same weights with the hub's remote-code config.json (NomicBERT)
+            wh, why_h = harness.ours_weights(d, src="st-hub")
+            accuracy["ours f32 hub cfg"] = (
+                ours_accuracy(wh, check, ref, "f32") if wh else {"error": why_h}
+            )
 
     # accuracy: one worker per engine (1 thread; the vectors do not depend on it here)
     for name, _, _ in engines:
         spec = peers[f"{name} {threads[0]}t"] | {"tasks": ["accuracy"]}
         r = harness.run_worker(HERE, spec)
         accuracy[name] = r.get("accuracy", {"error": r.get("error", "?")})
+    ref_by = "transformers" if bare_model_reference(args.model) else "sentence-transformers"
     print(
-        f"\naccuracy vs {'transformers' if is_modernbert(args.model) else 'sentence-transformers'} "
-        "(one text per call), "
+        f"\naccuracy vs {ref_by} (one text per call), "
         f"{len(read_lines(check))} texts, sorted padded batches of {BATCH}:"
     )
     for k, a in accuracy.items():
@@ -745,22 +840,33 @@ def run(args: argparse.Namespace) -> None:
     rows = harness.throughput_table(times, rss, len(texts), lambda k: (tokens, fpt))
     results["rows"] = rows
     by: dict[str, float] = {r["config"]: r["texts_per_s"] for r in rows}
-    for t in threads:
-        ort = by.get(f"ORT fp32 {t}t")
-        int8 = [
-            v
+    results["ratios"] = {}
+
+    def fastest(kind: str, t: int) -> tuple[str, float] | None:
+        """The fastest peer configuration at t threads whose name has kind in it."""
+        got = [
+            (k, v)
             for k, v in by.items()
-            if "int8" in k and not k.startswith("ours") and k.endswith(f" {t}t")
+            if kind in k and not k.startswith("ours") and k.endswith(f" {t}t")
         ]
-        if ort and f"ours f32 {t}t" in by:
-            print(
-                f"{t} thread(s): ours f32 / ORT fp32 = {by[f'ours f32 {t}t'] / ort:.2f}x (goal >= 1.2x)"
-            )
-        if int8 and f"ours int8 {t}t" in by:
-            print(
-                f"{t} thread(s): ours int8 / fastest int8 peer = {by[f'ours int8 {t}t'] / max(int8):.2f}x "
-                "(goal >= 1.3x with VNNI/AMX, >= 1.0x on AVX2)"
-            )
+        return max(got, key=lambda kv: kv[1]) if got else None
+
+    for t in threads:
+        f32, int8 = by.get(f"ours f32 {t}t"), by.get(f"ours int8 {t}t")
+        for ours_v, peer, what, goal in [
+            (f32, fastest("ORT fp32", t), "ours f32 / ORT fp32", ">= 1.2x"),
+            (f32, fastest("fp32", t), "ours f32 / fastest fp32 peer", ">= 1.2x"),
+            (
+                int8,
+                fastest("int8", t),
+                "ours int8 / fastest int8 peer",
+                ">= 1.3x VNNI/AMX, 1.0x AVX2",
+            ),
+        ]:
+            if ours_v and peer:
+                q = ours_v / peer[1]
+                results["ratios"][f"{what} {t}t"] = {"ratio": q, "peer": peer[0], "goal": goal}
+                print(f"{t} thread(s): {what} ({peer[0]}) = {q:.2f}x (goal {goal})")
     harness.write_results(FIXTURES[args.model][0], results)
 
 

@@ -14,6 +14,12 @@
 #                                  bench/modernbert.py: a random-weight full-size ModernBERT-base,
 #                                  ours vs ORT fp32/int8, OpenVINO fp32/NNCF int8 and
 #                                  sentence-transformers (torch), and one 8,192-token text
+#   bench/run.sh --nomic [--model nomic|nomic-tiny] [--rounds N] [--limit N] [--check]
+#                                  bench/modernbert.py --model nomic: a random-weight full-size
+#                                  nomic-embed-text-v1.5, the same engines as --modernbert
+#   bench/run.sh --static [--rounds N] [--passes N] [--limit N] [--check]
+#                                  bench/static.py: a random-weight potion-base-8M-sized model2vec
+#                                  folder, ours vs model2vec's StaticModel.encode
 #   bench/run.sh --splade [--rounds N] [--limit N] [--threads 1,2] [--peers ort,st] [--check]
 #                                  bench/splade.py: SPLADE (all-MiniLM-L6-v2 + random MLM head),
 #                                  ours `--emit sparse` vs ORT fp32/int8 and sentence-transformers'
@@ -48,6 +54,16 @@ if [ "${1:-}" = --modernbert ]; then
   shift
   "$root/bench/setup.sh" --modernbert
   exec "$root/bench/.venv-torch/bin/python" "$root/bench/modernbert.py" run "$@"
+fi
+if [ "${1:-}" = --nomic ]; then
+  shift
+  "$root/bench/setup.sh" --nomic
+  exec "$root/bench/.venv-torch/bin/python" "$root/bench/modernbert.py" run --model nomic "$@"
+fi
+if [ "${1:-}" = --static ]; then
+  shift
+  "$root/bench/setup.sh" --static
+  exec "$root/bench/.venv/bin/python" "$root/bench/static.py" run "$@"
 fi
 if [ "${1:-}" = --splade ]; then
   shift

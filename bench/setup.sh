@@ -41,6 +41,17 @@
 #   bench/.cache/{qwen3-embedding-0.6b-shape,embeddinggemma-300m-shape,
 #                qwen3-reranker-0.6b-shape}/   `decoders.py prepare` (the fixtures, their
 #                        ONNX / GGUF models; ~9 GB, ~15 min; rebuilt when their keys change)
+# With --nomic (implies --torch and the --modernbert packages; bench/modernbert.py --model nomic;
+#   opt-in, not CI):
+#   bench/.cache/nomic-embed-tiny/, bench/.cache/nomic-embed-v1.5-shape/   `modernbert.py prepare
+#                        --model nomic-tiny|nomic`: the shared tiny NomicBERT folder in the native
+#                        layout, the random-weight nomic-embed-text-v1.5-shape folder, their ONNX /
+#                        int8 / OpenVINO models and reference vectors (keyed as ModernBERT's)
+# With --static (bench/static.py; opt-in, not CI):
+#   bench/.venv          + model2vec (bench/requirements-static.txt, pinned, with requirements.txt
+#                        as constraints; reinstalled when it changes)
+#   bench/.cache/potion-base-8m-shape/   `static.py prepare`: a random-weight potion-base-8M-sized
+#                        model2vec folder (rebuilt when its definition or the pins change)
 # With --mpnet, also (bench/mpnet.py): all-mpnet-base-v2 via scripts/fetch_mpnet.sh and
 #   bench/out/mpnet.onnx (export_onnx.py; rebuilt when it, the pins or the weights change)
 # Needs python3 with pip (and venv) and cargo. bench/.venv and bench/out are gitignored.
@@ -51,6 +62,8 @@ torch=0
 modernbert=0
 splade=0
 decoders=0
+nomic=0
+static=0
 for a in "$@"; do
   case "$a" in
     --peers) peers=1 ;;
@@ -59,7 +72,9 @@ for a in "$@"; do
     --modernbert) modernbert=1; torch=1 ;;
     --splade) splade=1; torch=1 ;;
     --decoders) decoders=1; torch=1 ;;
-    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert, --splade, --decoders)" >&2; exit 2 ;;
+    --nomic) nomic=1; torch=1 ;;
+    --static) static=1 ;;
+    *) echo "bench/setup.sh: unknown argument $a (--peers, --mpnet, --torch, --modernbert, --splade, --decoders, --nomic, --static)" >&2; exit 2 ;;
   esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -85,15 +100,26 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/n
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
   echo "$req_hash" > "$venv/.requirements.sha256"
 fi
-if [ "$peers" = 1 ]; then
-  peers_hash=$(cat bench/requirements.txt bench/requirements-peers.txt | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$venv/.peers.sha256" 2>/dev/null)" != "$peers_hash" ]; then
-    echo "bench/setup.sh: installing the peers (bench/requirements-peers.txt) ..." >&2
-    # requirements.txt as constraints: the peers must not move the base pins
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-      -r bench/requirements-peers.txt -c bench/requirements.txt
-    echo "$peers_hash" > "$venv/.peers.sha256"
+# extras VENV STAMP REQUIREMENTS WHAT CONSTRAINTS...: pip install -r REQUIREMENTS into VENV
+# with CONSTRAINTS (the pins already there, which must not move), again when any of those
+# files changes (keyed in VENV/.STAMP.sha256).
+extras() {
+  local v=$1 stamp=$2 req=$3 what=$4 hash c
+  shift 4
+  local cons=()
+  hash=$(cat "$@" "$req" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$v/.$stamp.sha256" 2>/dev/null)" != "$hash" ]; then
+    echo "bench/setup.sh: installing $what ($req) into $v ..." >&2
+    for c in "$@"; do cons+=(-c "$c"); done
+    "$v/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" "${cons[@]}"
+    echo "$hash" > "$v/.$stamp.sha256"
   fi
+}
+if [ "$peers" = 1 ]; then
+  extras "$venv" peers bench/requirements-peers.txt "the peers" bench/requirements.txt
+fi
+if [ "$static" = 1 ]; then
+  extras "$venv" static bench/requirements-static.txt model2vec bench/requirements.txt
 fi
 
 # 1a. The torch venv, keyed by the hash of both requirement files.
@@ -108,16 +134,9 @@ if [ "$torch" = 1 ]; then
       -r bench/requirements.txt -r bench/requirements-torch.txt
     echo "$torch_hash" > "$tvenv/.requirements.sha256"
   fi
-  if [ "$modernbert" = 1 ] || [ "$decoders" = 1 ]; then
-    mb_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
-              | sha256sum | cut -d' ' -f1)
-    if [ "$(cat "$tvenv/.modernbert.sha256" 2>/dev/null)" != "$mb_hash" ]; then
-      echo "bench/setup.sh: installing OpenVINO, NNCF, onnxscript into $tvenv ..." >&2
-      # the torch venv's pins as constraints: nothing installed there moves
-      "$tvenv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -r bench/requirements-modernbert.txt -c bench/requirements.txt -c bench/requirements-torch.txt
-      echo "$mb_hash" > "$tvenv/.modernbert.sha256"
-    fi
+  if [ "$modernbert" = 1 ] || [ "$decoders" = 1 ] || [ "$nomic" = 1 ]; then
+    extras "$tvenv" modernbert bench/requirements-modernbert.txt "OpenVINO, NNCF, onnxscript" \
+      bench/requirements.txt bench/requirements-torch.txt
   fi
   if [ "$decoders" = 1 ]; then
     dec_hash=$(cat bench/requirements.txt bench/requirements-torch.txt bench/requirements-modernbert.txt \
@@ -157,7 +176,8 @@ cargo build --release --quiet --bin embd
 # which loads target/release/libembedder.so: a fresh clone has none until the library is built.
 if [ "$torch" = 1 ]; then cargo build --release --quiet --lib; fi
 EMBD_BIN="$root/target/release/embd" scripts/fetch_model.sh
-if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ] && [ "$decoders" = 0 ]; then
+if [ "$torch" = 1 ] && [ "$modernbert" = 0 ] && [ "$splade" = 0 ] && [ "$decoders" = 0 ] \
+   && [ "$nomic" = 0 ]; then
   EMBD_BIN="$root/target/release/embd" scripts/fetch_reranker.sh
 fi
 
@@ -190,6 +210,18 @@ fi
 if [ "$modernbert" = 1 ]; then
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model tiny
   bench/.venv-torch/bin/python bench/modernbert.py prepare --model base
+fi
+
+# 3f. NomicBERT: the shared tiny folder in the native layout and the random-weight
+#     nomic-embed-text-v1.5-shape folder, with their peers' models (idempotent, keyed).
+if [ "$nomic" = 1 ]; then
+  bench/.venv-torch/bin/python bench/modernbert.py prepare --model nomic-tiny
+  bench/.venv-torch/bin/python bench/modernbert.py prepare --model nomic
+fi
+
+# 3g. The static model2vec folder (idempotent, keyed).
+if [ "$static" = 1 ]; then
+  "$venv/bin/python" bench/static.py prepare
 fi
 
 # 3e. The decoder fixtures (Qwen3-Embedding, EmbeddingGemma, Qwen3-Reranker shapes) and their
