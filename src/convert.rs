@@ -118,8 +118,7 @@ pub fn convert_dtype(src: &ModelFile, target: TargetDType) -> Result<ModelFile> 
             // dequantized as they are looked up).
             TargetDType::Int8 => {
                 is_encoder_linear_weight(t)
-                    || t.name.strip_suffix(".weight")
-                        == Some(crate::model::arch::bert::FAMILY.names.word)
+                    || t.name.strip_suffix(".weight") == Some(crate::model::names::BERT.word)
             }
         };
         let float_src = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16);

@@ -342,7 +342,7 @@ impl Reranker {
         }
         let prompt = opts.prompt.clone().filter(|p| !p.is_empty());
         let (rt, file) = Runtime::open(file, opts)?;
-        let types = rt.config().family()?.names.token_type.is_some();
+        let types = rt.config().family()?.embeddings.token_type.is_some();
         let head = ClassificationHead::load(&file, rt.config().hidden_size)?;
         let frame = match template {
             Some(_) => None,

@@ -347,7 +347,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
             ),
         ));
     }
-    let (max_pos, _) = find2(&weight(names.position.unwrap_or_default()))?;
+    let (max_pos, _) = find2(&weight(names.position))?;
     let layers: BTreeSet<&str> = tensors
         .iter()
         .filter_map(|t| {
@@ -359,7 +359,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
     let (intermediate, _) = find2(&format!(
         "{}0.{}.weight",
         crate::model::names::LAYER_PREFIX,
-        names.ffn_up[0]
+        names.ffn_up
     ))?;
     let heads = if hidden % GUESSED_HEAD_DIM == 0 {
         hidden / GUESSED_HEAD_DIM
@@ -381,7 +381,7 @@ fn synthesize(tensors: &[TensorEntry], vocab_len: usize) -> Result<BTreeMap<Stri
     put("max_position_emb", max_pos.to_string());
     put("max_seq_length", CPP_MAX_SEQ.min(max_pos).to_string());
     put("created_at", "unknown".to_string());
-    if let Some(Ok((types, _))) = names.token_type.map(|t| find2(&weight(t))) {
+    if let Ok((types, _)) = find2(&weight(names.token_type)) {
         put("type_vocab_size", types.to_string());
     }
     Ok(md)

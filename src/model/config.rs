@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::model::arch::{self, AttentionBias, Family, Positions};
+use crate::model::arch::{self, Family, Positions, RelativePositions};
 /// The pooling modes (defined with their names in [`crate::model::pooling`]).
 pub use crate::model::pooling::Pooling;
 use crate::tokenizer::vocab::Vocab;
@@ -65,12 +65,12 @@ pub struct ModelConfig {
     pub tokenize_chinese_chars: bool,
     /// `padding_idx` ([`Positions::AfterPadding`] families; default 1).
     pub padding_idx: usize,
-    /// `relative_attention_num_buckets` ([`AttentionBias::RelativeBuckets`]
+    /// `relative_attention_num_buckets` ([`RelativePositions::Buckets`]
     /// families; default 32).
     pub relative_buckets: usize,
     /// `relative_attention_max_distance` (default 128).
     pub relative_max_distance: usize,
-    /// `position_buckets` ([`AttentionBias::Disentangled`] families: DeBERTa-v2's
+    /// `position_buckets` ([`RelativePositions::Disentangled`] families: DeBERTa-v2's
     /// log buckets of relative positions; 0: none, positions as they are).
     pub position_buckets: usize,
     /// `max_relative_positions` (DeBERTa-v2; its `-1` is written as
@@ -348,10 +348,10 @@ impl ModelConfig {
     /// Checks sizes: positive, heads divide hidden, max_seq_length within positions.
     pub fn validate(&self) -> Result<()> {
         let family = self.family()?;
-        if family.names.token_type.is_some() && self.type_vocab_size == 0 {
+        if family.embeddings.token_type.is_some() && self.type_vocab_size == 0 {
             return Err(Error::model("metadata 'type_vocab_size' must be positive"));
         }
-        if family.attention_bias == AttentionBias::RelativeBuckets
+        if matches!(family.relative, RelativePositions::Buckets { .. })
             && (self.relative_buckets < 2 || self.relative_buckets > limits::MAX_RELATIVE_BUCKETS)
         {
             return Err(Error::model(format!(
@@ -359,7 +359,7 @@ impl ModelConfig {
                 limits::MAX_RELATIVE_BUCKETS
             )));
         }
-        if family.attention_bias == AttentionBias::Disentangled {
+        if matches!(family.relative, RelativePositions::Disentangled { .. }) {
             let span = self.relative_span();
             if span == 0 || span > limits::MAX_RELATIVE_BUCKETS.max(self.max_position) {
                 return Err(Error::model(format!(
@@ -400,7 +400,7 @@ impl ModelConfig {
                 self.num_kv_heads, self.num_heads
             )));
         }
-        if family.rope && !self.head_dim().is_multiple_of(2) {
+        if family.rotary() && !self.head_dim().is_multiple_of(2) {
             return Err(Error::model(format!(
                 "rotary positions need an even head width, not {}",
                 self.head_dim()

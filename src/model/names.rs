@@ -1,56 +1,36 @@
-//! The tensor-name conventions of our model files: what a family's
-//! [`TensorNames`] hold, the prefixes of per-layer tensors, the prefixes of
+//! The tensor-name conventions of our model files: the prefixes of
+//! per-layer tensors, the prefixes of
 //! HF task-model checkpoints, and BERT's names (the layout the legacy and
 //! AMB containers store). The containers (`formats`) and the families
 //! (`model::arch`) both read them here; this module imports nothing of the
 //! crate, so the containers know nothing of the models.
 
-/// Tensor names of a family (canonical: without the HF model prefix).
-/// Per-layer names are relative to `{layer_prefix}{l}.` and name a module:
-/// the tensors are `{name}.weight` and, where the family has biases,
-/// `{name}.bias`.
+/// BERT's module names (canonical: without the HF model prefix). Per-layer
+/// names are relative to `{LAYER_PREFIX}{l}.`; each module's tensors are
+/// `{name}.weight` and `{name}.bias`. The legacy and AMB containers store
+/// this layout, and the BERT family's tensors are built from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TensorNames {
+pub struct BertNames {
     /// Word embedding table `[vocab x hidden]`.
     pub word: &'static str,
-    /// Absolute position table `[max_position x hidden]`, if the family has
-    /// one.
-    pub position: Option<&'static str>,
-    /// Token type table `[type_vocab x hidden]` (row 0 is added to every
-    /// token), if the family has one.
-    pub token_type: Option<&'static str>,
-    /// Embedding norm module, if any.
-    pub emb_ln: Option<&'static str>,
-    /// Query, key and value projections: three modules stacked, or one
-    /// fused (`[3h x h]`).
-    pub qkv: &'static [&'static str],
+    /// Absolute position table `[max_position x hidden]`.
+    pub position: &'static str,
+    /// Token type table `[type_vocab x hidden]`.
+    pub token_type: &'static str,
+    /// Embedding LayerNorm.
+    pub emb_ln: &'static str,
+    /// Query, key and value projections.
+    pub qkv: [&'static str; 3],
     /// Attention output projection.
     pub attn_out: &'static str,
-    /// The norm of the attention block (after it in a post-norm family,
-    /// before it in a pre-norm one).
+    /// The LayerNorm after the attention block's residual add.
     pub attn_ln: &'static str,
-    /// Feed-forward up projection (gated: `gate | up`, one fused module or
-    /// two stacked).
-    pub ffn_up: &'static [&'static str],
+    /// Feed-forward up projection.
+    pub ffn_up: &'static str,
     /// Feed-forward down projection.
     pub ffn_down: &'static str,
-    /// The norm of the feed-forward block.
+    /// The LayerNorm after the feed-forward block's residual add.
     pub ffn_ln: &'static str,
-    /// The norm after the last layer, if any.
-    pub final_norm: Option<&'static str>,
-    /// The per-head query norm, if any (Qwen3, Gemma3: `self_attn.q_norm`).
-    pub q_norm: Option<&'static str>,
-    /// The per-head key norm, if any.
-    pub k_norm: Option<&'static str>,
-    /// The norm of the attention block's output before its residual add,
-    /// if any (Gemma3's `post_attention_layernorm`).
-    pub post_attn_ln: Option<&'static str>,
-    /// The norm of the feed-forward block's output before its residual
-    /// add, if any (Gemma3's `post_feedforward_layernorm`).
-    pub post_ffn_ln: Option<&'static str>,
-    /// Relative attention bias table `[buckets x heads]`
-    /// (`AttentionBias::RelativeBuckets`).
-    pub relative_bias: Option<&'static str>,
 }
 
 /// Prefix of every tensor of the encoder stack of the BERT-shaped families
@@ -97,29 +77,23 @@ pub const HF_PREFIXES: [&str; 7] = [
     "deberta.",
 ];
 
-/// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
+/// The module names of BERT (and of RoBERTa/XLM-R, which use the same
 /// modules): also the layout of the legacy and AMB containers.
-pub const BERT: TensorNames = TensorNames {
+pub const BERT: BertNames = BertNames {
     word: "embeddings.word_embeddings",
-    position: Some("embeddings.position_embeddings"),
-    token_type: Some("embeddings.token_type_embeddings"),
-    emb_ln: Some("embeddings.LayerNorm"),
-    qkv: &[
+    position: "embeddings.position_embeddings",
+    token_type: "embeddings.token_type_embeddings",
+    emb_ln: "embeddings.LayerNorm",
+    qkv: [
         "attention.self.query",
         "attention.self.key",
         "attention.self.value",
     ],
     attn_out: "attention.output.dense",
     attn_ln: "attention.output.LayerNorm",
-    ffn_up: &["intermediate.dense"],
+    ffn_up: "intermediate.dense",
     ffn_down: "output.dense",
     ffn_ln: "output.LayerNorm",
-    final_norm: None,
-    relative_bias: None,
-    q_norm: None,
-    k_norm: None,
-    post_attn_ln: None,
-    post_ffn_ln: None,
 };
 
 /// The layer index of a per-layer tensor name of any family, and the rest

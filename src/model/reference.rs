@@ -60,19 +60,18 @@ fn ln_rows(x: &mut [f32], width: usize, file: &ModelFile, prefix: &str, eps: f32
 pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32> {
     let h = cfg.hidden_size;
     let l = ids.len();
-    let n = &FAMILY.names;
+    let n = &crate::model::names::BERT;
     let weight = |module: &str| tensor(file, &format!("{module}.weight"));
     let word = weight(n.word);
-    let pos = weight(n.position.expect("BERT has a position table"));
-    let typ = weight(n.token_type.expect("BERT has token types"));
+    let pos = weight(n.position);
+    let typ = weight(n.token_type);
     let mut x = vec![0.0f32; l * h];
     for (i, &id) in ids.iter().enumerate() {
         for j in 0..h {
             x[i * h + j] = word[id as usize * h + j] + typ[j] + pos[i * h + j];
         }
     }
-    let emb_ln = n.emb_ln.expect("BERT has an embedding LayerNorm");
-    ln_rows(&mut x, h, file, emb_ln, cfg.layer_norm_eps);
+    ln_rows(&mut x, h, file, n.emb_ln, cfg.layer_norm_eps);
     let nh = cfg.num_heads;
     let d = h / nh;
     for layer in 0..cfg.num_layers {
@@ -105,7 +104,7 @@ pub fn bert_forward(file: &ModelFile, cfg: &ModelConfig, ids: &[u32]) -> Vec<f32
             *a += b;
         }
         ln_rows(&mut x, h, file, &module(n.attn_ln), cfg.layer_norm_eps);
-        let mut inter = linear(&x, l, file, &module(n.ffn_up[0]));
+        let mut inter = linear(&x, l, file, &module(n.ffn_up));
         for v in inter.iter_mut() {
             *v = match cfg.activation {
                 Activation::Gelu => gelu(*v),

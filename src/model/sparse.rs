@@ -223,7 +223,7 @@ impl SpladeHead {
         let table_name = if own {
             "mlm.decoder.weight".to_string()
         } else {
-            format!("{}.weight", cfg.family()?.names.word)
+            format!("{}.weight", cfg.family()?.embeddings.word)
         };
         let table = Table::load(file, &table_name, [v, h], int8)?;
         let mut decoder = Vec::with_capacity(v.div_ceil(VOCAB_BLOCK));

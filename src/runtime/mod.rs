@@ -200,7 +200,7 @@ impl Runtime {
         // The encoder is built for inputs of up to this many tokens (rotary
         // tables); int8 calibration cuts its texts at the file's length (or
         // this one, if shorter, for a rotary model).
-        let calib_len = if cfg.family()?.rope {
+        let calib_len = if cfg.family()?.rotary() {
             cfg.max_seq_length.min(max_seq_length)
         } else {
             cfg.max_seq_length

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use embedder::formats::{Backing, TensorEntry};
 use embedder::import::hf::HfOptions;
-use embedder::model::arch::bert::FAMILY;
-use embedder::model::names::LAYER_PREFIX;
+use embedder::model::names::{BERT, LAYER_PREFIX};
 use embedder::model::reference;
 use embedder::testutil::TinyBert;
 use embedder::{
@@ -252,7 +251,7 @@ fn tiny_bert() -> TinyBert {
 /// Scale and offset of a tensor's random values: LayerNorm gains near 1,
 /// small biases, a narrower feed-forward down projection.
 fn tiny_scale(name: &str) -> (f32, f32) {
-    let n = &FAMILY.names;
+    let n = &BERT;
     let (path, kind) = name.rsplit_once('.').expect("module.kind");
     let module = path
         .strip_prefix(LAYER_PREFIX)
@@ -260,11 +259,11 @@ fn tiny_scale(name: &str) -> (f32, f32) {
         .map_or(path, |(_, m)| m);
     if module == n.word {
         (1.0, 0.0)
-    } else if Some(module) == n.position || Some(module) == n.token_type {
+    } else if module == n.position || module == n.token_type {
         (0.5, 0.0)
     } else if kind == "bias" {
         (0.1, 0.0)
-    } else if [n.emb_ln, Some(n.attn_ln), Some(n.ffn_ln)].contains(&Some(module)) {
+    } else if [n.emb_ln, n.attn_ln, n.ffn_ln].contains(&module) {
         (0.2, 1.0)
     } else if module == n.ffn_down {
         (0.3, 0.0)

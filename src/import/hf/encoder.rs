@@ -386,7 +386,7 @@ fn fit_word_table(
     family: &crate::model::arch::Family,
     vocab: usize,
 ) -> Result<()> {
-    let name = format!("{}.weight", family.names.word);
+    let name = format!("{}.weight", family.embeddings.word);
     let Some(t) = tensors.iter_mut().find(|t| t.name == name) else {
         return Ok(());
     };

@@ -4,18 +4,67 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Forward, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::kernels::Par;
 use crate::model::blocks::norm::{Norm, NormKind};
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
-use crate::model::names::TensorNames;
+use crate::model::names::BERT;
 use crate::model::precision::Product;
 use crate::tokenizer::spec::TokenizerKind;
 
-/// The tensor names of BERT (and of RoBERTa/XLM-R, which use the same
-/// modules).
-pub const NAMES: TensorNames = crate::model::names::BERT;
+/// BERT's embeddings (`BertEmbeddings`): word, position and token type
+/// tables, summed, then `LayerNorm`.
+pub const EMBEDDINGS: EmbeddingTensors = EmbeddingTensors {
+    word: BERT.word,
+    position: Some(BERT.position),
+    token_type: Some(BERT.token_type),
+    norm: Some(norm(BERT.emb_ln)),
+    scale: false,
+};
+
+/// The tensors of `BertLayer` (and of RoBERTa's and XLM-R's, which use the
+/// same modules): every product with a bias, LayerNorms with biases.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm(BERT.attn_ln)),
+    qkv: Dense {
+        modules: &[
+            module(BERT.qkv[0], &[Dim::Query]),
+            module(BERT.qkv[1], &[Dim::KeyValue]),
+            module(BERT.qkv[2], &[Dim::KeyValue]),
+        ],
+        input: Dim::Hidden,
+        bias: true,
+    },
+    q_norm: None,
+    k_norm: None,
+    attn_out: Dense {
+        modules: &[module(BERT.attn_out, &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: true,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm(BERT.ffn_ln),
+    up: Dense {
+        modules: &[module(BERT.ffn_up, &[Dim::Inter])],
+        input: Dim::Hidden,
+        bias: true,
+    },
+    glu: Glu::None,
+    down: Dense {
+        modules: &[module(BERT.ffn_down, &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: true,
+    },
+    post_mlp_norm: None,
+};
+
+/// BERT's post-norm layer order ([`forward`]).
+pub const POST_NORM: Forward = Forward {
+    run: forward,
+    normed: false,
+};
 
 /// The BERT layer (HF `BertLayer`), shared by BERT, MPNet, RoBERTa and
 /// XLM-R: post-norm, every product with a bias.
@@ -76,9 +125,11 @@ pub(crate) const FAMILY_BLOCKS: Family = Family {
     hf_model_types: &["bert"],
     hf_prefix: "bert.",
     layer_prefix: crate::model::names::LAYER_PREFIX,
-    names: NAMES,
+    embeddings: EMBEDDINGS,
+    layer: |_| LAYER,
+    final_norm: None,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::None,
     special_tokens: SpecialTokens {
         pad: "[PAD]",
         unk: "[UNK]",
@@ -92,15 +143,7 @@ pub(crate) const FAMILY_BLOCKS: Family = Family {
     hf_config,
     tokenizers: &[TokenizerKind::WordPiece, TokenizerKind::Unigram],
     norm: NormKind::Layer,
-    norm_bias: true,
-    linear_bias: super::Biases::ALL,
-    pre_norm: false,
-    gated_mlp: false,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: false,
-    embed_scale: false,
-    forward,
+    forward: POST_NORM,
 };
 
 /// Refuses what the BERT-shaped encoders do not run: relative position

@@ -29,17 +29,37 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, LayerTensors};
+use super::{Family, Forward, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::{LayerRun, Stage, Traced};
-use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 use crate::tokenizer::spec::TokenizerKind;
 
-/// The relative embedding table (`[2·span x hidden]`).
+/// The relative embedding table (`[2·span x hidden]`), a tensor name.
 pub const REL_EMBEDDINGS: &str = "encoder.rel_embeddings.weight";
-/// The norm of the relative embedding rows (`norm_rel_ebd` `layer_norm`).
+/// The norm of the relative embedding rows (`norm_rel_ebd` `layer_norm`), a module.
 pub const REL_NORM: &str = "encoder.LayerNorm";
+
+/// The tensors of `DebertaV2Layer`: BERT's, with the projections named
+/// `query_proj`, `key_proj`, `value_proj`.
+pub const LAYER: LayerTensors = LayerTensors {
+    qkv: Dense {
+        modules: &[
+            module("attention.self.query_proj", &[Dim::Query]),
+            module("attention.self.key_proj", &[Dim::KeyValue]),
+            module("attention.self.value_proj", &[Dim::KeyValue]),
+        ],
+        ..super::bert::LAYER.qkv
+    },
+    ..super::bert::LAYER
+};
+
+/// BERT's post-norm order with the disentangled attention ([`forward`]).
+pub const FORWARD: Forward = Forward {
+    run: forward,
+    normed: false,
+};
 
 /// The DeBERTa-v2 family.
 pub static FAMILY: Family = Family {
@@ -47,21 +67,17 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["deberta-v2"],
     hf_prefix: "deberta.",
     layer_prefix: crate::model::names::LAYER_PREFIX,
-    // BERT's layout but for the projection names, no position or token
-    // type table, and the relative embeddings.
-    names: TensorNames {
+    embeddings: EmbeddingTensors {
         position: None,
         token_type: None,
-        qkv: &[
-            "attention.self.query_proj",
-            "attention.self.key_proj",
-            "attention.self.value_proj",
-        ],
-        relative_bias: Some(REL_EMBEDDINGS),
-        ..crate::model::names::BERT
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::Disentangled,
+    relative: RelativePositions::Disentangled {
+        rows: REL_EMBEDDINGS,
+        norm: norm(REL_NORM),
+    },
     special_tokens: SpecialTokens {
         pad: "[PAD]",
         unk: "[UNK]",
@@ -74,7 +90,7 @@ pub static FAMILY: Family = Family {
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Unigram],
-    forward,
+    forward: FORWARD,
     ..super::bert::FAMILY_BLOCKS
 };
 

@@ -15,10 +15,37 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, LayerTensors};
+use super::{Family, Positions};
 use crate::error::{Error, Result};
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `TransformerBlock`: BERT's, under DistilBERT's names.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm("sa_layer_norm")),
+    qkv: Dense {
+        modules: &[
+            module("attention.q_lin", &[Dim::Query]),
+            module("attention.k_lin", &[Dim::KeyValue]),
+            module("attention.v_lin", &[Dim::KeyValue]),
+        ],
+        ..super::bert::LAYER.qkv
+    },
+    attn_out: Dense {
+        modules: &[module("attention.out_lin", &[Dim::Hidden])],
+        ..super::bert::LAYER.attn_out
+    },
+    mlp_norm: norm("output_layer_norm"),
+    up: Dense {
+        modules: &[module("ffn.lin1", &[Dim::Inter])],
+        ..super::bert::LAYER.up
+    },
+    down: Dense {
+        modules: &[module("ffn.lin2", &[Dim::Hidden])],
+        ..super::bert::LAYER.down
+    },
+    ..super::bert::LAYER
+};
 
 /// The DistilBERT family.
 pub static FAMILY: Family = Family {
@@ -26,26 +53,12 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["distilbert"],
     hf_prefix: "distilbert.",
     layer_prefix: crate::model::names::TRANSFORMER_LAYER_PREFIX,
-    names: TensorNames {
-        word: "embeddings.word_embeddings",
-        position: Some("embeddings.position_embeddings"),
+    embeddings: EmbeddingTensors {
         token_type: None,
-        emb_ln: Some("embeddings.LayerNorm"),
-        qkv: &["attention.q_lin", "attention.k_lin", "attention.v_lin"],
-        attn_out: "attention.out_lin",
-        attn_ln: "sa_layer_norm",
-        ffn_up: &["ffn.lin1"],
-        ffn_down: "ffn.lin2",
-        ffn_ln: "output_layer_norm",
-        final_norm: None,
-        relative_bias: None,
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
     int8_f32_products: &[],
     hf_alias,
     hf_config,

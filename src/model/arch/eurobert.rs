@@ -18,11 +18,18 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Biases, Family, Positions, SpecialTokens};
+use super::tensors::LayerTensors;
+use super::{Family, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `EuroBertDecoderLayer`: Qwen3's without the head norms.
+pub const LAYER: LayerTensors = LayerTensors {
+    q_norm: None,
+    k_norm: None,
+    ..super::qwen3::LAYER
+};
 
 /// The EuroBERT family.
 pub static FAMILY: Family = Family {
@@ -30,30 +37,20 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["eurobert"],
     hf_prefix: "model.",
     layer_prefix: crate::model::names::LAYERS_PREFIX,
-    names: TensorNames {
-        q_norm: None,
-        k_norm: None,
-        ..super::qwen3::NAMES
-    },
+    embeddings: super::qwen3::EMBEDDINGS,
+    layer: |_| LAYER,
+    final_norm: super::qwen3::FINAL_NORM,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: SpecialTokens::DECLARED,
     int8_f32_products: &[],
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::Rms,
-    norm_bias: false,
-    linear_bias: Biases::NONE,
-    pre_norm: true,
-    gated_mlp: true,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: false,
     // `EuroBertDecoderLayer` is Llama's pre-norm order, ModernBERT's:
     // h += o_proj(attention(input_layernorm(h))); h += mlp(post_attention_layernorm(h)).
-    forward: super::modernbert::forward,
+    forward: super::modernbert::PRE_NORM,
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {

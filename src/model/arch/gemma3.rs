@@ -23,13 +23,28 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{norm_no_bias, EmbeddingTensors, LayerTensors};
+use super::{Family, Forward, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{add_rows, Layer, LayerRun, Stage, Traced};
-use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `Gemma3DecoderLayer`: Qwen3's with a norm on both sides
+/// of each block.
+pub const LAYER: LayerTensors = LayerTensors {
+    post_attn_norm: Some(norm_no_bias("post_attention_layernorm")),
+    mlp_norm: norm_no_bias("pre_feedforward_layernorm"),
+    post_mlp_norm: Some(norm_no_bias("post_feedforward_layernorm")),
+    ..super::qwen3::LAYER
+};
+
+/// Gemma3's layer order ([`forward`]): a norm before and after each block.
+pub const SANDWICH: Forward = Forward {
+    run: forward,
+    normed: true,
+};
 
 /// The Gemma3 family.
 pub static FAMILY: Family = Family {
@@ -37,29 +52,21 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["gemma3_text"],
     hf_prefix: "model.",
     layer_prefix: crate::model::names::LAYERS_PREFIX,
-    names: TensorNames {
-        ffn_ln: "pre_feedforward_layernorm",
-        post_attn_ln: Some("post_attention_layernorm"),
-        post_ffn_ln: Some("post_feedforward_layernorm"),
-        ..super::qwen3::NAMES
+    embeddings: EmbeddingTensors {
+        scale: true,
+        ..super::qwen3::EMBEDDINGS
     },
+    layer: |_| LAYER,
+    final_norm: super::qwen3::FINAL_NORM,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: SpecialTokens::DECLARED,
     int8_f32_products: &[],
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::RmsUnitOffset,
-    norm_bias: false,
-    linear_bias: super::Biases::NONE,
-    pre_norm: true,
-    gated_mlp: true,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: true,
-    forward,
+    forward: SANDWICH,
 };
 
 /// The Gemma3 layer (HF `Gemma3DecoderLayer`): a norm before and after each

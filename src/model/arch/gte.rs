@@ -20,11 +20,46 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Biases, Family, Positions};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Positions, RelativePositions};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `NewLayer`: a fused `qkv_proj` and `o_proj` with biases,
+/// `up_gate_proj` (`up | gate`) without one, `down_proj` with one.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm("attn_ln")),
+    qkv: Dense {
+        modules: &[module(
+            "attention.qkv_proj",
+            &[Dim::Query, Dim::KeyValue, Dim::KeyValue],
+        )],
+        input: Dim::Hidden,
+        bias: true,
+    },
+    q_norm: None,
+    k_norm: None,
+    attn_out: Dense {
+        modules: &[module("attention.o_proj", &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: true,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm("mlp_ln"),
+    up: Dense {
+        modules: &[module("mlp.up_gate_proj", &[Dim::Inter, Dim::Inter])],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    glu: Glu::UpGate,
+    down: Dense {
+        modules: &[module("mlp.down_proj", &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: true,
+    },
+    post_mlp_norm: None,
+};
 
 /// The GTE family.
 pub static FAMILY: Family = Family {
@@ -32,49 +67,24 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["new", "gte"],
     hf_prefix: "new.",
     layer_prefix: crate::model::names::LAYER_PREFIX,
-    names: TensorNames {
-        word: "embeddings.word_embeddings",
+    embeddings: EmbeddingTensors {
         position: None,
-        token_type: Some("embeddings.token_type_embeddings"),
-        emb_ln: Some("embeddings.LayerNorm"),
-        qkv: &["attention.qkv_proj"],
-        attn_out: "attention.o_proj",
-        attn_ln: "attn_ln",
-        ffn_up: &["mlp.up_gate_proj"],
-        ffn_down: "mlp.down_proj",
-        ffn_ln: "mlp_ln",
-        final_norm: None,
-        relative_bias: None,
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
+    final_norm: None,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: super::roberta::XLM_ROBERTA.special_tokens,
     int8_f32_products: &[],
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Unigram],
     norm: NormKind::Layer,
-    norm_bias: true,
-    linear_bias: Biases {
-        qkv: true,
-        attn_out: true,
-        ffn_up: false,
-        ffn_down: true,
-    },
-    pre_norm: false,
-    gated_mlp: true,
-    glu_up_first: true,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: false,
     // `NewLayer` is BERT's post-norm order (attention, residual, attn_ln;
     // MLP, residual, mlp_ln); the rotary positions are the attention
     // block's.
-    forward: super::bert::forward,
+    forward: super::bert::POST_NORM,
 };
 
 fn unsupported(what: String) -> Error {

@@ -16,11 +16,47 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Biases, Family, Positions};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Positions, RelativePositions};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of the backbone's layer: a fused `mixer.Wqkv` and
+/// `out_proj`, `mlp.fc1` and `fc2`, every product with a bias; `norm1`,
+/// `norm2`.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm("norm1")),
+    qkv: Dense {
+        modules: &[module(
+            "mixer.Wqkv",
+            &[Dim::Query, Dim::KeyValue, Dim::KeyValue],
+        )],
+        input: Dim::Hidden,
+        bias: true,
+    },
+    q_norm: None,
+    k_norm: None,
+    attn_out: Dense {
+        modules: &[module("mixer.out_proj", &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: true,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm("norm2"),
+    up: Dense {
+        modules: &[module("mlp.fc1", &[Dim::Inter])],
+        input: Dim::Hidden,
+        bias: true,
+    },
+    glu: Glu::None,
+    down: Dense {
+        modules: &[module("mlp.fc2", &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: true,
+    },
+    post_mlp_norm: None,
+};
 
 /// The jina-embeddings-v3 backbone.
 pub static FAMILY: Family = Family {
@@ -28,43 +64,24 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["jina_embeddings_v3"],
     hf_prefix: "roberta.",
     layer_prefix: crate::model::names::ENCODER_LAYERS_PREFIX,
-    names: TensorNames {
-        word: "embeddings.word_embeddings",
+    embeddings: EmbeddingTensors {
         position: None,
-        token_type: Some("embeddings.token_type_embeddings"),
-        emb_ln: Some("emb_ln"),
-        qkv: &["mixer.Wqkv"],
-        attn_out: "mixer.out_proj",
-        attn_ln: "norm1",
-        ffn_up: &["mlp.fc1"],
-        ffn_down: "mlp.fc2",
-        ffn_ln: "norm2",
-        final_norm: None,
-        relative_bias: None,
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        norm: Some(norm("emb_ln")),
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
+    final_norm: None,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: super::roberta::XLM_ROBERTA.special_tokens,
     int8_f32_products: &[],
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Unigram],
     norm: NormKind::Layer,
-    norm_bias: true,
-    linear_bias: Biases::ALL,
-    pre_norm: false,
-    gated_mlp: false,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: false,
     // XLM-R's post-norm layer; the rotary positions are the attention
     // block's.
-    forward: super::bert::forward,
+    forward: super::bert::POST_NORM,
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {

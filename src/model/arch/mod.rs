@@ -2,12 +2,13 @@
 //!
 //! Every family is built from the shared blocks of [`crate::model::blocks`]
 //! (embeddings, norms, rotary positions, attention, feed-forward) and runs
-//! on the one [`crate::model::encoder::Encoder`]. A family is a [`Family`]
-//! value in its own module: its tensor names, its `config.json` keys, the
-//! blocks' settings (norm kind and biases, gated MLP, rotary positions), a
-//! few named hooks ([`Positions`], [`AttentionBias`], [`SpecialTokens`],
-//! the products kept in f32 under int8) and its layer's `forward`, a dozen
-//! lines in HF's order. Adding a family is one module under `arch/`
+//! on the one [`crate::model::encoder::Encoder`]. A family is one complete
+//! [`Family`] record in its own module: its `config.json` layout and keys,
+//! its tokenizer kinds and special tokens, its tensors with their shapes
+//! ([`tensors`]: what the encoder loads, nothing read from flags), its
+//! positions ([`Positions`], [`RelativePositions`]), the products kept in
+//! f32 under int8, and its layer's [`Forward`], a dozen lines in HF's order
+//! beside the tensors it reads. Adding a family is one module under `arch/`
 //! defining a `Family` and one line in [`FAMILIES`].
 //!
 //! A model file names its family in the metadata key `architecture`; a
@@ -21,7 +22,6 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::model::blocks::norm::{NormKind, NormSpec};
 use crate::model::blocks::{Layer, LayerRun};
-use crate::model::names::TensorNames;
 use crate::model::precision::{LayerPrecision, Precision, Product};
 use crate::tokenizer::spec::TokenizerKind;
 
@@ -37,6 +37,9 @@ pub mod mpnet;
 pub mod nomic_bert;
 pub mod qwen3;
 pub mod roberta;
+pub mod tensors;
+
+pub use tensors::{EmbeddingTensors, LayerTensors, NormTensor, RelativePositions};
 
 /// Every encoder family the engine runs, by metadata `architecture`.
 pub static FAMILIES: &[&Family] = &[
@@ -80,28 +83,6 @@ pub fn names() -> String {
 /// How each token's absolute position id is assigned (defined in
 /// [`crate::model::blocks::embeddings`]).
 pub use crate::model::blocks::embeddings::Positions;
-
-/// A bias added to every layer's attention scores (after scaling, before the
-/// softmax).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttentionBias {
-    /// None (BERT).
-    None,
-    /// T5 / MPNet relative position buckets: bucket of the key position `j`
-    /// relative to the query position `i` (bidirectional, metadata
-    /// `relative_attention_num_buckets`, `relative_attention_max_distance`),
-    /// one learned value per bucket and head (the tensor
-    /// [`TensorNames::relative_bias`], `[buckets x heads]`), shared by all
-    /// layers. See [`crate::model::blocks::attention::relative_bucket`].
-    RelativeBuckets,
-    /// DeBERTa-v2's disentangled attention: the scores of query `i` and key
-    /// `j` add `q_i · pk_r` (c2p) and `k_j · pq_r` (p2c), where `pk`, `pq`
-    /// are the layer's key and query projections of the normalized relative
-    /// embedding rows and `r` is the (log-bucketed) relative position
-    /// `i - j` shifted by the span; every term is divided by
-    /// `sqrt(d · (1 + terms))`. See [`crate::model::blocks::disentangled`].
-    Disentangled,
-}
 
 /// The special tokens a family's tokenizer wraps text in and the names it
 /// looks them up by when the folder's tokenizer files do not say.
@@ -167,48 +148,16 @@ pub(crate) fn alias_key(cfg: &mut Value, from: &str, to: &str) {
     }
 }
 
-/// Which dense products of a layer have biases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Biases {
-    /// Q, K and V.
-    pub qkv: bool,
-    /// The attention output projection.
-    pub attn_out: bool,
-    /// The feed-forward up projection.
-    pub ffn_up: bool,
-    /// The feed-forward down projection.
-    pub ffn_down: bool,
-}
-
-impl Biases {
-    /// Every product has a bias (BERT).
-    pub const ALL: Biases = Biases {
-        qkv: true,
-        attn_out: true,
-        ffn_up: true,
-        ffn_down: true,
-    };
-    /// No product has one (ModernBERT, the decoders).
-    pub const NONE: Biases = Biases {
-        qkv: false,
-        attn_out: false,
-        ffn_up: false,
-        ffn_down: false,
-    };
-
-    /// Whether `product` has a bias.
-    pub fn of(self, product: Product) -> bool {
-        match product {
-            Product::Qkv => self.qkv,
-            Product::AttnOut => self.attn_out,
-            Product::FfnUp => self.ffn_up,
-            Product::FfnDown => self.ffn_down,
-        }
-    }
-}
-
 /// The forward pass of one layer of a family: its blocks in its order.
-pub type LayerForward = fn(layer: &Layer, run: &mut LayerRun<'_, '_>);
+#[derive(Debug, Clone, Copy)]
+pub struct Forward {
+    /// One layer's forward.
+    pub run: fn(layer: &Layer, run: &mut LayerRun<'_, '_>),
+    /// Whether `run` reads a normalized copy of the residual stream
+    /// ([`LayerRun::normed`]: the pre-norm orders), so that the workspace
+    /// holds one.
+    pub normed: bool,
+}
 
 /// One encoder family.
 #[derive(Debug)]
@@ -223,12 +172,18 @@ pub struct Family {
     /// Prefix of every per-layer tensor, followed by the layer index
     /// (`encoder.layer.` for BERT-shaped families, `layers.` for ModernBERT).
     pub layer_prefix: &'static str,
-    /// Tensor names.
-    pub names: TensorNames,
+    /// The embedding tables and their norm.
+    pub embeddings: EmbeddingTensors,
+    /// The tensors of layer `l` (the same for every layer but where HF's
+    /// constructor says otherwise: ModernBERT's layer 0 has no attention
+    /// norm).
+    pub layer: fn(l: usize) -> LayerTensors,
+    /// The norm after the last layer, if any.
+    pub final_norm: Option<NormTensor>,
     /// Position ids hook.
     pub positions: Positions,
-    /// Attention bias hook.
-    pub attention_bias: AttentionBias,
+    /// What the attention knows of positions (and the tensors it reads).
+    pub relative: RelativePositions,
     /// Special tokens hook.
     pub special_tokens: SpecialTokens,
     /// Precision hook: the products that stay f32 when int8 is asked for
@@ -245,38 +200,23 @@ pub struct Family {
     pub tokenizers: &'static [TokenizerKind],
     /// The kind of every norm.
     pub norm: NormKind,
-    /// Whether the norms have biases.
-    pub norm_bias: bool,
-    /// Which dense layers have biases.
-    pub linear_bias: Biases,
-    /// Whether the feed-forward block is gated (GeGLU, SwiGLU).
-    pub gated_mlp: bool,
-    /// Whether a gated up projection's output is `up | gate` (GTE's
-    /// `up_gate_proj`) rather than `gate | up`.
-    pub glu_up_first: bool,
-    /// Whether the norms come before the blocks (their input) rather than
-    /// after the residual add (BERT's post-norm).
-    pub pre_norm: bool,
-    /// Whether layer 0 has an attention norm (ModernBERT's has none).
-    pub first_attn_norm: bool,
-    /// Rotary positions (metadata `rope_theta`, and `local_rope_theta` for
-    /// sliding-window layers).
-    pub rope: bool,
-    /// Whether the word embeddings are multiplied by `sqrt(hidden_size)`
-    /// (Gemma's `Gemma3TextScaledWordEmbedding`).
-    pub embed_scale: bool,
     /// One layer's forward.
-    pub forward: LayerForward,
+    pub forward: Forward,
 }
 
 impl Family {
-    /// What this family's norms are, with the model's epsilon.
-    pub fn norm_spec(&self, eps: f32) -> NormSpec {
+    /// What norm `t` of this family is, with the model's epsilon.
+    pub fn norm_spec(&self, t: &NormTensor, eps: f32) -> NormSpec {
         NormSpec {
             kind: self.norm,
-            bias: self.norm_bias,
+            bias: t.bias,
             eps,
         }
+    }
+
+    /// Whether the attention rotates queries and keys.
+    pub fn rotary(&self) -> bool {
+        self.relative == RelativePositions::Rotary
     }
 
     /// Name of module `module` of layer `l` (`{layer_prefix}{l}.{module}`);
@@ -433,6 +373,58 @@ mod tests {
         }
         for p in LAYER_PREFIXES {
             assert!(FAMILIES.iter().any(|f| f.layer_prefix == p), "{p}");
+        }
+    }
+
+    /// Every family's layer tensors have the shapes their blocks read: Q,
+    /// K and V parts into the attention, the query width out of it, one
+    /// intermediate part per half of the up product, the hidden width out of
+    /// the down product.
+    #[test]
+    fn family_layers_have_the_blocks_shapes() {
+        use tensors::{Dense, Dim, Glu};
+        let parts = |d: &Dense| -> Vec<Dim> {
+            d.modules
+                .iter()
+                .flat_map(|m| m.out.iter().copied())
+                .collect()
+        };
+        for f in FAMILIES {
+            for l in 0..3 {
+                let t = (f.layer)(l);
+                let name = format!("{} layer {l}", f.name);
+                assert_eq!(
+                    parts(&t.qkv),
+                    [Dim::Query, Dim::KeyValue, Dim::KeyValue],
+                    "{name}"
+                );
+                assert_eq!(t.qkv.input, Dim::Hidden, "{name}");
+                assert_eq!(parts(&t.attn_out), [Dim::Hidden], "{name}");
+                assert_eq!(t.attn_out.input, Dim::Query, "{name}");
+                let halves = if t.glu == Glu::None { 1 } else { 2 };
+                assert_eq!(parts(&t.up), vec![Dim::Inter; halves], "{name}");
+                assert_eq!(t.up.input, Dim::Hidden, "{name}");
+                assert_eq!(parts(&t.down), [Dim::Hidden], "{name}");
+                assert_eq!(t.down.input, Dim::Inter, "{name}");
+                assert_eq!(t.q_norm.is_some(), t.k_norm.is_some(), "{name}");
+                for m in t.dense().iter().flat_map(|(_, d)| d.modules) {
+                    assert!(!m.name.is_empty() && !m.name.ends_with(".weight"), "{name}");
+                }
+                // Only ModernBERT's layer 0 lacks an attention norm.
+                assert_eq!(
+                    t.attn_norm.is_none(),
+                    f.name == "modernbert" && l == 0,
+                    "{name}"
+                );
+            }
+            // A rotary family's attention has no absolute positions.
+            if f.rotary() {
+                assert!(f.embeddings.position.is_none(), "{}", f.name);
+            }
+            // A post-norm layer ends in a norm: no family adds a final one.
+            if !f.forward.normed {
+                assert!(f.final_norm.is_none(), "{}", f.name);
+            }
         }
     }
 

@@ -21,13 +21,68 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{module, norm_no_bias, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Forward, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
 use crate::model::blocks::{Layer, LayerRun, Stage, Traced};
-use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `ModernBertEncoderLayer`: a fused `Wqkv`, `Wo`, GeGLU's
+/// `Wi` (`input | gate`, the first half through the activation) and `Wo`,
+/// no product with a bias, LayerNorms without biases.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm_no_bias("attn_norm")),
+    qkv: Dense {
+        modules: &[module(
+            "attn.Wqkv",
+            &[Dim::Query, Dim::KeyValue, Dim::KeyValue],
+        )],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    q_norm: None,
+    k_norm: None,
+    attn_out: Dense {
+        modules: &[module("attn.Wo", &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: false,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm_no_bias("mlp_norm"),
+    up: Dense {
+        modules: &[module("mlp.Wi", &[Dim::Inter, Dim::Inter])],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    glu: Glu::GateUp,
+    down: Dense {
+        modules: &[module("mlp.Wo", &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: false,
+    },
+    post_mlp_norm: None,
+};
+
+/// Layer `l`'s tensors: layer 0's attention norm is an identity
+/// (`nn.Identity() if layer_id == 0`).
+fn layer(l: usize) -> LayerTensors {
+    match l {
+        0 => LayerTensors {
+            attn_norm: None,
+            ..LAYER
+        },
+        _ => LAYER,
+    }
+}
+
+/// The pre-norm layer order ([`forward`]) that ModernBERT, Qwen3 and
+/// EuroBERT share.
+pub const PRE_NORM: Forward = Forward {
+    run: forward,
+    normed: true,
+};
 
 /// The ModernBERT family.
 pub static FAMILY: Family = Family {
@@ -35,26 +90,17 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["modernbert"],
     hf_prefix: "model.",
     layer_prefix: crate::model::names::LAYERS_PREFIX,
-    names: TensorNames {
+    embeddings: EmbeddingTensors {
         word: "embeddings.tok_embeddings",
         position: None,
         token_type: None,
-        emb_ln: Some("embeddings.norm"),
-        qkv: &["attn.Wqkv"],
-        attn_out: "attn.Wo",
-        attn_ln: "attn_norm",
-        ffn_up: &["mlp.Wi"],
-        ffn_down: "mlp.Wo",
-        ffn_ln: "mlp_norm",
-        final_norm: Some("final_norm"),
-        relative_bias: None,
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        norm: Some(norm_no_bias("embeddings.norm")),
+        scale: false,
     },
+    layer,
+    final_norm: Some(norm_no_bias("final_norm")),
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     // BERT's token names; the template is the only framing it declares.
     special_tokens: SpecialTokens {
         post_processors: &["TemplateProcessing"],
@@ -65,15 +111,7 @@ pub static FAMILY: Family = Family {
     hf_config,
     tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::Layer,
-    norm_bias: false,
-    linear_bias: super::Biases::NONE,
-    pre_norm: true,
-    gated_mlp: true,
-    glu_up_first: false,
-    first_attn_norm: false,
-    rope: true,
-    embed_scale: false,
-    forward,
+    forward: PRE_NORM,
 };
 
 /// The ModernBERT layer (HF `ModernBertEncoderLayer`): pre-norm.

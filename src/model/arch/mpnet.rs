@@ -3,7 +3,7 @@
 //! The BERT encoder with three differences: position ids start after the
 //! padding index ([`Positions::AfterPadding`], `padding_idx` 1, so the first
 //! token is at position 2), a relative position bias shared by all layers
-//! ([`AttentionBias::RelativeBuckets`], 32 buckets, max distance 128) and no
+//! ([`RelativePositions::Buckets`], 32 buckets, max distance 128) and no
 //! token-type embeddings. Under int8 its feed-forward down projection stays
 //! f32 (measured: all-int8 misses the int8 accuracy bars, worst cosine 0.995 and mean 0.999). Its tokenizer is BERT's (normalizer, pre-tokenizer,
 //! WordPiece) framed RoBERTa-style: `<s> text </s>`.
@@ -12,11 +12,30 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, LayerTensors};
+use super::{Family, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
-use crate::model::names::TensorNames;
 use crate::model::precision::Product;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `MPNetLayer`: BERT's layer with the attention's modules
+/// under `attention.attn` and its LayerNorm under `attention`.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm("attention.LayerNorm")),
+    qkv: Dense {
+        modules: &[
+            module("attention.attn.q", &[Dim::Query]),
+            module("attention.attn.k", &[Dim::KeyValue]),
+            module("attention.attn.v", &[Dim::KeyValue]),
+        ],
+        ..super::bert::LAYER.qkv
+    },
+    attn_out: Dense {
+        modules: &[module("attention.attn.o", &[Dim::Hidden])],
+        ..super::bert::LAYER.attn_out
+    },
+    ..super::bert::LAYER
+};
 
 /// The MPNet family.
 pub static FAMILY: Family = Family {
@@ -24,26 +43,15 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["mpnet"],
     hf_prefix: "mpnet.",
     layer_prefix: crate::model::names::LAYER_PREFIX,
-    names: TensorNames {
-        word: "embeddings.word_embeddings",
-        position: Some("embeddings.position_embeddings"),
+    embeddings: EmbeddingTensors {
         token_type: None,
-        emb_ln: Some("embeddings.LayerNorm"),
-        qkv: &["attention.attn.q", "attention.attn.k", "attention.attn.v"],
-        attn_out: "attention.attn.o",
-        attn_ln: "attention.LayerNorm",
-        ffn_up: &["intermediate.dense"],
-        ffn_down: "output.dense",
-        ffn_ln: "output.LayerNorm",
-        final_norm: None,
-        relative_bias: Some("encoder.relative_attention_bias.weight"),
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
     positions: Positions::AfterPadding,
-    attention_bias: AttentionBias::RelativeBuckets,
+    relative: RelativePositions::Buckets {
+        table: "encoder.relative_attention_bias.weight",
+    },
     special_tokens: SpecialTokens {
         pad: "<pad>",
         unk: "[UNK]",

@@ -21,11 +21,50 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions};
+use super::tensors::{module, norm, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Positions, RelativePositions};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
+
+/// The tensors of `NomicBertLayer`: a fused `Wqkv`, `out_proj`, SwiGLU's
+/// `fc12` (gate) and `fc11` (up), `fc2`, no product with a bias; `norm1` and
+/// `norm2` are LayerNorms with biases.
+pub const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm("norm1")),
+    qkv: Dense {
+        modules: &[module(
+            "attn.Wqkv",
+            &[Dim::Query, Dim::KeyValue, Dim::KeyValue],
+        )],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    q_norm: None,
+    k_norm: None,
+    attn_out: Dense {
+        modules: &[module("attn.out_proj", &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: false,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm("norm2"),
+    up: Dense {
+        modules: &[
+            module("mlp.fc12", &[Dim::Inter]),
+            module("mlp.fc11", &[Dim::Inter]),
+        ],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    glu: Glu::GateUp,
+    down: Dense {
+        modules: &[module("mlp.fc2", &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: false,
+    },
+    post_mlp_norm: None,
+};
 
 /// The NomicBERT family.
 pub static FAMILY: Family = Family {
@@ -33,45 +72,25 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["nomic_bert"],
     hf_prefix: "bert.",
     layer_prefix: crate::model::names::ENCODER_LAYERS_PREFIX,
-    names: TensorNames {
-        word: "embeddings.word_embeddings",
+    embeddings: EmbeddingTensors {
         position: None,
-        token_type: Some("embeddings.token_type_embeddings"),
-        emb_ln: Some("emb_ln"),
-        qkv: &["attn.Wqkv"],
-        attn_out: "attn.out_proj",
-        attn_ln: "norm1",
-        // Gated: `gate | up` = `fc12 | fc11`.
-        ffn_up: &["mlp.fc12", "mlp.fc11"],
-        ffn_down: "mlp.fc2",
-        ffn_ln: "norm2",
-        final_norm: None,
-        relative_bias: None,
-        q_norm: None,
-        k_norm: None,
-        post_attn_ln: None,
-        post_ffn_ln: None,
+        norm: Some(norm("emb_ln")),
+        ..super::bert::EMBEDDINGS
     },
+    layer: |_| LAYER,
+    final_norm: None,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: super::bert::FAMILY_BLOCKS.special_tokens,
     int8_f32_products: &[],
     hf_alias,
     hf_config,
     tokenizers: &[TokenizerKind::WordPiece],
     norm: NormKind::Layer,
-    norm_bias: true,
-    linear_bias: super::Biases::NONE,
-    pre_norm: false,
-    gated_mlp: true,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: false,
     // `NomicBertLayer` is BERT's post-norm order (attention, residual,
     // norm1; MLP, residual, norm2); the rotary positions are the
     // attention block's.
-    forward: super::bert::forward,
+    forward: super::bert::POST_NORM,
 };
 
 fn unsupported(what: String) -> Error {

@@ -16,31 +16,63 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::tensors::{module, norm_no_bias, Dense, Dim, EmbeddingTensors, Glu, LayerTensors};
+use super::{Family, Positions, RelativePositions, SpecialTokens};
 use crate::error::{Error, Result};
 use crate::model::blocks::norm::NormKind;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
 
-/// The tensor names of Qwen3 (and, with its extra norms, Gemma3's).
-pub(crate) const NAMES: TensorNames = TensorNames {
+/// Qwen3's embeddings: the word table alone (`embed_tokens`).
+pub(crate) const EMBEDDINGS: EmbeddingTensors = EmbeddingTensors {
     word: "embed_tokens",
     position: None,
     token_type: None,
-    emb_ln: None,
-    qkv: &["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-    attn_out: "self_attn.o_proj",
-    attn_ln: "input_layernorm",
-    ffn_up: &["mlp.gate_proj", "mlp.up_proj"],
-    ffn_down: "mlp.down_proj",
-    ffn_ln: "post_attention_layernorm",
-    final_norm: Some("norm"),
-    relative_bias: None,
+    norm: None,
+    scale: false,
+};
+
+/// The tensors of `Qwen3DecoderLayer` (and, without the head norms or with
+/// Gemma3's extra norms, of EuroBERT's and Gemma3's): no product with a
+/// bias, RMSNorms.
+pub(crate) const LAYER: LayerTensors = LayerTensors {
+    attn_norm: Some(norm_no_bias("input_layernorm")),
+    qkv: Dense {
+        modules: &[
+            module("self_attn.q_proj", &[Dim::Query]),
+            module("self_attn.k_proj", &[Dim::KeyValue]),
+            module("self_attn.v_proj", &[Dim::KeyValue]),
+        ],
+        input: Dim::Hidden,
+        bias: false,
+    },
     q_norm: Some("self_attn.q_norm"),
     k_norm: Some("self_attn.k_norm"),
-    post_attn_ln: None,
-    post_ffn_ln: None,
+    attn_out: Dense {
+        modules: &[module("self_attn.o_proj", &[Dim::Hidden])],
+        input: Dim::Query,
+        bias: false,
+    },
+    post_attn_norm: None,
+    mlp_norm: norm_no_bias("post_attention_layernorm"),
+    up: Dense {
+        modules: &[
+            module("mlp.gate_proj", &[Dim::Inter]),
+            module("mlp.up_proj", &[Dim::Inter]),
+        ],
+        input: Dim::Hidden,
+        bias: false,
+    },
+    glu: Glu::GateUp,
+    down: Dense {
+        modules: &[module("mlp.down_proj", &[Dim::Hidden])],
+        input: Dim::Inter,
+        bias: false,
+    },
+    post_mlp_norm: None,
 };
+
+/// The final `norm`.
+pub(crate) const FINAL_NORM: Option<super::NormTensor> = Some(norm_no_bias("norm"));
 
 /// The Qwen3 family.
 pub static FAMILY: Family = Family {
@@ -48,26 +80,20 @@ pub static FAMILY: Family = Family {
     hf_model_types: &["qwen3"],
     hf_prefix: "model.",
     layer_prefix: crate::model::names::LAYERS_PREFIX,
-    names: NAMES,
+    embeddings: EMBEDDINGS,
+    layer: |_| LAYER,
+    final_norm: FINAL_NORM,
     positions: Positions::Sequential,
-    attention_bias: AttentionBias::None,
+    relative: RelativePositions::Rotary,
     special_tokens: SpecialTokens::DECLARED,
     int8_f32_products: &[],
     hf_alias: super::no_alias,
     hf_config,
     tokenizers: &[TokenizerKind::Bpe],
     norm: NormKind::Rms,
-    norm_bias: false,
-    linear_bias: super::Biases::NONE,
-    pre_norm: true,
-    gated_mlp: true,
-    glu_up_first: false,
-    first_attn_norm: true,
-    rope: true,
-    embed_scale: false,
     // `Qwen3DecoderLayer` runs its blocks in ModernBERT's pre-norm order:
     // h += o_proj(attention(input_layernorm(h))); h += mlp(post_attention_layernorm(h)).
-    forward: super::modernbert::forward,
+    forward: super::modernbert::PRE_NORM,
 };
 
 /// Writes the metadata keys every decoder-shaped family shares: the RMSNorm

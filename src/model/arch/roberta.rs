@@ -14,13 +14,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AttentionBias, Family, Positions, SpecialTokens};
+use super::{Family, Positions, SpecialTokens};
 use crate::error::Result;
-use crate::model::names::TensorNames;
 use crate::tokenizer::spec::TokenizerKind;
-
-/// The same modules as BERT.
-const NAMES: TensorNames = super::bert::NAMES;
 
 const SPECIALS: SpecialTokens = SpecialTokens {
     pad: "<pad>",
@@ -31,36 +27,27 @@ const SPECIALS: SpecialTokens = SpecialTokens {
     post_processors: &["RobertaProcessing", "TemplateProcessing"],
 };
 
-/// The RoBERTa family.
-pub static ROBERTA: Family = Family {
+/// The RoBERTa family: BERT's tensors (the same modules) and layer.
+const ROBERTA_BLOCKS: Family = Family {
     name: "roberta",
     hf_model_types: &["roberta"],
     hf_prefix: "roberta.",
-    layer_prefix: crate::model::names::LAYER_PREFIX,
-    names: NAMES,
     positions: Positions::AfterPadding,
-    attention_bias: AttentionBias::None,
     special_tokens: SPECIALS,
-    int8_f32_products: &[],
     hf_config,
     tokenizers: &[TokenizerKind::Bpe],
     ..super::bert::FAMILY_BLOCKS
 };
 
-/// The XLM-RoBERTa family.
+/// The RoBERTa family.
+pub static ROBERTA: Family = ROBERTA_BLOCKS;
+
+/// The XLM-RoBERTa family: RoBERTa with a SentencePiece tokenizer.
 pub static XLM_ROBERTA: Family = Family {
     name: "xlm-roberta",
     hf_model_types: &["xlm-roberta"],
-    hf_prefix: "roberta.",
-    layer_prefix: crate::model::names::LAYER_PREFIX,
-    names: NAMES,
-    positions: Positions::AfterPadding,
-    attention_bias: AttentionBias::None,
-    special_tokens: SPECIALS,
-    int8_f32_products: &[],
-    hf_config,
     tokenizers: &[TokenizerKind::Unigram],
-    ..super::bert::FAMILY_BLOCKS
+    ..ROBERTA_BLOCKS
 };
 
 fn hf_config(cfg: &Value, md: &mut BTreeMap<String, String>) -> Result<()> {

@@ -1,4 +1,4 @@
-//! DeBERTa-v2's disentangled self-attention ([`AttentionBias::Disentangled`]).
+//! DeBERTa-v2's disentangled self-attention ([`RelativePositions::Disentangled`]).
 //!
 //! The relative embedding rows (`encoder.rel_embeddings`, `2 · span` of
 //! them, normalized once by `encoder.LayerNorm` when `norm_rel_ebd` says
@@ -16,7 +16,7 @@
 //! `DisentangledSelfAttention` (its p2c gathers at `-δ(j - i)`, which is
 //! `δ(i - j)`: the bucket is odd).
 //!
-//! [`AttentionBias::Disentangled`]: crate::model::arch::AttentionBias::Disentangled
+//! [`RelativePositions::Disentangled`]: crate::model::arch::RelativePositions::Disentangled
 
 use rayon::prelude::*;
 

@@ -25,7 +25,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::formats::ModelFile;
 use crate::kernels::attention::Band;
 use crate::kernels::{attention as attention_kernel, Par};
-use crate::model::arch::{AttentionBias, Family};
+use crate::model::arch::tensors::{Dims, Glu, NormTensor};
+use crate::model::arch::{Family, RelativePositions};
 use crate::model::blocks::attention::{Attention, AttentionScratch, Heads, RelativeBias};
 use crate::model::blocks::disentangled::Disentangled;
 use crate::model::blocks::embeddings::{Embeddings, EmbeddingsSpec};
@@ -63,6 +64,9 @@ pub struct Encoder {
     heads: Heads,
     /// The up projection's output width (`2 x inter` when gated).
     up_width: usize,
+    /// Whether the feed-forward is gated (its up product goes through the
+    /// `wide` buffer).
+    gated: bool,
     inter: usize,
     max_position: usize,
     plan: LayerPrecision,
@@ -70,9 +74,9 @@ pub struct Encoder {
     embeddings: Embeddings,
     /// The norm after the last layer, if the family has one.
     final_norm: Option<Norm>,
-    /// The attention bias hook ([`AttentionBias::RelativeBuckets`]).
+    /// MPNet's relative position bias ([`RelativePositions::Buckets`]).
     rel_bias: Option<RelativeBias>,
-    /// DeBERTa-v2's relative embeddings ([`AttentionBias::Disentangled`]).
+    /// DeBERTa-v2's relative embeddings ([`RelativePositions::Disentangled`]).
     disentangled: Option<Disentangled>,
     layers: Arc<Vec<Layer>>,
     packs: Arc<PackStore>,
@@ -228,39 +232,36 @@ pub struct DenseLayer {
     pub k: usize,
 }
 
-/// The dense products of layer `l`, in the order of the forward pass.
+/// The sizes of `cfg`'s tensor dimensions.
+fn dims(cfg: &ModelConfig) -> Dims {
+    let heads = cfg.heads();
+    Dims {
+        hidden: cfg.hidden_size,
+        inter: cfg.intermediate_size,
+        query: heads.q * heads.d,
+        key_value: heads.kv * heads.d,
+    }
+}
+
+/// The dense products of layer `l`, in the order of the forward pass, as
+/// the family's [`crate::model::arch::LayerTensors`] list them.
 ///
 /// # Panics
 /// If `cfg.architecture` is not a registered family (a validated config's
 /// always is).
 pub fn dense_layers(cfg: &ModelConfig, l: usize) -> [DenseLayer; 4] {
     let f = cfg.family().expect("a registered architecture");
-    let n = &f.names;
-    let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-    let heads = cfg.heads();
-    // Gated: `gate | up`.
-    let up: &[usize] = if f.gated_mlp { &[i, i] } else { &[i] };
-    // One fused tensor holds every part; stacked tensors one part each.
-    let d = |product, names: &[&str], parts: &[usize], k| DenseLayer {
+    let dims = dims(cfg);
+    (f.layer)(l).dense().map(|(product, d)| DenseLayer {
         product,
-        weights: names
+        weights: d
+            .modules
             .iter()
-            .map(|s| f.layer_tensor(l, s, "weight"))
+            .map(|m| f.layer_tensor(l, m.name, "weight"))
             .collect(),
-        widths: if names.len() == 1 {
-            vec![parts.iter().sum()]
-        } else {
-            parts.to_vec()
-        },
-        k,
-    };
-    let (q, kv) = (heads.q * heads.d, heads.kv * heads.d);
-    [
-        d(Product::Qkv, n.qkv, &[q, kv, kv], h),
-        d(Product::AttnOut, &[n.attn_out], &[h], heads.ctx_width()),
-        d(Product::FfnUp, n.ffn_up, up, h),
-        d(Product::FfnDown, &[n.ffn_down], &[h], i),
-    ]
+        widths: d.widths(&dims),
+        k: dims.of(d.input),
+    })
 }
 
 /// The bias tensor of a weight tensor (`x.weight` -> `x.bias`).
@@ -270,43 +271,48 @@ fn bias_name(weight: &str) -> String {
 
 /// Name and exact shape of every tensor [`Encoder::load`] requires for
 /// `cfg`, in the canonical order (embeddings, then each layer, then the
-/// final norm), using the family's HF names. Writers and test generators
-/// build models from this list.
+/// final norm and the relative position tensors): the family's
+/// [`crate::model::arch::tensors`] with the model's sizes. Writers and test
+/// generators build models from this list.
 ///
 /// # Panics
 /// If `cfg.architecture` is not a registered family (a validated config's
 /// always is).
 pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     let f = cfg.family().expect("a registered architecture");
-    let n = &f.names;
+    let e = &f.embeddings;
     let h = cfg.hidden_size;
-    let mut out = vec![(format!("{}.weight", n.word), vec![cfg.vocab_size, h])];
-    if let Some(p) = n.position {
+    let mut out = vec![(format!("{}.weight", e.word), vec![cfg.vocab_size, h])];
+    if let Some(p) = e.position {
         out.push((format!("{p}.weight"), vec![cfg.max_position, h]));
     }
-    if let Some(t) = n.token_type {
+    if let Some(t) = e.token_type {
         out.push((format!("{t}.weight"), vec![cfg.type_vocab_size, h]));
     }
-    let norm = |out: &mut Vec<(String, Vec<usize>)>, module: String| {
+    let norm = |out: &mut Vec<(String, Vec<usize>)>, module: String, t: &NormTensor| {
         out.push((format!("{module}.weight"), vec![h]));
-        if f.norm_bias {
+        if t.bias {
             out.push((format!("{module}.bias"), vec![h]));
         }
     };
-    if let Some(m) = n.emb_ln {
-        norm(&mut out, m.to_string());
+    if let Some(t) = &e.norm {
+        norm(&mut out, t.name.to_string(), t);
     }
     for l in 0..cfg.num_layers {
-        for d in dense_layers(cfg, l) {
+        let t = (f.layer)(l);
+        let layer_norm = |out: &mut Vec<(String, Vec<usize>)>, n: &NormTensor| {
+            norm(out, f.layer_module(l, n.name), n)
+        };
+        for (d, (_, spec)) in dense_layers(cfg, l).iter().zip(t.dense()) {
             for (w, &n) in d.weights.iter().zip(&d.widths) {
                 out.push((w.clone(), vec![n, d.k]));
-                if f.linear_bias.of(d.product) {
+                if spec.bias {
                     out.push((bias_name(w), vec![n]));
                 }
             }
             match d.product {
                 Product::Qkv => {
-                    for m in n.q_norm.iter().chain(n.k_norm.iter()) {
+                    for m in t.q_norm.iter().chain(t.k_norm.iter()) {
                         out.push((
                             format!("{}.weight", f.layer_module(l, m)),
                             vec![cfg.head_dim()],
@@ -314,35 +320,31 @@ pub fn required_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
                     }
                 }
                 Product::AttnOut => {
-                    if l > 0 || f.first_attn_norm {
-                        norm(&mut out, f.layer_module(l, n.attn_ln));
-                    }
-                    if let Some(m) = n.post_attn_ln {
-                        norm(&mut out, f.layer_module(l, m));
+                    for n in t.attn_norm.iter().chain(t.post_attn_norm.iter()) {
+                        layer_norm(&mut out, n);
                     }
                 }
                 Product::FfnDown => {
-                    norm(&mut out, f.layer_module(l, n.ffn_ln));
-                    if let Some(m) = n.post_ffn_ln {
-                        norm(&mut out, f.layer_module(l, m));
+                    for n in std::iter::once(&t.mlp_norm).chain(t.post_mlp_norm.iter()) {
+                        layer_norm(&mut out, n);
                     }
                 }
                 Product::FfnUp => {}
             }
         }
     }
-    if let Some(m) = n.final_norm {
-        norm(&mut out, m.to_string());
+    if let Some(t) = &f.final_norm {
+        norm(&mut out, t.name.to_string(), t);
     }
-    if let (AttentionBias::RelativeBuckets, Some(t)) = (f.attention_bias, n.relative_bias) {
-        out.push((t.to_string(), vec![cfg.relative_buckets, cfg.num_heads]));
-    }
-    if let (AttentionBias::Disentangled, Some(t)) = (f.attention_bias, n.relative_bias) {
-        out.push((t.to_string(), vec![2 * cfg.relative_span(), h]));
-        norm(
-            &mut out,
-            crate::model::arch::deberta_v2::REL_NORM.to_string(),
-        );
+    match f.relative {
+        RelativePositions::Buckets { table } => {
+            out.push((table.to_string(), vec![cfg.relative_buckets, cfg.num_heads]));
+        }
+        RelativePositions::Disentangled { rows, norm: n } => {
+            out.push((rows.to_string(), vec![2 * cfg.relative_span(), h]));
+            norm(&mut out, n.name.to_string(), &n);
+        }
+        RelativePositions::None | RelativePositions::Rotary => {}
     }
     out
 }
@@ -356,7 +358,7 @@ struct Ropes {
 
 impl Ropes {
     fn new(cfg: &ModelConfig, family: &Family) -> Ropes {
-        if !family.rope {
+        if !family.rotary() {
             return Ropes {
                 global: None,
                 local: None,
@@ -384,7 +386,8 @@ impl Ropes {
     }
 }
 
-/// Loads layer `l` of `family` as the family's names and block settings say.
+/// Loads layer `l` of `family`: the tensors its
+/// [`crate::model::arch::LayerTensors`] list, each shape checked.
 #[allow(clippy::too_many_arguments)]
 fn load_layer(
     file: &Arc<ModelFile>,
@@ -396,14 +399,16 @@ fn load_layer(
     int8: bool,
     ropes: &Ropes,
 ) -> Result<Layer> {
-    let names = &family.names;
+    let t = (family.layer)(l);
     let h = cfg.hidden_size;
     let heads = cfg.heads();
     let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
     let dense = dense_layers(cfg, l);
+    let has_bias = t.dense().map(|(_, d)| d.bias);
+    // The biases of product `i`, its modules' side by side.
     let biases = |i: usize| -> Result<Option<Vec<f32>>> {
         let d = &dense[i];
-        if !family.linear_bias.of(d.product) {
+        if !has_bias[i] {
             return Ok(None);
         }
         let mut b = Vec::with_capacity(d.widths.iter().sum());
@@ -412,15 +417,15 @@ fn load_layer(
         }
         Ok(Some(b))
     };
+    // The bias of a one-module product `i`, read in place.
+    let bias = |i: usize| -> Result<Option<Param>> {
+        match has_bias[i] {
+            true => Ok(Some(p(&bias_name(&dense[i].weights[0]), &[h])?)),
+            false => Ok(None),
+        }
+    };
     let (qkv_b, up_b) = (biases(0)?, biases(2)?);
-    let out_b = match family.linear_bias.attn_out {
-        true => Some(p(&bias_name(&dense[1].weights[0]), &[h])?),
-        false => None,
-    };
-    let down_b = match family.linear_bias.ffn_down {
-        true => Some(p(&bias_name(&dense[3].weights[0]), &[h])?),
-        false => None,
-    };
+    let (out_b, down_b) = (bias(1)?, bias(3)?);
     let [qkv, out, up, down] = dense.map(|d| {
         let prec = plan.of(d.product);
         let amax = calib
@@ -429,15 +434,17 @@ fn load_layer(
             .filter(|a| a.len() == d.k);
         Linear::load(file, &d.weights, &d.widths, d.k, prec, int8, amax)
     });
-    let spec = family.norm_spec(cfg.layer_norm_eps);
-    let norm = |module: &str| Norm::with_spec(file, &family.layer_module(l, module), spec, h, int8);
-    let opt_norm = |module: Option<&str>| module.map(norm).transpose();
+    let eps = cfg.layer_norm_eps;
+    let norm = |n: &NormTensor| {
+        let module = family.layer_module(l, n.name);
+        Norm::with_spec(file, &module, family.norm_spec(n, eps), h, int8)
+    };
+    let opt_norm = |n: Option<NormTensor>| n.as_ref().map(norm).transpose();
     // Per-head norms: the family's kind over `head_dim` values.
     let head_norm = |module: Option<&str>| {
         module
             .map(|m| {
                 let name = family.layer_module(l, m);
-                let eps = cfg.layer_norm_eps;
                 Norm::load(file, &name, family.norm, heads.d, false, eps, int8)
             })
             .transpose()
@@ -445,11 +452,7 @@ fn load_layer(
     let local = cfg.is_local_layer(l);
     let inter = cfg.intermediate_size;
     Ok(Layer {
-        attn_norm: if l > 0 || family.first_attn_norm {
-            Some(norm(names.attn_ln)?)
-        } else {
-            None
-        },
+        attn_norm: opt_norm(t.attn_norm)?,
         attention: Attention {
             heads,
             qkv: qkv?,
@@ -471,22 +474,22 @@ fn load_layer(
                 ropes.global.clone()
             },
             scale: cfg.attention_scale(),
-            q_norm: head_norm(names.q_norm)?,
-            k_norm: head_norm(names.k_norm)?,
+            q_norm: head_norm(t.q_norm)?,
+            k_norm: head_norm(t.k_norm)?,
         },
-        mlp_norm: Some(norm(names.ffn_ln)?),
+        mlp_norm: Some(norm(&t.mlp_norm)?),
         mlp: Mlp {
             up: up?,
             up_b: up_b.map(Param::Owned),
             down: down?,
             down_b,
             act: cfg.activation,
-            gated: family.gated_mlp,
-            up_first: family.glu_up_first,
+            gated: t.glu.gated(),
+            up_first: t.glu == Glu::UpGate,
             zeros: vec![0.0; inter],
         },
-        post_attn_norm: opt_norm(names.post_attn_ln)?,
-        post_mlp_norm: opt_norm(names.post_ffn_ln)?,
+        post_attn_norm: opt_norm(t.post_attn_norm)?,
+        post_mlp_norm: opt_norm(t.post_mlp_norm)?,
     })
 }
 
@@ -509,31 +512,33 @@ impl Encoder {
         cfg.validate()?;
         let int8 = crate::model::param::stores_int8(file)?;
         let family = cfg.family()?;
-        let names = &family.names;
+        let e = &family.embeddings;
         let h = cfg.hidden_size;
+        let eps = cfg.layer_norm_eps;
         let p = |name: &str, shape: &[usize]| load_param(file, name, shape, int8);
-        let norm_spec = family.norm_spec(cfg.layer_norm_eps);
+        let norm =
+            |n: &NormTensor| Norm::with_spec(file, n.name, family.norm_spec(n, eps), h, int8);
         let embeddings = Embeddings::load(
             file,
             &EmbeddingsSpec {
-                word: names.word,
-                position: names.position,
-                token_type: names.token_type,
-                norm: names.emb_ln.map(|m| (m, norm_spec)),
+                word: e.word,
+                position: e.position,
+                token_type: e.token_type,
+                norm: e.norm.as_ref().map(|n| (n.name, family.norm_spec(n, eps))),
                 hidden: h,
                 vocab: cfg.vocab_size,
                 type_vocab: cfg.type_vocab_size,
                 max_position: cfg.max_position,
                 positions: family.positions,
                 padding_idx: cfg.padding_idx,
-                scale: family.embed_scale,
+                scale: e.scale,
             },
             int8,
         )?;
-        let rel_bias = match (family.attention_bias, names.relative_bias) {
-            (AttentionBias::RelativeBuckets, Some(t)) => {
+        let rel_bias = match family.relative {
+            RelativePositions::Buckets { table } => {
                 let (nb, nh) = (cfg.relative_buckets, cfg.num_heads);
-                let table = p(t, &[nb, nh])?;
+                let table = p(table, &[nb, nh])?;
                 Some(RelativeBias::from_buckets(
                     table.as_slice(),
                     nb,
@@ -544,13 +549,11 @@ impl Encoder {
             }
             _ => None,
         };
-        let disentangled = match (family.attention_bias, names.relative_bias) {
-            (AttentionBias::Disentangled, Some(t)) => {
+        let disentangled = match family.relative {
+            RelativePositions::Disentangled { rows, norm: n } => {
                 let span = cfg.relative_span();
-                let mut rows = p(t, &[2 * span, h])?.as_slice().to_vec();
-                let rel_norm = crate::model::arch::deberta_v2::REL_NORM;
-                let norm = Norm::with_spec(file, rel_norm, norm_spec, h, int8)?;
-                norm.apply(&mut rows, h, Par::Serial);
+                let mut rows = p(rows, &[2 * span, h])?.as_slice().to_vec();
+                norm(&n)?.apply(&mut rows, h, Par::Serial);
                 Some(Disentangled {
                     rows,
                     span,
@@ -562,10 +565,7 @@ impl Encoder {
             }
             _ => None,
         };
-        let final_norm = match names.final_norm {
-            Some(m) => Some(Norm::with_spec(file, m, norm_spec, h, int8)?),
-            None => None,
-        };
+        let final_norm = family.final_norm.as_ref().map(norm).transpose()?;
         let ropes = Ropes::new(cfg, family);
         // Layers load in parallel on the current rayon pool (int8 and bf16
         // weights are converted and packed here).
@@ -574,13 +574,15 @@ impl Encoder {
             .map(|l| load_layer(file, cfg, family, l, plan, calib, int8, &ropes))
             .collect::<Result<_>>()?;
         let up_width = layers.first().map_or(0, |l| l.mlp.up_width());
+        let gated = layers.first().is_some_and(|l| l.mlp.gated);
         let mut m = Encoder {
             hidden: h,
             heads: cfg.heads(),
             up_width,
+            gated,
             inter: cfg.intermediate_size,
             // Rotary tables cover `max_seq_length` positions.
-            max_position: if family.rope {
+            max_position: if family.rotary() {
                 cfg.max_seq_length.min(cfg.max_position)
             } else {
                 cfg.max_position
@@ -613,7 +615,7 @@ impl Encoder {
         for l in m.layers.iter() {
             // The concatenated Q, K and V biases.
             if l.attention.qkv_b.is_some() {
-                owned += names.qkv.len();
+                owned += (family.layer)(0).qkv.modules.len();
             }
             for lin in l.linears() {
                 let (a, b) = lin.param_counts();
@@ -717,12 +719,8 @@ impl Encoder {
         let h = self.hidden;
         let (qw, cw) = (self.heads.qkv_width(), self.heads.ctx_width());
         let heads = if par.tasks() > 1 { self.heads.q } else { 1 };
-        let normed = if self.family.pre_norm { h } else { 0 };
-        let wide = if self.family.gated_mlp {
-            self.up_width
-        } else {
-            0
-        };
+        let normed = if self.family.forward.normed { h } else { 0 };
+        let wide = if self.gated { self.up_width } else { 0 };
         tokens * (h + normed + qw + cw + wide + self.inter)
             + heads * attention_kernel::scratch_len(max_len, self.heads.d)
             + if par.tasks() > 1 { max_len * cw } else { 0 }
@@ -803,12 +801,12 @@ impl Encoder {
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let total: usize = lens.iter().sum();
         let max_len = lens.iter().copied().max().unwrap_or(0);
-        let normed_len = if self.family.pre_norm { total * h } else { 0 };
-        let wide_len = if self.family.gated_mlp {
-            total * self.up_width
+        let normed_len = if self.family.forward.normed {
+            total * h
         } else {
             0
         };
+        let wide_len = if self.gated { total * self.up_width } else { 0 };
         grow(&mut ws.hidden, total * h);
         grow(&mut ws.normed, normed_len);
         grow(&mut ws.qkv, total * qw);
@@ -864,7 +862,7 @@ impl Encoder {
                 trace: &mut *trace,
                 layer: li,
             };
-            (self.family.forward)(l, &mut run);
+            (self.family.forward.run)(l, &mut run);
         }
         if let Some(n) = &self.final_norm {
             n.apply(hidden, h, par);
