@@ -23,10 +23,10 @@ run [--rounds N] [--passes N] [--limit N] [--batch-size N] [--check]
      kept: model2vec `StaticModel.encode(texts, batch_size)` (1 thread: RAYON_NUM_THREADS=1
      and TOKENIZERS_PARALLELISM=false for HF tokenizers, one BLAS/OpenMP thread; default:
      none of these set), one warm-up pass then `--passes` timed passes, best kept; ours
-     (`embd bench` times the transformer families only) `embd encode --threads 1|default
-     --batch-size N` of the texts repeated `--passes` times, less the wall time of `embd
-     encode` of one text (process start, open), divided by `--passes` (tokenization included
-     on both sides); peak RSS of each process;
+     the same in `embd bench --threads 1|default --batch-size N --warmup <corpus> --rounds
+     <passes>` (one warm-up pass, `--passes` timed passes, best kept; the static runtime runs
+     on one thread either way); tokenization included on both sides; peak RSS of each
+     process;
   3. end to end: one process that starts, opens the model, embeds every text and exits
      (`python -c` with model2vec; `embd encode --format npy --output /dev/null`), wall time.
   Results: a table on stdout and bench/out/static.json.
@@ -236,27 +236,17 @@ def run(args: argparse.Namespace) -> None:
     # 2. throughput, interleaved
     base = {"folder": folder, "corpus": corpus, "batch": args.batch_size, "passes": args.passes}
     configs = ["model2vec 1t", "ours 1t", "model2vec default", "ours default"]
-    repeated, one = os.path.join(d, f"repeated-{len(texts)}.txt"), os.path.join(d, "one.txt")
-    harness.write_lines(repeated, texts * args.passes)
-    harness.write_lines(one, texts[:1])
 
     def measure(k: str) -> dict[str, Any]:
         if k.startswith("model2vec"):
             return run_m2v(base, k.endswith("1t"))
-        # `embd bench` times the transformer families only: ours is `embd encode` of the texts
-        # repeated `passes` times, less `embd encode` of one text (process start, open), per pass
+        # As model2vec's worker: one warm-up pass, then `passes` timed passes, best kept
+        # (`embd bench`'s "best_s"), tokenization included.
         threads = ["--threads", "1"] if k.endswith("1t") else []
-        cmd = [harness.EMBD, "encode", "-m", w or "", "--format", "npy", "--output", "/dev/null"]
-        cmd += ["--batch-size", str(args.batch_size)] + threads
-        t0 = time.perf_counter()
-        status, rss_mb, _ = harness.measured(cmd + ["--input", repeated])
-        whole = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        harness.measured(cmd + ["--input", one])
-        base_s = time.perf_counter() - t0
-        if status != 0:
-            return {"error": f"embd encode exited with {status}"}
-        return {"seconds": (whole - base_s) / args.passes, "peak_rss_mb": rss_mb}
+        cmd = [harness.EMBD, "bench", "-m", w or "", "--input", corpus]
+        cmd += ["--batch-size", str(args.batch_size), "--warmup", str(len(texts))]
+        cmd += ["--rounds", str(args.passes), "--latency-runs", "0"] + threads
+        return harness.ours_bench(cmd)
 
     times, rss = harness.interleaved_rounds(
         configs, args.rounds, measure, len(texts), lambda k: 0.0, results["rounds"]

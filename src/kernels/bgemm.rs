@@ -684,7 +684,29 @@ pub fn product(
     epi: EpilogueFn<'_>,
     par: Par,
 ) {
-    let (isa, n, k) = (b.isa, b.n, b.k);
+    product_cols(m, b.n, a, lda, b, c, ldc, accumulate, epi, par);
+}
+
+/// [`product`] over the first `n` columns of B only (`n <= b.n()`): the
+/// same values as the full product's first `n` columns.
+///
+/// # Panics
+/// As [`product`]'s, and if `n` exceeds B's columns.
+#[allow(clippy::too_many_arguments)]
+pub fn product_cols(
+    m: usize,
+    n: usize,
+    a: &[f32],
+    lda: usize,
+    b: &PackedBf16,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    assert!(n <= b.n, "bgemm: {n} columns of {}", b.n);
+    let (isa, k) = (b.isa, b.k);
     assert!(isa.supported(), "bgemm: {isa:?} kernels need CPU support");
     assert!(a.len() >= span(m, k, lda), "bgemm: A too short");
     assert!(m <= 1 || lda >= k, "bgemm: A rows overlap");

@@ -65,6 +65,29 @@ pub fn matmul_nt(
     }
 }
 
+/// `C[m x n] = A[m x k] · B[k x n]` with `B` row-major (row strides `lda`,
+/// `ldb`, `ldc`): the product of attention probabilities and value rows read
+/// in place. Each `C[i][j]` is the same FMA chain over `k` as in
+/// [`matmul_nt`], so it depends only on row `i` of A, column `j` of B and
+/// `k`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_nn(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    par: Par,
+) {
+    let b = sgemm::RowMajor { b, ldb };
+    let none = |_: usize, _: &mut [f32]| {};
+    sgemm::product(sgemm::isa(), m, n, k, a, lda, &b, c, ldc, false, &none, par);
+}
+
 /// What to apply to each output row after the product.
 #[derive(Debug, Clone, Copy)]
 pub enum Epilogue<'a> {
@@ -194,6 +217,43 @@ mod tests {
                             (g - e).abs() <= 1e-5 * (k as f32).sqrt(),
                             "{m}x{n}x{k}: {g} vs {e}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_nn_matches_naive_and_matmul_nt_bit_for_bit() {
+        for &m in &SIZES {
+            for &n in &[1usize, 12, 16, 33, 64] {
+                for &k in &[1usize, 9, 40, 300] {
+                    let (lda, ldb, ldc) = (k + 3, n + 5, n + 1);
+                    let a = reference::rand_vec(m * lda, 3);
+                    let b = reference::rand_vec(k * ldb, 4);
+                    let mut c = vec![f32::NAN; m * ldc];
+                    matmul_nn(m, n, k, &a, lda, &b, ldb, &mut c, ldc, Par::Serial);
+                    // B transposed: the same chains through matmul_nt.
+                    let mut bt = vec![0.0f32; n * k];
+                    for p in 0..k {
+                        for j in 0..n {
+                            bt[j * k + p] = b[p * ldb + j];
+                        }
+                    }
+                    let mut t = vec![0.0f32; m * n];
+                    matmul_nt(m, n, k, 1.0, &a, lda, &bt, k, false, &mut t, n, Par::Serial);
+                    for i in 0..m {
+                        for j in 0..n {
+                            let g = c[i * ldc + j];
+                            assert_eq!(g.to_bits(), t[i * n + j].to_bits(), "{m}x{n}x{k}");
+                            let want: f64 = (0..k)
+                                .map(|p| f64::from(a[i * lda + p]) * f64::from(b[p * ldb + j]))
+                                .sum();
+                            assert!(
+                                (f64::from(g) - want).abs() <= 1e-5 * (k as f64).sqrt(),
+                                "{m}x{n}x{k}: {g} vs {want}"
+                            );
+                        }
                     }
                 }
             }

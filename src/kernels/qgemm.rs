@@ -542,7 +542,27 @@ pub fn product(
     epi: EpilogueFn<'_>,
     par: Par,
 ) {
-    let (m, n, isa) = (a.m, b.n, b.isa);
+    product_cols(a, b, b.n, c, ldc, accumulate, epi, par);
+}
+
+/// [`product`] over the first `n` columns of B only (`n <= b.n()`): the
+/// same values as the full product's first `n` columns.
+///
+/// # Panics
+/// As [`product`]'s, and if `n` exceeds B's columns.
+#[allow(clippy::too_many_arguments)]
+pub fn product_cols(
+    a: &QuantRows,
+    b: &PackedI8,
+    n: usize,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    epi: EpilogueFn<'_>,
+    par: Par,
+) {
+    assert!(n <= b.n, "qgemm: {n} columns of {}", b.n);
+    let (m, isa) = (a.m, b.isa);
     assert!(isa.supported(), "qgemm: {isa:?} kernels need CPU support");
     assert_eq!(a.isa, Some(isa), "qgemm: A quantized for another ISA");
     assert_eq!(a.k, b.k, "qgemm: depth mismatch");

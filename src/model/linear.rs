@@ -314,18 +314,42 @@ impl Linear {
         par: Par,
         scratch: &mut LinearScratch,
     ) {
-        let (n, k) = (self.n, self.k);
+        self.forward_cols(x, m, self.n, out, ldo, accumulate, epi, par, scratch);
+    }
+
+    /// [`Linear::forward`] of the first `cols` outputs only (`cols <= n`,
+    /// `ldo >= cols`; `epi` over those columns): the same values as the
+    /// first `cols` columns of the whole product, at the cost of those
+    /// columns (Q and K of a stacked Q | K | V without V).
+    ///
+    /// # Panics
+    /// When `cols` exceeds the outputs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_cols(
+        &self,
+        x: &[f32],
+        m: usize,
+        cols: usize,
+        out: &mut [f32],
+        ldo: usize,
+        accumulate: bool,
+        epi: Epilogue<'_>,
+        par: Par,
+        scratch: &mut LinearScratch,
+    ) {
+        let (n, k) = (cols, self.k);
+        assert!(n <= self.n, "linear: {n} outputs of {}", self.n);
         match &self.repr {
             Repr::Int8(w, smooth) => {
                 scratch
                     .quant
                     .quantize(w.isa(), x, m, k, k, smooth.as_deref(), par);
                 let epi = gemm::epilogue_fn(epi);
-                qgemm::product(&scratch.quant, w, out, ldo, accumulate, &epi, par);
+                qgemm::product_cols(&scratch.quant, w, n, out, ldo, accumulate, &epi, par);
             }
             Repr::Bf16(w) => {
                 let epi = gemm::epilogue_fn(epi);
-                bgemm::product(m, x, k, w, out, ldo, accumulate, &epi, par);
+                bgemm::product_cols(m, n, x, k, w, out, ldo, accumulate, &epi, par);
             }
             Repr::F32 { segs, packed } => {
                 if let Some(p) = packed.get() {
@@ -333,7 +357,18 @@ impl Linear {
                     sgemm::product(p.isa(), m, n, k, x, k, p, out, ldo, accumulate, &epi, par);
                     return;
                 }
-                let ws: Vec<&[f32]> = segs.iter().map(Param::as_slice).collect();
+                // The segments' rows that hold the first `n` outputs.
+                let mut left = n;
+                let ws: Vec<&[f32]> = segs
+                    .iter()
+                    .map(|s| {
+                        let w = s.as_slice();
+                        let rows = (w.len() / k.max(1)).min(left);
+                        left -= rows;
+                        &w[..rows * k]
+                    })
+                    .filter(|w| !w.is_empty())
+                    .collect();
                 if let [w] = ws[..] {
                     gemm::linear(x, m, k, w, n, out, ldo, accumulate, epi, par);
                 } else {
@@ -544,6 +579,83 @@ pub fn pack_f32_layer(linears: &[&Linear]) {
             let _ = packed.set(p);
             // From now on products read the packed copy only.
             segs.iter().for_each(Param::release_pages);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The first `cols` outputs alone are the first `cols` columns of the
+    /// whole product, bit for bit, in every representation: f32 packed, f32
+    /// stacked segments read in place, bf16, int8; serially and split.
+    #[test]
+    fn forward_cols_gives_the_first_columns_of_forward() {
+        let (m, k, seg) = (7, 40, 48);
+        let n = 3 * seg;
+        let w = rand(n * k, 1);
+        let x = rand(m * k, 2);
+        let bias = rand(n, 3);
+        let stacked = Linear {
+            n,
+            k,
+            widths: vec![seg; 3],
+            names: Vec::new(),
+            repr: Repr::F32 {
+                segs: w
+                    .chunks(seg * k)
+                    .map(|c| Param::Owned(c.to_vec()))
+                    .collect(),
+                packed: OnceLock::new(),
+            },
+        };
+        let layers = [
+            stacked,
+            Linear::from_f32(w.clone(), n, k, Precision::F32),
+            Linear::from_f32(w.clone(), n, k, Precision::Bf16),
+            Linear::from_f32(w.clone(), n, k, Precision::Int8),
+        ];
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let mut scratch = LinearScratch::default();
+        for (li, l) in layers.iter().enumerate() {
+            let mut full = vec![0.0f32; m * n];
+            let epi = Epilogue::Bias(&bias);
+            l.forward(&x, m, &mut full, n, false, epi, Par::Serial, &mut scratch);
+            for cols in [1, 5, seg, seg + 2, 2 * seg, n] {
+                for par in [Par::Serial, Par::Threads(2)] {
+                    let ldo = cols + 3;
+                    let mut part = vec![f32::NAN; m * ldo];
+                    pool.install(|| {
+                        l.forward_cols(&x, m, cols, &mut part, ldo, false, epi, par, &mut scratch)
+                    });
+                    for i in 0..m {
+                        let (a, b) = (&part[i * ldo..i * ldo + cols], &full[i * n..i * n + cols]);
+                        assert!(
+                            a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "layer {li} cols {cols} {par:?} row {i}"
+                        );
+                        assert!(part[i * ldo + cols..(i + 1) * ldo]
+                            .iter()
+                            .all(|v| v.is_nan()));
+                    }
+                }
+            }
         }
     }
 }

@@ -313,6 +313,78 @@ fn static_models_match_both_libraries() {
     }
 }
 
+/// `embd bench` times a static model as it times a transformer one: the
+/// same JSON report, opened and run as `embd encode` runs it (tokens
+/// counted as the API counts them); one thread whatever `--threads` asks
+/// (the static runtime has no workers); `--emit` beyond dense refused by
+/// name.
+#[test]
+fn embd_bench_times_static_models() {
+    let name = "potion-tiny";
+    let out = work_dir().join(format!("{name}-bench.weights"));
+    convert(
+        &encoders_dir().join(name),
+        &out,
+        &["--static-behaviour", "model2vec"],
+    );
+    let cases = static_reference(name, true);
+    // One text per line: the texts without line breaks.
+    let texts: Vec<&str> = cases
+        .iter()
+        .map(|c| c.text.as_str())
+        .filter(|t| !t.contains(['\n', '\r']))
+        .take(40)
+        .collect();
+    let input = work_dir().join(format!("{name}-bench-input.txt"));
+    std::fs::write(&input, texts.join("\n") + "\n").unwrap();
+    let e = Engine::open(&out, &Options::new()).unwrap();
+    let tokens: usize = texts.iter().map(|t| e.count_tokens(t)).sum();
+    let model = out.to_str().unwrap();
+    let args = [
+        "bench",
+        "-m",
+        model,
+        "--input",
+        input.to_str().unwrap(),
+        "--rounds",
+        "2",
+        "--warmup",
+        "5",
+        "--latency-runs",
+        "3",
+        "--batch-size",
+        "16",
+    ];
+    for threads in ["1", "2"] {
+        let o = run(&[&args[..], &["--threads", threads]].concat());
+        assert!(
+            o.status.success(),
+            "bench --threads {threads}: {}",
+            stderr(&o)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("bench JSON: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+        assert_eq!(v["engine"], "embedder", "{v}");
+        assert_eq!(v["threads"], 1, "{v}");
+        assert_eq!(v["precision"], "f32", "{v}");
+        assert_eq!(v["batch_size"], 16, "{v}");
+        assert_eq!(v["texts"], texts.len(), "{v}");
+        assert_eq!(v["tokens"], tokens, "{v}");
+        assert_eq!(v["rounds_s"].as_array().map(Vec::len), Some(2), "{v}");
+        assert!(v["texts_per_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+        assert!(v["open_first_ms"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+        assert_eq!(v["latency"]["runs"], 3, "{v}");
+        let lt = v["latency"]["text"].as_str().unwrap();
+        assert_eq!(v["latency"]["tokens"], e.count_tokens(lt), "{v}");
+        if threads == "2" {
+            assert!(stderr(&o).contains("one thread"), "{}", stderr(&o));
+        }
+    }
+    let o = run(&[&args[..], &["--emit", "sparse"]].concat());
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("static"), "{}", stderr(&o));
+}
+
 /// A copy of reference folder `name` with `edit` applied to its
 /// `config.json`.
 pub(crate) fn edited(name: &str, tag: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
@@ -457,7 +529,13 @@ fn unknown_variants_of_known_families_are_refused_by_name() {
     });
     for (name, dir) in [("nomic-embed-tiny", native_nomic), ("gte-tiny", native_gte)] {
         let cases = reference(name);
-        let texts: Vec<&str> = cases.iter().take(40).map(|c| c.text.as_str()).collect();
+        // One text per line: the texts without line breaks.
+        let texts: Vec<&str> = cases
+            .iter()
+            .map(|c| c.text.as_str())
+            .filter(|t| !t.contains(['\n', '\r']))
+            .take(40)
+            .collect();
         let refs: Vec<Vec<f32>> = ref_embeddings(&cases)[..40].to_vec();
         let e = Embedder::open(&dir, &Options::new()).unwrap();
         let got = embed_batched(&e, &texts, 40);

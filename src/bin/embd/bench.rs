@@ -2,19 +2,26 @@
 //! the results as one JSON object (read by `bench/bench.py`, which interleaves
 //! these runs with ONNX Runtime's).
 //!
+//! Any model `embd encode` runs: the transformer families as an
+//! [`Embedder`](embedder::Embedder), static models (model2vec, finalfusion) on the static
+//! runtime, both opened as `encode` opens them ([`Engine::open`]). The static
+//! runtime runs each call on the calling thread: `threads` is 1 there, and
+//! there is no background packing to finish.
+//!
 //! Measured, in this order, in one process:
-//! 1. open time: `Embedder::open` + the first embedding of the latency text
+//! 1. open time: `Engine::open` + the first embedding of the latency text
 //!    (with CRC verification, the default, and without it; a `--precision`
 //!    below the file's own includes the conversion of the weights at open);
 //! 2. throughput: after a short warm-up, `rounds` timed passes over the corpus
-//!    through `embed_into` in calls of `batch_size` texts (tokenization included);
+//!    through `embed_into` (or `encode` with `--emit`) in calls of
+//!    `batch_size` texts (tokenization included);
 //! 3. single-text latency: `embed_into` of the latency text, `latency_runs` times.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use embedder::{Embedder, EncodeRequest, Error, Options, OutputKind, Precision};
+use embedder::{EncodeRequest, Engine, Error, Options, OutputKind, Precision};
 
 use crate::{resolve_model, ModelArgs, PrecisionArg};
 use serde_json::json;
@@ -50,18 +57,27 @@ pub struct BenchArgs {
 }
 
 /// One call over `texts`: the dense vectors into `buf`, or the outputs
-/// `emit` names.
+/// `emit` names (a transformer model's; a static model has dense vectors
+/// only).
 fn call(
-    emb: &Embedder,
+    emb: &Engine,
     texts: &[impl AsRef<str> + Sync],
     buf: &mut [f32],
     emit: Option<&[OutputKind]>,
 ) -> Result<(), Error> {
-    match emit {
-        None if emb.outputs().contains(&OutputKind::Dense) => {
-            emb.embed_into(texts, &mut buf[..texts.len() * emb.dim()])
+    let Some(e) = emb.as_embedder() else {
+        if emit.is_some_and(|k| k != [OutputKind::Dense]) {
+            return Err(Error::invalid_argument(
+                "--emit: sparse and multi-vector outputs need an encoder model; this is a static word-embedding model",
+            ));
         }
-        _ => emb
+        return emb.embed_into(texts, &mut buf[..texts.len() * emb.dim()]);
+    };
+    match emit {
+        None if e.outputs().contains(&OutputKind::Dense) => {
+            e.embed_into(texts, &mut buf[..texts.len() * e.dim()])
+        }
+        _ => e
             .encode(texts, &EncodeRequest::new(emit.unwrap_or_default()))
             .map(drop),
     }
@@ -93,7 +109,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 fn open_and_first(args: &BenchArgs, text: &str, verify: bool) -> Result<(f64, f64), Error> {
     let opts = args.options().verify_checksums(verify);
     let t0 = Instant::now();
-    let emb = Embedder::open(&args.model, &opts)?;
+    let emb = Engine::open(&args.model, &opts)?;
     let t1 = Instant::now();
     let mut out = vec![0f32; emb.dim()];
     call(&emb, &[text], &mut out, args.emit.as_deref())?;
@@ -103,7 +119,7 @@ fn open_and_first(args: &BenchArgs, text: &str, verify: bool) -> Result<(f64, f6
 
 /// One pass over `texts` in calls of `batch` texts.
 fn pass(
-    emb: &Embedder,
+    emb: &Engine,
     texts: &[String],
     batch: usize,
     buf: &mut [f32],
@@ -134,7 +150,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<(), Error> {
     let latency_text = match &args.latency_text {
         Some(t) => t.clone(),
         None => {
-            let probe = Embedder::open(&args.model, &Options::new().threads(1))?;
+            let probe = Engine::open(&args.model, &Options::new().threads(1))?;
             texts
                 .iter()
                 .min_by_key(|t| probe.count_tokens(t).abs_diff(args.latency_tokens))
@@ -149,7 +165,14 @@ pub fn run_bench(args: &BenchArgs) -> Result<(), Error> {
     let (open_nv_ms, first_nv_ms) = open_and_first(args, &latency_text, false)?;
 
     // 2. Throughput.
-    let emb = Embedder::open(&args.model, &args.options())?;
+    let emb = Engine::open(&args.model, &args.options())?;
+    let encoder = emb.as_embedder();
+    if encoder.is_none() && args.threads > 1 {
+        eprintln!(
+            "embd bench: the static runtime runs each call on one thread; --threads {} does not apply",
+            args.threads
+        );
+    }
     let dim = emb.dim();
     let tokens: usize = texts.iter().map(|t| emb.count_tokens(t)).sum();
     let mut buf = vec![0f32; batch.min(texts.len()) * dim];
@@ -160,8 +183,10 @@ pub fn run_bench(args: &BenchArgs) -> Result<(), Error> {
     // large model (all-mpnet-base-v2: 340 MB of weights, vs 42 MB for
     // all-MiniLM-L6-v2), taking a core from the timed pass while the products
     // pack their panels on the fly; finish it here (the results are the same
-    // bits either way).
-    emb.prepack();
+    // bits either way). A static model has nothing to pack.
+    if let Some(e) = encoder {
+        e.prepack();
+    }
     let mut secs = Vec::with_capacity(args.rounds);
     for _ in 0..args.rounds.max(1) {
         let t0 = Instant::now();
@@ -197,8 +222,8 @@ pub fn run_bench(args: &BenchArgs) -> Result<(), Error> {
 
     let result = json!({
         "engine": "embedder",
-        "threads": emb.threads(),
-        "precision": emb.precision().name(),
+        "threads": encoder.map_or(1, |e| e.threads()),
+        "precision": encoder.map_or(emb.info().precision, |e| e.precision()).name(),
         "batch_size": batch,
         "texts": texts.len(),
         "tokens": tokens,
