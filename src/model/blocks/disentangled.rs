@@ -88,7 +88,7 @@ impl Disentangled {
     /// several tasks.
     ///
     /// Per sequence and head, with `nr` the relative rows the sequence
-    /// reaches ([`Self::reach`]: at most `len + keys - 1`, not `2·span`):
+    /// reaches (`reach`: at most `len + keys - 1`, not `2·span`):
     /// the content scores `Q Kᵀ` (`len x keys`), the c2p table `Q PKᵀ`
     /// (`len x nr`) and the p2c table `K PQᵀ` (`keys x nr`) as GEMMs,
     /// then per score row `(q·k + c2p) + p2c`, scaled, the row softmax
