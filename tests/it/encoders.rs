@@ -529,13 +529,7 @@ fn unknown_variants_of_known_families_are_refused_by_name() {
     });
     for (name, dir) in [("nomic-embed-tiny", native_nomic), ("gte-tiny", native_gte)] {
         let cases = reference(name);
-        // One text per line: the texts without line breaks.
-        let texts: Vec<&str> = cases
-            .iter()
-            .map(|c| c.text.as_str())
-            .filter(|t| !t.contains(['\n', '\r']))
-            .take(40)
-            .collect();
+        let texts: Vec<&str> = cases.iter().take(40).map(|c| c.text.as_str()).collect();
         let refs: Vec<Vec<f32>> = ref_embeddings(&cases)[..40].to_vec();
         let e = Embedder::open(&dir, &Options::new()).unwrap();
         let got = embed_batched(&e, &texts, 40);
