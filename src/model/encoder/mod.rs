@@ -568,11 +568,13 @@ impl Encoder {
         let final_norm = family.final_norm.as_ref().map(norm).transpose()?;
         let ropes = Ropes::new(cfg, family);
         // Layers load in parallel on the current rayon pool (int8 and bf16
-        // weights are converted and packed here).
-        let layers: Vec<Layer> = (0..cfg.num_layers)
+        // weights are converted and packed here); the error reported is the
+        // first layer's, whichever thread met its own first.
+        let layers: Vec<Result<Layer>> = (0..cfg.num_layers)
             .into_par_iter()
             .map(|l| load_layer(file, cfg, family, l, plan, calib, int8, &ropes))
-            .collect::<Result<_>>()?;
+            .collect();
+        let layers: Vec<Layer> = layers.into_iter().collect::<Result<_>>()?;
         let up_width = layers.first().map_or(0, |l| l.mlp.up_width());
         let gated = layers.first().is_some_and(|l| l.mlp.gated);
         let mut m = Encoder {
