@@ -586,18 +586,7 @@ pub fn pack_f32_layer(linears: &[&Linear]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rand(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::kernels::reference::rand_vec;
 
     /// The first `cols` outputs alone are the first `cols` columns of the
     /// whole product, bit for bit, in every representation: f32 packed, f32
@@ -606,9 +595,9 @@ mod tests {
     fn forward_cols_gives_the_first_columns_of_forward() {
         let (m, k, seg) = (7, 40, 48);
         let n = 3 * seg;
-        let w = rand(n * k, 1);
-        let x = rand(m * k, 2);
-        let bias = rand(n, 3);
+        let w = rand_vec(n * k, 1);
+        let x = rand_vec(m * k, 2);
+        let bias = rand_vec(n, 3);
         let stacked = Linear {
             n,
             k,
