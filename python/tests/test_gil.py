@@ -3,7 +3,6 @@ in parallel."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -16,7 +15,7 @@ import pytest
 import embedder
 
 
-def timed(fn: Callable[[], None]) -> float:
+def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
@@ -66,26 +65,31 @@ def two_threads_speedup(work_a: Callable[[], None], work_b: Callable[[], None]) 
     return one / two
 
 
-def control_speedup() -> float:
-    """What this machine gives two threads right now: hashlib releases the GIL
-    while hashing large buffers, so this is the speedup of GIL-free work."""
-    data = os.urandom(1 << 20)
-
-    def work() -> None:
-        for _ in range(60):
-            hashlib.sha256(data).digest()
-
-    return two_threads_speedup(work, work)
+def control_speedup(model_file: Path, texts: List[str]) -> float:
+    """What this machine gives two threads of this very work right now: the
+    same texts encoded in one call with one worker thread, then with two (the
+    library's own workers; no Python thread and no GIL involved). Hashing or
+    any other stand-in can read 1.7x where two GEMM threads read 1.1x (two
+    vCPUs that are one core's hyperthreads, a memory bus shared with other
+    guests), so only the same work says what two threads can reach."""
+    with (
+        embedder.Embedder(model_file, threads=1) as one,
+        embedder.Embedder(model_file, threads=2) as two,
+    ):
+        two.encode(texts[:4])  # warm up (one was warmed by the caller's embedder)
+        return timed(lambda: one.encode(texts)) / timed(lambda: two.encode(texts))
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs")
 def test_two_threads_finish_faster_than_one(model_file: Path, corpus: List[str]) -> None:
     """Two Python threads, each encoding a batch on one shared Embedder with one
     worker thread per call, finish faster than one thread encoding both
-    batches by at least 1.3x (with the GIL held through a call they would take
-    as long as one). Best of 3 rounds: the machine may be shared; when
-    even the control cannot run two threads at once (no idle core), the test
-    is skipped rather than reporting the load as a GIL problem."""
+    batches: with the GIL held through a call they would take as long as one
+    (1.0x). The bar is most of what the same work reaches on two of the
+    library's own workers in the same round (the control), at most 1.3x; when
+    the control itself stays under 1.3x (no second core free for this work)
+    the test is skipped rather than reporting the machine as a GIL problem.
+    Best of 5 rounds: the machine may be shared."""
     a, b = corpus[:48], corpus[48:96]
     with embedder.Embedder(model_file, threads=1) as m:
         m.encode(a[:4])  # warm up
@@ -95,20 +99,20 @@ def test_two_threads_finish_faster_than_one(model_file: Path, corpus: List[str])
         def enc(name: str, texts: List[str]) -> Callable[[], None]:
             return lambda: got.__setitem__(name, m.encode(texts))
 
+        def bar(ctrl: float) -> float:
+            # 1 + 0.6 * (ctrl - 1) is at least 1.18 once ctrl >= 1.3: far
+            # above the 1.0x (+- a few %) of calls that do not overlap.
+            return min(1.3, 1.0 + 0.6 * (ctrl - 1.0))
+
         rounds = []
-        for _ in range(3):
+        for _ in range(5):
             ours = two_threads_speedup(enc("a", a), enc("b", b))
-            ctrl = control_speedup()
+            ctrl = control_speedup(model_file, a + b)
             rounds.append((ours, ctrl))
-            if ours >= 1.3:
+            if ctrl >= 1.3 and ours >= bar(ctrl):
                 break
         assert np.array_equal(got["a"], want["a"]) and np.array_equal(got["b"], want["b"])
         print("GIL speedup (ours, control) per round:", [f"{o:.2f}x/{c:.2f}x" for o, c in rounds])
         if max(c for _, c in rounds) < 1.3:
-            pytest.skip(f"no idle core: GIL-free control only {rounds}")
-        # With the GIL held through a call the two threads would take as long
-        # as one (1.0x); 1.3x means the calls overlapped. (Comparing against
-        # the control's ratio instead failed on a loaded machine where the
-        # control itself read 2.3x on two cores: its serial timing was the
-        # noisy one.)
-        assert any(o >= 1.3 for o, _ in rounds), rounds
+            pytest.skip(f"no second core free for this work: two workers reach only {rounds}")
+        assert any(c >= 1.3 and o >= bar(c) for o, c in rounds), rounds
