@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,14 @@ OUT = os.path.join(ROOT, "bench", "out")
 # On aarch64 only ours and CTranslate2 can be capped (ONNX Runtime's MLAS and
 # OpenVINO's ACL choose their kernels themselves).
 ISA_CAPS = {
-    "avx2": {"EMBD_SIMD": "avx2", "CT2_FORCE_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-             "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+    "avx2": {
+        "EMBD_SIMD": "avx2",
+        "CT2_FORCE_CPU_ISA": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "DNNL_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "OPENBLAS_CORETYPE": "Haswell",
+    },
     "dotprod": {"EMBD_SIMD": "dotprod", "CT2_FORCE_CPU_ISA": "NEON"},
     "neon": {"EMBD_SIMD": "neon", "CT2_FORCE_CPU_ISA": "NEON"},
 }
@@ -70,8 +77,11 @@ ACCURACY_BARS = {"f32": (COS_OURS, None), "bf16": (0.9999, None), "int8": (0.995
 
 def shared_dir():
     """The project's shared/ folder: $EMBD_SHARED_DIR, else next to the repository."""
-    cands = [os.environ.get("EMBD_SHARED_DIR", ""), os.path.join(ROOT, "..", "shared"),
-             os.path.join(ROOT, "..", "..", "shared")]
+    cands = [
+        os.environ.get("EMBD_SHARED_DIR", ""),
+        os.path.join(ROOT, "..", "shared"),
+        os.path.join(ROOT, "..", "..", "shared"),
+    ]
     for c in cands:
         if c and os.path.isfile(os.path.join(c, "bench", "corpus.txt")):
             return os.path.abspath(c)
@@ -105,7 +115,8 @@ def fmt_cos(c):
 def cpu_info():
     """CPU model and the SIMD flags that choose the kernels (x86 `flags`,
     aarch64 `Features`: asimddp = dot product, i8mm, bf16)."""
-    model, flags, part = platform.machine(), set(), None
+    model, part = platform.machine(), None
+    flags: set[str] = set()
     try:
         for line in open("/proc/cpuinfo"):
             key = line.split(":", 1)[0].strip()
@@ -119,8 +130,19 @@ def cpu_info():
         pass
     if part and model == platform.machine():
         model = f"{model} (CPU part {part})"
-    simd = {"avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
-            "asimd", "asimddp", "i8mm", "bf16", "sve"}
+    simd = {
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "amx_tile",
+        "asimd",
+        "asimddp",
+        "i8mm",
+        "bf16",
+        "sve",
+    }
     return {"model": model, "simd": sorted(flags & simd)}
 
 
@@ -131,6 +153,7 @@ def loadavg():
 # --------------------------------------------------------------------------
 # ONNX Runtime side
 # --------------------------------------------------------------------------
+
 
 def make_tokenizer():
     """HF `tokenizers` with the model's tokenizer.json, set up as sentence-transformers
@@ -162,8 +185,8 @@ def ort_run(sess, id_lists):
     ids = np.zeros((n, width), np.int64)
     mask = np.zeros((n, width), np.int64)
     for i, x in enumerate(id_lists):
-        ids[i, :len(x)] = x
-        mask[i, :len(x)] = 1
+        ids[i, : len(x)] = x
+        mask[i, : len(x)] = 1
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
     return sess.run(["sentence_embedding"], feeds)[0]
 
@@ -184,7 +207,7 @@ def ort_sorted_batches(sess, tok, texts, batch=32, parallel_tokenize=True):
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = np.empty((len(ids), HIDDEN), np.float32)
     for s in range(0, len(order), batch):
-        part = order[s:s + batch]
+        part = order[s : s + batch]
         out[part] = ort_run(sess, [ids[i] for i in part])
     return out
 
@@ -194,7 +217,7 @@ def ort_two_sessions(sessions, tok, texts):
     run()), each embedding one half of the corpus one text per call."""
     half = len(texts) // 2
     parts = [texts[:half], texts[half:]]
-    results = [None, None]
+    results: list[Any] = [None, None]
 
     def work(k):
         results[k] = ort_single(sessions[k], tok, parts[k])
@@ -212,14 +235,16 @@ def ort_two_sessions(sessions, tok, texts):
 # --------------------------------------------------------------------------
 
 PRECISIONS = ("f32", "bf16", "int8")
-_cache = {}
+_cache: dict[str, Any] = {}
 
 
 def embd_has_precision_flag():
     """Whether `embd bench` and `embd encode` take `--precision` (older builds have no such flag)."""
     if "flag" not in _cache:
-        helps = [subprocess.run([EMBD, cmd, "--help"], capture_output=True, text=True).stdout
-                 for cmd in ("bench", "encode")]
+        helps = [
+            subprocess.run([EMBD, cmd, "--help"], capture_output=True, text=True).stdout
+            for cmd in ("bench", "encode")
+        ]
         _cache["flag"] = all("--precision" in h for h in helps)
     return _cache["flag"]
 
@@ -235,14 +260,37 @@ def embd_precisions():
         why = "embd has no --precision flag yet"
         _cache["support"] = {"f32": None, "bf16": why, "int8": why}
         return _cache["support"]
-    support = {}
+    support: dict[str, str | None] = {}
     probe = os.path.join(shared_dir(), "bench", "corpus.txt")
     for p in PRECISIONS:
-        r = subprocess.run([EMBD, "bench", "-m", WEIGHTS, "--input", probe, "--threads", "1", "--batch-size", "2",
-                            "--limit", "2", "--warmup", "0", "--latency-runs", "0", "--precision", p],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                EMBD,
+                "bench",
+                "-m",
+                WEIGHTS,
+                "--input",
+                probe,
+                "--threads",
+                "1",
+                "--batch-size",
+                "2",
+                "--limit",
+                "2",
+                "--warmup",
+                "0",
+                "--latency-runs",
+                "0",
+                "--precision",
+                p,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
-            support[p] = f"embd bench --precision {p} fails: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
+            support[p] = (
+                f"embd bench --precision {p} fails: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
+            )
             continue
         try:
             got = json.loads(r.stdout).get("precision", p)
@@ -263,11 +311,30 @@ def precision_args(precision):
     return []
 
 
-def embd_bench(corpus, threads, batch, limit=0, latency_runs=0, latency_text=None, warmup=100, precision="f32"):
+def embd_bench(
+    corpus, threads, batch, limit=0, latency_runs=0, latency_text=None, warmup=100, precision="f32"
+):
     """One `embd bench` invocation (a fresh process); returns its JSON."""
-    cmd = [EMBD, "bench", "-m", WEIGHTS, "--input", corpus, "--threads", str(threads),
-           "--batch-size", str(batch), "--rounds", "1", "--limit", str(limit),
-           "--latency-runs", str(latency_runs), "--warmup", str(warmup)] + precision_args(precision)
+    cmd = [
+        EMBD,
+        "bench",
+        "-m",
+        WEIGHTS,
+        "--input",
+        corpus,
+        "--threads",
+        str(threads),
+        "--batch-size",
+        str(batch),
+        "--rounds",
+        "1",
+        "--limit",
+        str(limit),
+        "--latency-runs",
+        str(latency_runs),
+        "--warmup",
+        str(warmup),
+    ] + precision_args(precision)
     if latency_text is not None:
         cmd += ["--latency-text", latency_text]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -277,8 +344,20 @@ def embd_encode_npy(input_path, jsonl=False, threads=2, precision="f32"):
     """Embeds a file with `embd encode` and returns the [n, 384] array."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "v.npy")
-        cmd = [EMBD, "encode", "-m", WEIGHTS, "--input", input_path, "--format", "npy",
-               "--output", out, "--threads", str(threads)] + precision_args(precision)
+        cmd = [
+            EMBD,
+            "encode",
+            "-m",
+            WEIGHTS,
+            "--input",
+            input_path,
+            "--format",
+            "npy",
+            "--output",
+            out,
+            "--threads",
+            str(threads),
+        ] + precision_args(precision)
         if jsonl:
             cmd.append("--jsonl")
         subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
@@ -300,8 +379,9 @@ RSS_LAUNCHER = (
 
 def peak_rss_mb(cmd):
     """Runs cmd to completion; returns (exit status, its peak RSS in MB)."""
-    out = subprocess.run([sys.executable, "-c", RSS_LAUNCHER] + cmd, check=True, capture_output=True,
-                         text=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_LAUNCHER] + cmd, check=True, capture_output=True, text=True
+    ).stdout.split()
     return int(out[0]), int(out[1]) / 1024.0  # ru_maxrss is in KiB on Linux
 
 
@@ -319,9 +399,12 @@ def gemm_child():
     rng = np.random.default_rng(0)
     mats = {}
     for m, k, n in set(GEMM_SHAPES):
-        mats[(m, k, n)] = (rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32),
-                           np.empty((m, n), np.float32))
-    best = {}
+        mats[(m, k, n)] = (
+            rng.standard_normal((m, k), np.float32),
+            rng.standard_normal((k, n), np.float32),
+            np.empty((m, n), np.float32),
+        )
+    best: dict[tuple[int, int, int], float] = {}
     for _ in range(5):  # best of 5 passes of 10 calls per shape
         for shape, (a, b, c) in mats.items():
             np.matmul(a, b, out=c)
@@ -332,17 +415,29 @@ def gemm_child():
             best[shape] = min(best.get(shape, dt), dt)
     flops = sum(2 * m * k * n for m, k, n in GEMM_SHAPES)
     secs = sum(best[s] for s in GEMM_SHAPES)
-    print(json.dumps({"gflops": flops / secs / 1e9,
-                      "per_shape": {f"{m}x{k}x{n}": 2 * m * k * n / best[(m, k, n)] / 1e9
-                                    for (m, k, n) in mats}}))
+    print(
+        json.dumps(
+            {
+                "gflops": flops / secs / 1e9,
+                "per_shape": {
+                    f"{m}x{k}x{n}": 2 * m * k * n / best[(m, k, n)] / 1e9 for (m, k, n) in mats
+                },
+            }
+        )
+    )
 
 
 def gemm_ceiling(threads):
     env = dict(os.environ)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--gemm-child"], env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--gemm-child"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -361,6 +456,7 @@ def ort_encode_child(corpus):
 # correctness
 # --------------------------------------------------------------------------
 
+
 def verify_onnx(tok, ref):
     """The ONNX models against the sentence-transformers reference (all lines).
     Returns {name: worst cosine}; also checks the tokenizer's ids."""
@@ -377,11 +473,13 @@ def verify_onnx(tok, ref):
         else:  # length-sorted padded batches of 32 (exercises the attention mask)
             got = np.empty((len(ids), HIDDEN), np.float32)
             for s in range(0, len(order), 32):
-                got[order[s:s + 32]] = ort_run(sess, [ids[i] for i in order[s:s + 32]])
+                got[order[s : s + 32]] = ort_run(sess, [ids[i] for i in order[s : s + 32]])
         c = cosines(got, want)
         worst[name] = float(c.min())
         how = "one text per call" if name == "unfused" else "sorted batches of 32"
-        print(f"ORT {name:8s} ({how}) vs reference: {len(ref)} lines, worst cosine {fmt_cos(c)}, max |diff| {np.abs(got - want).max():.2e}")
+        print(
+            f"ORT {name:8s} ({how}) vs reference: {len(ref)} lines, worst cosine {fmt_cos(c)}, max |diff| {np.abs(got - want).max():.2e}"
+        )
     ok = bad_ids == 0 and all(w >= REF_COS_ONNX for w in worst.values())
     return ok, {"tokenizer_mismatches": int(bad_ids), "worst_cosine": worst}
 
@@ -398,12 +496,22 @@ def check(args, tok, ref, corpus_path):
     texts = texts[:n]
     # Token ids: ours (embd tokenize) vs HF tokenizers on the whole corpus, so both
     # engines do the same work in the timing runs.
-    ours_ids = [json.loads(ln)["input_ids"] for ln in subprocess.run(
-        [EMBD, "tokenize", "-m", WEIGHTS, "--input", corpus_path], check=True, capture_output=True,
-        text=True).stdout.splitlines()]
+    ours_ids = [
+        json.loads(ln)["input_ids"]
+        for ln in subprocess.run(
+            [EMBD, "tokenize", "-m", WEIGHTS, "--input", corpus_path],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+    ]
     hf_ids = [e.ids for e in tok.encode_batch(read_lines(corpus_path))]
-    id_diff = sum(a != b for a, b in zip(ours_ids, hf_ids)) + abs(len(ours_ids) - len(hf_ids))
-    print(f"corpus token ids: ours vs HF tokenizers: {len(hf_ids) - id_diff}/{len(hf_ids)} identical")
+    id_diff = sum(a != b for a, b in zip(ours_ids, hf_ids, strict=False)) + abs(
+        len(ours_ids) - len(hf_ids)
+    )
+    print(
+        f"corpus token ids: ours vs HF tokenizers: {len(hf_ids) - id_diff}/{len(hf_ids)} identical"
+    )
     if id_diff:
         failures.append(f"{id_diff} corpus texts tokenize differently")
 
@@ -414,8 +522,10 @@ def check(args, tok, ref, corpus_path):
         ours = embd_encode_npy(subset)
     finally:
         os.unlink(subset)
-    for name, path, run in (("unfused", ONNX_PLAIN, ort_single),
-                            ("fused", ONNX_FUSED, ort_sorted_batches)):
+    for name, path, run in (
+        ("unfused", ONNX_PLAIN, ort_single),
+        ("fused", ONNX_FUSED, ort_sorted_batches),
+    ):
         c = cosines(ours, run(make_session(path, 2), tok, texts))
         how = "one text per call" if run is ort_single else "sorted padded batches of 32"
         print(f"ours vs ORT {name:8s} ({how}): {n} corpus texts, worst cosine {fmt_cos(c)}")
@@ -434,9 +544,16 @@ def check(args, tok, ref, corpus_path):
         c = cosines(vectors[p], want)
         worst_bar, mean_bar = ACCURACY_BARS[p]
         same = p != "f32" and "f32" in vectors and np.array_equal(vectors[p], vectors["f32"])
-        print(f"ours {p:4s} vs reference: {len(ref)} lines, worst cosine {fmt_cos(c)}, mean {c.mean():.8f} "
-              f"(bars: worst >= {worst_bar}" + (f", mean >= {mean_bar})" if mean_bar else ")")
-              + ("\n     note: bit for bit the f32 vectors (this precision still computes in f32?)" if same else ""))
+        print(
+            f"ours {p:4s} vs reference: {len(ref)} lines, worst cosine {fmt_cos(c)}, mean {c.mean():.8f} "
+            f"(bars: worst >= {worst_bar}"
+            + (f", mean >= {mean_bar})" if mean_bar else ")")
+            + (
+                "\n     note: bit for bit the f32 vectors (this precision still computes in f32?)"
+                if same
+                else ""
+            )
+        )
         if c.min() < worst_bar:
             failures.append(f"ours {p} vs reference: worst cosine {c.min():.8f} < {worst_bar}")
         if mean_bar and c.mean() < mean_bar:
@@ -448,9 +565,13 @@ def check(args, tok, ref, corpus_path):
             continue
         try:
             b = embd_bench(corpus_path, 2, 32, limit=20, latency_runs=3, warmup=2, precision=p)
-            missing = [k for k in ("texts_per_s", "tokens_per_s", "open_first_ms", "latency") if k not in b]
-            print(f"embd bench{''.join(' ' + a for a in precision_args(p))}: ran ({b['texts']} texts, {b['tokens']} tokens)" +
-                  (f", missing fields {missing}" if missing else ""))
+            missing = [
+                k for k in ("texts_per_s", "tokens_per_s", "open_first_ms", "latency") if k not in b
+            ]
+            print(
+                f"embd bench{''.join(' ' + a for a in precision_args(p))}: ran ({b['texts']} texts, {b['tokens']} tokens)"
+                + (f", missing fields {missing}" if missing else "")
+            )
             if missing:
                 failures.append(f"embd bench output lacks {missing}")
         except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError) as e:
@@ -469,9 +590,18 @@ def check(args, tok, ref, corpus_path):
 
 # Our configurations: (precision, threads, texts per call). f32 keeps the four of the
 # fp32 comparison; bf16 and int8 run with 1 thread and 2 (two batch sizes, the best counts).
-OURS = [("f32", 1, 1), ("f32", 1, 32), ("f32", 2, 32), ("f32", 2, 256),
-        ("bf16", 1, 32), ("bf16", 2, 32), ("bf16", 2, 256),
-        ("int8", 1, 32), ("int8", 2, 32), ("int8", 2, 256)]
+OURS = [
+    ("f32", 1, 1),
+    ("f32", 1, 32),
+    ("f32", 2, 32),
+    ("f32", 2, 256),
+    ("bf16", 1, 32),
+    ("bf16", 2, 32),
+    ("bf16", 2, 256),
+    ("int8", 1, 32),
+    ("int8", 2, 32),
+    ("int8", 2, 256),
+]
 
 
 def ours_name(precision, threads, batch):
@@ -479,10 +609,16 @@ def ours_name(precision, threads, batch):
 
 
 # ORT fp32 configurations, in this process: (name, threads, function(sessions, tok, texts)).
-ORT = [("ORT fp32 1t single", 1, lambda s, tok, t: ort_single(s["1t"], tok, t)),
-       ("ORT fp32 1t sorted batch32", 1, lambda s, tok, t: ort_sorted_batches(s["1t"], tok, t, parallel_tokenize=False)),
-       ("ORT fp32 2t sorted batch32", 2, lambda s, tok, t: ort_sorted_batches(s["2t"], tok, t)),
-       ("ORT fp32 2x1t sessions", 2, lambda s, tok, t: ort_two_sessions([s["1t"], s["1t_b"]], tok, t))]
+ORT = [
+    ("ORT fp32 1t single", 1, lambda s, tok, t: ort_single(s["1t"], tok, t)),
+    (
+        "ORT fp32 1t sorted batch32",
+        1,
+        lambda s, tok, t: ort_sorted_batches(s["1t"], tok, t, parallel_tokenize=False),
+    ),
+    ("ORT fp32 2t sorted batch32", 2, lambda s, tok, t: ort_sorted_batches(s["2t"], tok, t)),
+    ("ORT fp32 2x1t sessions", 2, lambda s, tok, t: ort_two_sessions([s["1t"], s["1t_b"]], tok, t)),
+]
 
 PEERS_PY = os.path.join(ROOT, "bench", "peers.py")
 ORT_INT8 = os.path.join(OUT, "minilm.opt.int8.onnx")
@@ -492,8 +628,11 @@ PEER_ENGINES = ("ort-int8", "ct2", "ov")
 
 
 def peer_model_files(engine):
-    return {"ort-int8": [ORT_INT8], "ct2": [CT2_INT8, CT2_F32],
-            "ov": [os.path.join(OV_DIR, m + ".xml") for m in ("fp32", "int8", "int8wo")]}[engine]
+    return {
+        "ort-int8": [ORT_INT8],
+        "ct2": [CT2_INT8, CT2_F32],
+        "ov": [os.path.join(OV_DIR, m + ".xml") for m in ("fp32", "int8", "int8wo")],
+    }[engine]
 
 
 def peer_configs(engines, ov_hints, ov_models=("int8", "int8wo", "fp32")):
@@ -554,9 +693,23 @@ def run_peer(spec):
     """One peers.py worker process; returns its result with "rss_mb", or {"error": ...}."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "result.json")
-        out = subprocess.run([sys.executable, "-c", TIMED_LAUNCHER, str(PEER_TIMEOUT_S), sys.executable, PEERS_PY,
-                              "--worker", json.dumps(spec), "--result", path],
-                             check=True, capture_output=True, text=True).stdout.split()
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                TIMED_LAUNCHER,
+                str(PEER_TIMEOUT_S),
+                sys.executable,
+                PEERS_PY,
+                "--worker",
+                json.dumps(spec),
+                "--result",
+                path,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         rc, mb = int(out[0]), int(out[1]) / 1024.0
         if rc != 0 or not os.path.exists(path):
             why = f"killed after {PEER_TIMEOUT_S} s" if rc == -9 else f"exited with {rc}"
@@ -573,10 +726,19 @@ def verify_peers(engines, ref_path):
     out, ok = {}, True
     checks = []
     if "ct2" in engines:
-        checks.append(("CT2 float32 (conversion check)", {"engine": "ct2", "model": CT2_F32, "compute_type": "float32"}))
+        checks.append(
+            (
+                "CT2 float32 (conversion check)",
+                {"engine": "ct2", "model": CT2_F32, "compute_type": "float32"},
+            )
+        )
     if "ov" in engines:
-        checks.append(("OV fp32/f32 (conversion check)", {"engine": "ov", "model": os.path.join(OV_DIR, "fp32.xml"),
-                                                          "hint": "f32"}))
+        checks.append(
+            (
+                "OV fp32/f32 (conversion check)",
+                {"engine": "ov", "model": os.path.join(OV_DIR, "fp32.xml"), "hint": "f32"},
+            )
+        )
     for name, spec in checks:
         res = run_peer(dict(spec, threads=2, batch=32, tasks=["accuracy"], reference=ref_path))
         if "error" in res:
@@ -585,16 +747,20 @@ def verify_peers(engines, ref_path):
             continue
         a = res["accuracy"]
         out[name] = a
-        print(f"{name} vs reference: {a['lines']} lines, worst cosine {a['worst']:.8f} "
-              f"(1-cos {1 - a['worst']:.1e}), mean {a['mean']:.8f}")
+        print(
+            f"{name} vs reference: {a['lines']} lines, worst cosine {a['worst']:.8f} "
+            f"(1-cos {1 - a['worst']:.1e}), mean {a['mean']:.8f}"
+        )
         ok = ok and a["worst"] >= REF_COS_ONNX
     return ok, out
 
 
 def default_ov_precision():
     """What OpenVINO's CPU plugin computes in without INFERENCE_PRECISION_HINT, here."""
-    code = ("import openvino as ov, openvino.properties.hint as h\n"
-            "print(ov.Core().get_property('CPU', h.inference_precision).get_type_name())")
+    code = (
+        "import openvino as ov, openvino.properties.hint as h\n"
+        "print(ov.Core().get_property('CPU', h.inference_precision).get_type_name())"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return r.stdout.strip() or f"unknown ({r.stderr.strip()[-200:]})"
 
@@ -638,7 +804,9 @@ def timing(args, tok, ref, corpus_path):
         sys.exit("bench: a peer's conversion does not match the reference; not timing it")
     ov_default = default_ov_precision() if "ov" in engines else None
     if ov_default:
-        print(f"OpenVINO CPU default inference precision here (no INFERENCE_PRECISION_HINT): {ov_default}")
+        print(
+            f"OpenVINO CPU default inference precision here (no INFERENCE_PRECISION_HINT): {ov_default}"
+        )
 
     # Our precisions: which run, and their accuracy (all reference lines, `embd encode`).
     support = embd_precisions()
@@ -651,14 +819,21 @@ def timing(args, tok, ref, corpus_path):
         vectors[p] = embd_encode_npy(ref_path, jsonl=True, precision=p)
         c = cosines(vectors[p], want)
         same = p != "f32" and "f32" in vectors and np.array_equal(vectors[p], vectors["f32"])
-        accuracy[f"ours {p}"] = {"lines": len(ref), "worst": float(c.min()), "mean": float(c.mean()),
-                                 "worst_item": int(c.argmin()) + 1, "identical_to_f32": bool(same)}
-        print(f"ours {p} vs reference: worst cosine {fmt_cos(c)}, mean {c.mean():.8f}"
-              + (" (bit for bit the f32 vectors: still computed in f32?)" if same else ""))
+        accuracy[f"ours {p}"] = {
+            "lines": len(ref),
+            "worst": float(c.min()),
+            "mean": float(c.mean()),
+            "worst_item": int(c.argmin()) + 1,
+            "identical_to_f32": bool(same),
+        }
+        print(
+            f"ours {p} vs reference: worst cosine {fmt_cos(c)}, mean {c.mean():.8f}"
+            + (" (bit for bit the f32 vectors: still computed in f32?)" if same else "")
+        )
 
     texts = read_lines(corpus_path)
     if args.limit:
-        texts = texts[:args.limit]
+        texts = texts[: args.limit]
         tmp = tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False)
         tmp.write(("\n".join(texts) + "\n").encode("utf-8"))
         tmp.close()
@@ -666,17 +841,22 @@ def timing(args, tok, ref, corpus_path):
     lengths = [len(e.ids) for e in tok.encode_batch(texts)]
     tokens = sum(lengths)
     flops = tokens * FLOPS_PER_TOKEN
-    print(f"\ncorpus: {len(texts)} texts, {tokens} tokens, {flops / 1e12:.3f} TFLOP in the linear layers")
+    print(
+        f"\ncorpus: {len(texts)} texts, {tokens} tokens, {flops / 1e12:.3f} TFLOP in the linear layers"
+    )
 
-    sessions = {"1t": make_session(ONNX_FUSED, 1), "1t_b": make_session(ONNX_FUSED, 1),
-                "2t": make_session(ONNX_FUSED, 2)}
+    sessions = {
+        "1t": make_session(ONNX_FUSED, 1),
+        "1t_b": make_session(ONNX_FUSED, 1),
+        "2t": make_session(ONNX_FUSED, 2),
+    }
     for s in sessions.values():  # warm-up, as `embd bench` does
         ort_sorted_batches(s, tok, texts[:100])
 
     peer_thr, peer_lat = peer_configs(engines, args.ov_hints, args.ov_models)
     ours = [("ours", ours_name(p, t, b), (p, t, b)) for p, t, b in OURS if p in precisions]
     ort = [("ort", name, (fn,)) for name, _, fn in ORT]
-    by_engine = {}
+    by_engine: dict[str, Any] = {}
     for c in peer_thr:
         by_engine.setdefault(c["spec"]["engine"], []).append(("peer", c["name"], (c,)))
     schedule = interleave([ours, ort] + list(by_engine.values()))
@@ -687,12 +867,14 @@ def timing(args, tok, ref, corpus_path):
     group_of.update({name: "ORT fp32" for name, _, _ in ORT})
     group_of.update({c["name"]: c["group"] for c in peer_thr})
 
-    times = {name: [] for _, name, _ in schedule}
-    peer_rss, peer_info, failed = {}, {}, {}
-    gemm = {1: [], 2: []}
+    times: dict[str, list[float]] = {name: [] for _, name, _ in schedule}
+    peer_rss: dict[str, Any] = {}
+    peer_info: dict[str, Any] = {}
+    failed: dict[str, Any] = {}
+    gemm: dict[int, list[float]] = {1: [], 2: []}
     loads = []
     print(f"{len(schedule)} configurations per round, {args.rounds} rounds")
-    for r in range(args.rounds):
+    for rnd in range(args.rounds):
         before = loadavg()
         for kind, name, extra in schedule:
             if name in failed:
@@ -706,11 +888,13 @@ def timing(args, tok, ref, corpus_path):
                 extra[0](sessions, tok, texts)
                 times[name].append(time.perf_counter() - t0)
             else:
-                tasks = ["throughput"] + (["accuracy"] if r == 0 else [])
-                res = run_peer(dict(extra[0]["spec"], tasks=tasks, corpus=corpus_path, reference=ref_path))
+                tasks = ["throughput"] + (["accuracy"] if rnd == 0 else [])
+                res = run_peer(
+                    dict(extra[0]["spec"], tasks=tasks, corpus=corpus_path, reference=ref_path)
+                )
                 if "error" in res:
                     failed[name] = res["error"]
-                    print(f"round {r + 1}: {name}: FAILED ({res['error']}); dropped", flush=True)
+                    print(f"round {rnd + 1}: {name}: FAILED ({res['error']}); dropped", flush=True)
                     continue
                 times[name].append(res["seconds"])
                 peer_rss.setdefault(name, []).append(res["rss_mb"])
@@ -720,18 +904,28 @@ def timing(args, tok, ref, corpus_path):
                     print(f"note: {name} asked OpenVINO for {hint}, it computes in {got}")
                 if "accuracy" in res:
                     accuracy[name] = res["accuracy"]
-            print(f"round {r + 1}: {name:34s} {len(texts) / times[name][-1]:7.1f} texts/s", flush=True)
+            print(
+                f"round {rnd + 1}: {name:34s} {len(texts) / times[name][-1]:7.1f} texts/s",
+                flush=True,
+            )
         for n in (1, 2):
             gemm[n].append(gemm_ceiling(n)["gflops"])
-        loads.append({"round": r + 1, "before": before, "after": loadavg()})
-        print(f"round {r + 1}: GEMM ceiling 1t {gemm[1][-1]:.1f} GFLOP/s, 2t {gemm[2][-1]:.1f} GFLOP/s; "
-              f"load {before} -> {loads[-1]['after']}", flush=True)
+        loads.append({"round": rnd + 1, "before": before, "after": loadavg()})
+        print(
+            f"round {rnd + 1}: GEMM ceiling 1t {gemm[1][-1]:.1f} GFLOP/s, 2t {gemm[2][-1]:.1f} GFLOP/s; "
+            f"load {before} -> {loads[-1]['after']}",
+            flush=True,
+        )
 
     # ORT fp32's accuracy: the fused model in sorted batches (verify_onnx, same pipeline).
     got = ort_sorted_batches(sessions["2t"], tok, [r["text"] for r in ref])
     c = cosines(got, want)
-    accuracy["ORT fp32"] = {"lines": len(ref), "worst": float(c.min()), "mean": float(c.mean()),
-                            "worst_item": int(c.argmin()) + 1}
+    accuracy["ORT fp32"] = {
+        "lines": len(ref),
+        "worst": float(c.min()),
+        "mean": float(c.mean()),
+        "worst_item": int(c.argmin()) + 1,
+    }
 
     ceiling = {n: max(v) for n, v in gemm.items()}
     rows = []
@@ -742,14 +936,31 @@ def timing(args, tok, ref, corpus_path):
         gf = flops / best / 1e9
         th = threads_of[name]
         acc = accuracy.get(name) or accuracy.get(group_of[name]) or {}
-        rows.append({"config": name, "group": group_of[name], "threads": th, "best_s": best,
-                     "rounds_s": times[name], "texts_per_s": len(texts) / best, "tokens_per_s": tokens / best,
-                     "gflops": gf, "ceiling_fraction": gf / ceiling[th],
-                     "worst_cosine": acc.get("worst"), "mean_cosine": acc.get("mean"),
-                     "rss_mb": min(peer_rss[name]) if name in peer_rss else None,
-                     "info": peer_info.get(name)})
-    rows.sort(key=lambda r: (r["group"].startswith("ours") is False, r["group"], r["threads"], r["config"]))
-    by = {r["config"]: r for r in rows}
+        rows.append(
+            {
+                "config": name,
+                "group": group_of[name],
+                "threads": th,
+                "best_s": best,
+                "rounds_s": times[name],
+                "texts_per_s": len(texts) / best,
+                "tokens_per_s": tokens / best,
+                "gflops": gf,
+                "ceiling_fraction": gf / ceiling[th],
+                "worst_cosine": acc.get("worst"),
+                "mean_cosine": acc.get("mean"),
+                "rss_mb": min(peer_rss[name]) if name in peer_rss else None,
+                "info": peer_info.get(name),
+            }
+        )
+    rows.sort(
+        key=lambda r: (
+            r["group"].startswith("ours") is False,
+            r["group"],
+            r["threads"],
+            r["config"],
+        )
+    )
 
     def best_of(pred):
         cands = [r for r in rows if pred(r)]
@@ -757,9 +968,9 @@ def timing(args, tok, ref, corpus_path):
 
     # --- single-text latency of the same ~20-token sentence, interleaved ----
     lat_text = min(texts, key=lambda t: abs(len(tok.encode(t).ids) - 20))
-    lat = {}
-    open_ours = {p: [] for p in precisions}
-    open_ort = {"ORT 1t": [], "ORT 2t": []}
+    lat: dict[tuple[str, int], Any] = {}
+    open_ours: dict[str, list[Any]] = {p: [] for p in precisions}
+    open_ort: dict[str, list[Any]] = {"ORT 1t": [], "ORT 2t": []}
 
     def add_lat(key, median, p90):
         lat.setdefault(key, {"median": [], "p90": []})
@@ -769,11 +980,24 @@ def timing(args, tok, ref, corpus_path):
     for _ in range(args.rounds):
         for p in precisions:
             for threads in (2, 1):
-                res = embd_bench(corpus_path, threads, 1, limit=1, warmup=0, latency_runs=args.latency_runs,
-                                 latency_text=lat_text, precision=p)
-                add_lat((f"ours {p}", threads), res["latency"]["median_ms"], res["latency"]["p90_ms"])
+                res = embd_bench(
+                    corpus_path,
+                    threads,
+                    1,
+                    limit=1,
+                    warmup=0,
+                    latency_runs=args.latency_runs,
+                    latency_text=lat_text,
+                    precision=p,
+                )
+                add_lat(
+                    (f"ours {p}", threads), res["latency"]["median_ms"], res["latency"]["p90_ms"]
+                )
                 open_ours[p].append(res)
-        for key, sess, threads in (("ORT fp32", sessions["1t"], 1), ("ORT fp32", sessions["2t"], 2)):
+        for key, sess, threads in (
+            ("ORT fp32", sessions["1t"], 1),
+            ("ORT fp32", sessions["2t"], 2),
+        ):
             samples = []
             for i in range(args.latency_runs + 10):
                 t0 = time.perf_counter()
@@ -783,12 +1007,20 @@ def timing(args, tok, ref, corpus_path):
             add_lat((key, threads), percentile(samples, 0.5), percentile(samples, 0.9))
         for c in peer_lat:
             for threads in (1, 2):
-                res = run_peer(dict(c[f"{threads}t"], tasks=["latency"], latency_text=lat_text,
-                                    latency_runs=args.latency_runs))
+                res = run_peer(
+                    dict(
+                        c[f"{threads}t"],
+                        tasks=["latency"],
+                        latency_text=lat_text,
+                        latency_runs=args.latency_runs,
+                    )
+                )
                 if "error" in res:
                     print(f"latency {c['group']} {threads}t: FAILED ({res['error']})")
                     continue
-                add_lat((c["group"], threads), res["latency"]["median_ms"], res["latency"]["p90_ms"])
+                add_lat(
+                    (c["group"], threads), res["latency"]["median_ms"], res["latency"]["p90_ms"]
+                )
         # ORT open: session creation + first run, fused model (file in the page cache).
         for key, threads in (("ORT 1t", 1), ("ORT 2t", 2)):
             t0 = time.perf_counter()
@@ -796,8 +1028,14 @@ def timing(args, tok, ref, corpus_path):
             ort_run(sess, [tok.encode(lat_text).ids])
             open_ort[key].append((time.perf_counter() - t0) * 1e3)
             del sess
-    latency = {f"{g} {t}t": {"median_ms": min(v["median"]), "p90_ms": min(v["p90"]), "rounds_ms": v["median"]}
-               for (g, t), v in lat.items()}  # best-of-rounds median / p90
+    latency = {
+        f"{g} {t}t": {
+            "median_ms": min(v["median"]),
+            "p90_ms": min(v["p90"]),
+            "rounds_ms": v["median"],
+        }
+        for (g, t), v in lat.items()
+    }  # best-of-rounds median / p90
 
     def best_latency(pred):
         cands = [(k, v["median_ms"]) for k, v in latency.items() if pred(k)]
@@ -805,8 +1043,12 @@ def timing(args, tok, ref, corpus_path):
 
     open_time = {}
     for p in precisions:
-        open_time[f"ours {p} open+first (verify CRCs)"] = min(r["open_first_ms"] for r in open_ours[p])
-        open_time[f"ours {p} open+first (no CRC check)"] = min(r["open_first_noverify_ms"] for r in open_ours[p])
+        open_time[f"ours {p} open+first (verify CRCs)"] = min(
+            r["open_first_ms"] for r in open_ours[p]
+        )
+        open_time[f"ours {p} open+first (no CRC check)"] = min(
+            r["open_first_noverify_ms"] for r in open_ours[p]
+        )
     open_time["ORT fp32 1t session+first run"] = min(open_ort["ORT 1t"])
     open_time["ORT fp32 2t session+first run"] = min(open_ort["ORT 2t"])
 
@@ -814,10 +1056,24 @@ def timing(args, tok, ref, corpus_path):
     rss = {}
     for p in precisions:
         for threads in (1, 2):
-            rc, mb = peak_rss_mb([EMBD, "encode", "-m", WEIGHTS, "--input", corpus_path, "--output", os.devnull,
-                                  "--threads", str(threads)] + precision_args(p))
-            rss[f"embd encode {' '.join(precision_args(p))} --threads {threads}".replace("  ", " ")] = \
-                mb if rc == 0 else float("nan")
+            rc, mb = peak_rss_mb(
+                [
+                    EMBD,
+                    "encode",
+                    "-m",
+                    WEIGHTS,
+                    "--input",
+                    corpus_path,
+                    "--output",
+                    os.devnull,
+                    "--threads",
+                    str(threads),
+                ]
+                + precision_args(p)
+            )
+            rss[
+                f"embd encode {' '.join(precision_args(p))} --threads {threads}".replace("  ", " ")
+            ] = mb if rc == 0 else float("nan")
     rc, mb = peak_rss_mb([sys.executable, os.path.abspath(__file__), "--ort-encode", corpus_path])
     rss["ORT fp32 process (fused, 2t, batch32)"] = mb if rc == 0 else float("nan")
     rss["(launcher floor: /bin/true)"] = peak_rss_mb(["true"])[1]
@@ -827,7 +1083,10 @@ def timing(args, tok, ref, corpus_path):
             for rr in rows:
                 if rr["group"] == f"ours {p}" and rr["threads"] == t:
                     rr["rss_mb"] = rss[key]
-    sizes = {"weights": os.path.getsize(WEIGHTS) / 2**20, "onnx fused": os.path.getsize(ONNX_FUSED) / 2**20}
+    sizes = {
+        "weights": os.path.getsize(WEIGHTS) / 2**20,
+        "onnx fused": os.path.getsize(ONNX_FUSED) / 2**20,
+    }
     for e in engines:
         for f in peer_model_files(e):
             paths = [f] if os.path.isfile(f) else [os.path.join(f, x) for x in os.listdir(f)]
@@ -841,80 +1100,140 @@ def timing(args, tok, ref, corpus_path):
         o = best_of(lambda r, t=t: r["group"] == "ours f32" and r["threads"] == t)
         e = best_of(lambda r, t=t: r["group"] == "ORT fp32" and r["threads"] == t)
         if o and e:
-            ratios[f"ours f32 / ORT fp32, {t}t"] = {"ours": o["config"], "peer": e["config"],
-                                                   "ratio": o["texts_per_s"] / e["texts_per_s"], "target": ">= 1.15"}
+            ratios[f"ours f32 / ORT fp32, {t}t"] = {
+                "ours": o["config"],
+                "peer": e["config"],
+                "ratio": o["texts_per_s"] / e["texts_per_s"],
+                "target": ">= 1.15",
+            }
         i8 = best_of(lambda r, t=t: r["group"] == "ours int8" and r["threads"] == t)
         pe = best_of(lambda r, t=t: not r["group"].startswith("ours") and r["threads"] == t)
         if i8 and pe:
-            ratios[f"ours int8 / fastest peer, {t}t"] = {"ours": i8["config"], "peer": pe["config"],
-                                                         "ratio": i8["texts_per_s"] / pe["texts_per_s"],
-                                                         "target": ">= 1.3"}
+            ratios[f"ours int8 / fastest peer, {t}t"] = {
+                "ours": i8["config"],
+                "peer": pe["config"],
+                "ratio": i8["texts_per_s"] / pe["texts_per_s"],
+                "target": ">= 1.3",
+            }
         # Capped run: the same against the peers that were capped (not ONNX Runtime).
-        pc = best_of(lambda r, t=t: not r["group"].startswith(("ours", "ORT")) and r["threads"] == t)
+        pc = best_of(
+            lambda r, t=t: not r["group"].startswith(("ours", "ORT")) and r["threads"] == t
+        )
         if args.isa and i8 and pc:
             ratios[f"ours int8 / fastest capped peer, {t}t"] = {
-                "ours": i8["config"], "peer": pc["config"], "ratio": i8["texts_per_s"] / pc["texts_per_s"],
-                "target": ">= 1.3"}
+                "ours": i8["config"],
+                "peer": pc["config"],
+                "ratio": i8["texts_per_s"] / pc["texts_per_s"],
+                "target": ">= 1.3",
+            }
         b16 = best_of(lambda r, t=t: r["group"] == "ours bf16" and r["threads"] == t)
         f32 = best_of(lambda r, t=t: r["group"] == "ours f32" and r["threads"] == t)
         if b16 and f32:
-            ratios[f"ours bf16 / ours f32, {t}t"] = {"ours": b16["config"], "peer": f32["config"],
-                                                     "ratio": b16["texts_per_s"] / f32["texts_per_s"],
-                                                     "target": ">= 1.8"}
-    ol, pl = best_latency(lambda k: k.startswith("ours f32")), best_latency(lambda k: k.startswith("ORT fp32"))
+            ratios[f"ours bf16 / ours f32, {t}t"] = {
+                "ours": b16["config"],
+                "peer": f32["config"],
+                "ratio": b16["texts_per_s"] / f32["texts_per_s"],
+                "target": ">= 1.8",
+            }
+    ol, pl = (
+        best_latency(lambda k: k.startswith("ours f32")),
+        best_latency(lambda k: k.startswith("ORT fp32")),
+    )
     if ol and pl:
-        ratios["latency: ours f32 / ORT fp32"] = {"ours": ol[0], "peer": pl[0], "ratio": ol[1] / pl[1],
-                                                  "target": "<= 0.6"}
-    il, bl = best_latency(lambda k: k.startswith("ours int8")), best_latency(lambda k: not k.startswith("ours"))
+        ratios["latency: ours f32 / ORT fp32"] = {
+            "ours": ol[0],
+            "peer": pl[0],
+            "ratio": ol[1] / pl[1],
+            "target": "<= 0.6",
+        }
+    il, bl = (
+        best_latency(lambda k: k.startswith("ours int8")),
+        best_latency(lambda k: not k.startswith("ours")),
+    )
     if il and bl:
-        ratios["latency: ours int8 / best peer"] = {"ours": il[0], "peer": bl[0], "ratio": il[1] / bl[1],
-                                                    "target": "<= 0.7"}
+        ratios["latency: ours int8 / best peer"] = {
+            "ours": il[0],
+            "peer": bl[0],
+            "ratio": il[1] / bl[1],
+            "target": "<= 0.7",
+        }
     cl = best_latency(lambda k: not k.startswith(("ours", "ORT")))
     if args.isa and il and cl:
-        ratios["latency: ours int8 / best capped peer"] = {"ours": il[0], "peer": cl[0], "ratio": il[1] / cl[1],
-                                                           "target": "<= 0.7"}
+        ratios["latency: ours int8 / best capped peer"] = {
+            "ours": il[0],
+            "peer": cl[0],
+            "ratio": il[1] / cl[1],
+            "target": "<= 0.7",
+        }
 
     # --- report -------------------------------------------------------------
     import onnxruntime
 
     versions = {"onnxruntime": onnxruntime.__version__, "numpy": np.__version__}
-    for mod in [m for e in engines for m in {"ov": ("openvino", "nncf"), "ct2": ("ctranslate2",)}.get(e, ())]:
-        r = subprocess.run([sys.executable, "-c", f"import {mod}; print({mod}.__version__)"],
-                           capture_output=True, text=True)
-        versions[mod] = r.stdout.strip().split("-")[0] or "?"
-    print(f"\nCPU {cpu_info()}, {os.cpu_count()} cores, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    for mod in [
+        m for e in engines for m in {"ov": ("openvino", "nncf"), "ct2": ("ctranslate2",)}.get(e, ())
+    ]:
+        ver = subprocess.run(
+            [sys.executable, "-c", f"import {mod}; print({mod}.__version__)"],
+            capture_output=True,
+            text=True,
+        )
+        versions[mod] = ver.stdout.strip().split("-")[0] or "?"
+    print(
+        f"\nCPU {cpu_info()}, {os.cpu_count()} cores, "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+    )
     if args.isa:
-        print(f"capped to {args.isa}: " + " ".join(f"{k}={v}" for k, v in ISA_CAPS[args.isa].items())
-              + " (ONNX Runtime cannot be capped: it picks its kernels from cpuid)")
+        print(
+            f"capped to {args.isa}: "
+            + " ".join(f"{k}={v}" for k, v in ISA_CAPS[args.isa].items())
+            + " (ONNX Runtime cannot be capped: it picks its kernels from cpuid)"
+        )
     if ov_default:
-        print(f"OpenVINO: without INFERENCE_PRECISION_HINT this CPU computes in {ov_default}; "
-              "'OV m/bf16' and 'OV m/f32' set the hint explicitly")
-    print(f"{len(texts)} texts, {tokens} tokens; best of {args.rounds} rounds; "
-          f"GEMM ceiling (numpy/OpenBLAS float32, model shapes M=2048): "
-          f"1t {ceiling[1]:.1f}, 2t {ceiling[2]:.1f} GFLOP/s")
-    print(f"{'config':36s} {'thr':>3s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s} {'of GEMM':>8s} "
-          f"{'worst cos':>10s} {'mean cos':>10s} {'RSS MB':>7s}  rounds (s)")
+        print(
+            f"OpenVINO: without INFERENCE_PRECISION_HINT this CPU computes in {ov_default}; "
+            "'OV m/bf16' and 'OV m/f32' set the hint explicitly"
+        )
+    print(
+        f"{len(texts)} texts, {tokens} tokens; best of {args.rounds} rounds; "
+        f"GEMM ceiling (numpy/OpenBLAS float32, model shapes M=2048): "
+        f"1t {ceiling[1]:.1f}, 2t {ceiling[2]:.1f} GFLOP/s"
+    )
+    print(
+        f"{'config':36s} {'thr':>3s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s} {'of GEMM':>8s} "
+        f"{'worst cos':>10s} {'mean cos':>10s} {'RSS MB':>7s}  rounds (s)"
+    )
     for r in rows:
         wc = f"{r['worst_cosine']:.6f}" if r["worst_cosine"] is not None else "-"
         mc = f"{r['mean_cosine']:.6f}" if r["mean_cosine"] is not None else "-"
         rs = f"{r['rss_mb']:.0f}" if r["rss_mb"] is not None else "-"
-        print(f"{r['config']:36s} {r['threads']:3d} {r['texts_per_s']:8.1f} {r['tokens_per_s']:9.0f} "
-              f"{r['gflops']:8.1f} {r['ceiling_fraction'] * 100:7.1f}% {wc:>10s} {mc:>10s} {rs:>7s}  "
-              + " ".join(f"{x:.2f}" for x in r["rounds_s"]))
+        print(
+            f"{r['config']:36s} {r['threads']:3d} {r['texts_per_s']:8.1f} {r['tokens_per_s']:9.0f} "
+            f"{r['gflops']:8.1f} {r['ceiling_fraction'] * 100:7.1f}% {wc:>10s} {mc:>10s} {rs:>7s}  "
+            + " ".join(f"{x:.2f}" for x in r["rounds_s"])
+        )
     for name, why in failed.items():
         print(f"{name}: FAILED ({why})")
-    print("(RSS: ours = embd encode over the corpus with that thread count; peers = the worker process "
-          "(Python, tokenizer, engine) embedding the corpus in that configuration; ORT fp32: below)")
+    print(
+        "(RSS: ours = embd encode over the corpus with that thread count; peers = the worker process "
+        "(Python, tokenizer, engine) embedding the corpus in that configuration; ORT fp32: below)"
+    )
     print("\naccuracy vs reference (all lines, each engine's own pipeline):")
     for k, a in accuracy.items():
-        print(f"  {k:36s} worst {a['worst']:.8f} (1-cos {1 - a['worst']:.1e}, item {a['worst_item']}), "
-              f"mean {a['mean']:.8f}")
+        print(
+            f"  {k:36s} worst {a['worst']:.8f} (1-cos {1 - a['worst']:.1e}, item {a['worst_item']}), "
+            f"mean {a['mean']:.8f}"
+        )
     for k, a in peer_verification.items():
-        print(f"  {k:36s} worst {a['worst']:.8f} (1-cos {1 - a['worst']:.1e}), mean {a['mean']:.8f}")
-    print(f"\nsingle-text latency, {len(tok.encode(lat_text).ids)} tokens ({lat_text!r}), "
-          f"{args.latency_runs} calls, best-of-rounds median / p90:")
+        print(
+            f"  {k:36s} worst {a['worst']:.8f} (1-cos {1 - a['worst']:.1e}), mean {a['mean']:.8f}"
+        )
+    print(
+        f"\nsingle-text latency, {len(tok.encode(lat_text).ids)} tokens ({lat_text!r}), "
+        f"{args.latency_runs} calls, best-of-rounds median / p90:"
+    )
     groups = []
-    for (g, _t) in lat:
+    for g, _t in lat:
         if g not in groups:
             groups.append(g)
     for g in groups:
@@ -933,25 +1252,41 @@ def timing(args, tok, ref, corpus_path):
     for k, v in open_time.items():
         print(f"  {k:36s} {v:8.1f} ms")
     print("\npeak RSS over the corpus:")
-    for k, v in rss.items():
-        print(f"  {k:44s} {v:7.1f} MB")
+    for k, mb in rss.items():
+        print(f"  {k:44s} {mb:7.1f} MB")
     print("  model files: " + ", ".join(f"{k} {v:.1f} MB" for k, v in sizes.items()))
-    print(f"\nload average per round: {[(l['before'], l['after']) for l in loads]}")
+    print(f"\nload average per round: {[(ld['before'], ld['after']) for ld in loads]}")
 
     results = {
-        "machine": {"cpu": cpu_info(), "nproc": os.cpu_count(), "versions": versions,
-                    "openvino_default_precision": ov_default},
+        "machine": {
+            "cpu": cpu_info(),
+            "nproc": os.cpu_count(),
+            "versions": versions,
+            "openvino_default_precision": ov_default,
+        },
         "corpus": {"texts": len(texts), "tokens": tokens, "linear_flops": flops},
-        "onnx_verification": onnx_res, "peer_verification": peer_verification,
-        "precision_support": support, "gemm_ceiling_gflops": {"1t": gemm[1], "2t": gemm[2]},
-        "throughput": rows, "failed": failed, "accuracy": accuracy, "ratios": ratios,
+        "onnx_verification": onnx_res,
+        "peer_verification": peer_verification,
+        "precision_support": support,
+        "gemm_ceiling_gflops": {"1t": gemm[1], "2t": gemm[2]},
+        "throughput": rows,
+        "failed": failed,
+        "accuracy": accuracy,
+        "ratios": ratios,
         "latency": {"text": lat_text, "best_median_and_p90_ms": latency},
-        "open_ms": open_time, "peak_rss_mb": rss, "model_size_mb": sizes, "loadavg": loads,
+        "open_ms": open_time,
+        "peak_rss_mb": rss,
+        "model_size_mb": sizes,
+        "loadavg": loads,
     }
     os.makedirs(OUT, exist_ok=True)
-    results["isa_cap"] = {"isa": args.isa, "env": ISA_CAPS.get(args.isa, {}),
-                          "uncapped": (["ONNX Runtime"] + (["OpenVINO"] if args.isa in ("neon", "dotprod") else []))
-                          if args.isa else []}
+    results["isa_cap"] = {
+        "isa": args.isa,
+        "env": ISA_CAPS.get(args.isa, {}),
+        "uncapped": (["ONNX Runtime"] + (["OpenVINO"] if args.isa in ("neon", "dotprod") else []))
+        if args.isa
+        else [],
+    }
     name = f"results-{args.isa}.json" if args.isa else "results.json"
     with open(os.path.join(OUT, name), "w") as f:
         json.dump(results, f, indent=1)
@@ -977,33 +1312,59 @@ def check_peers(ref_path):
             ok = False
             continue
         a = res["accuracy"]
-        print(f"{c['name']:36s} vs reference: worst {a['worst']:.6f} (item {a['worst_item']}), mean {a['mean']:.6f}")
+        print(
+            f"{c['name']:36s} vs reference: worst {a['worst']:.6f} (item {a['worst_item']}), mean {a['mean']:.6f}"
+        )
     return 0 if ok else 1
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--check", action="store_true", help="verify outputs agree (no timing)")
-    ap.add_argument("--check-texts", type=int, default=200, help="corpus texts compared in --check (0 = all)")
-    ap.add_argument("--check-peers", action="store_true",
-                    help="verify the peers' models against the reference (no timing; needs setup.sh --peers)")
+    ap.add_argument(
+        "--check-texts", type=int, default=200, help="corpus texts compared in --check (0 = all)"
+    )
+    ap.add_argument(
+        "--check-peers",
+        action="store_true",
+        help="verify the peers' models against the reference (no timing; needs setup.sh --peers)",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds (best is reported)")
-    ap.add_argument("--limit", type=int, default=0, help="use only the first N corpus texts (0 = all)")
-    ap.add_argument("--latency-runs", type=int, default=200, help="single-text calls per latency sample")
-    ap.add_argument("--peers", default=",".join(PEER_ENGINES),
-                    help=f"peer engines to time, comma-separated, from {','.join(PEER_ENGINES)}; 'none' for none "
-                         "(default: all; each needs bench/setup.sh --peers)")
-    ap.add_argument("--ov-hints", default="bf16,f32",
-                    help="OpenVINO INFERENCE_PRECISION_HINTs to time (default: bf16,f32)")
-    ap.add_argument("--precisions", default=",".join(PRECISIONS),
-                    help="our precisions to time (default: all that embd supports)")
-    ap.add_argument("--isa", choices=sorted(ISA_CAPS), default=None,
-                    help="cap every engine that can be capped to this instruction set (avx2: EMBD_SIMD=avx2, "
-                         "CT2_FORCE_CPU_ISA=AVX2, ONEDNN_MAX_CPU_ISA=AVX2 for OpenVINO and CTranslate2's oneDNN, "
-                         "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling; on "
-                         "aarch64 neon or dotprod: EMBD_SIMD and CT2_FORCE_CPU_ISA=NEON only); "
-                         "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid), nor OpenVINO on "
-                         "aarch64. Results go to bench/out/results-ISA.json")
+    ap.add_argument(
+        "--limit", type=int, default=0, help="use only the first N corpus texts (0 = all)"
+    )
+    ap.add_argument(
+        "--latency-runs", type=int, default=200, help="single-text calls per latency sample"
+    )
+    ap.add_argument(
+        "--peers",
+        default=",".join(PEER_ENGINES),
+        help=f"peer engines to time, comma-separated, from {','.join(PEER_ENGINES)}; 'none' for none "
+        "(default: all; each needs bench/setup.sh --peers)",
+    )
+    ap.add_argument(
+        "--ov-hints",
+        default="bf16,f32",
+        help="OpenVINO INFERENCE_PRECISION_HINTs to time (default: bf16,f32)",
+    )
+    ap.add_argument(
+        "--precisions",
+        default=",".join(PRECISIONS),
+        help="our precisions to time (default: all that embd supports)",
+    )
+    ap.add_argument(
+        "--isa",
+        choices=sorted(ISA_CAPS),
+        default=None,
+        help="cap every engine that can be capped to this instruction set (avx2: EMBD_SIMD=avx2, "
+        "CT2_FORCE_CPU_ISA=AVX2, ONEDNN_MAX_CPU_ISA=AVX2 for OpenVINO and CTranslate2's oneDNN, "
+        "MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell for the GEMM ceiling; on "
+        "aarch64 neon or dotprod: EMBD_SIMD and CT2_FORCE_CPU_ISA=NEON only); "
+        "ONNX Runtime cannot be capped (MLAS picks its kernels from cpuid), nor OpenVINO on "
+        "aarch64. Results go to bench/out/results-ISA.json",
+    )
     ap.add_argument("--gemm-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ort-encode", metavar="CORPUS", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1015,8 +1376,10 @@ def main():
         # below AVX-512) and its weight-only int8 model returns empty outputs.
         args.ov_hints = "f32"
         args.ov_models = ("int8", "fp32")
-        print(f"--isa {args.isa}: OpenVINO with the f32 hint only, without int8wo "
-              "(bf16 needs AVX-512; int8wo returns no output under the cap)")
+        print(
+            f"--isa {args.isa}: OpenVINO with the f32 hint only, without int8wo "
+            "(bf16 needs AVX-512; int8wo returns no output under the cap)"
+        )
     if args.gemm_child:
         return gemm_child()
     if args.ort_encode:

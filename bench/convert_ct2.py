@@ -21,12 +21,11 @@ import os
 import sys
 import types
 
-import numpy as np
-from safetensors.numpy import load_file
-
 import ctranslate2
+import numpy as np
 from ctranslate2.converters import transformers as ct2_transformers
 from ctranslate2.converters.converter import Converter
+from safetensors.numpy import load_file
 
 
 def _ns(**kw):
@@ -45,29 +44,55 @@ def fake_bert(hf_dir):
     """A stand-in for `transformers.BertModel`: the attributes BertLoader reads."""
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
     w = load_file(os.path.join(hf_dir, "model.safetensors"))
-    w = {k[5:] if k.startswith("bert.") else k: np.ascontiguousarray(v, np.float32)
-         for k, v in w.items() if v.dtype.kind == "f"}
-    config = _ns(num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-                 hidden_act=cfg["hidden_act"], position_embedding_type=cfg.get("position_embedding_type", "absolute"),
-                 vocab_size=cfg["vocab_size"], layer_norm_eps=cfg["layer_norm_eps"])
-    emb = _ns(word_embeddings=_ns(weight=w["embeddings.word_embeddings.weight"]),
-              token_type_embeddings=_ns(weight=w["embeddings.token_type_embeddings.weight"]),
-              position_embeddings=_ns(weight=w["embeddings.position_embeddings.weight"]),
-              LayerNorm=_norm(w, "embeddings.LayerNorm"))
+    w = {
+        k[5:] if k.startswith("bert.") else k: np.ascontiguousarray(v, np.float32)
+        for k, v in w.items()
+        if v.dtype.kind == "f"
+    }
+    config = _ns(
+        num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=cfg["num_attention_heads"],
+        hidden_act=cfg["hidden_act"],
+        position_embedding_type=cfg.get("position_embedding_type", "absolute"),
+        vocab_size=cfg["vocab_size"],
+        layer_norm_eps=cfg["layer_norm_eps"],
+    )
+    emb = _ns(
+        word_embeddings=_ns(weight=w["embeddings.word_embeddings.weight"]),
+        token_type_embeddings=_ns(weight=w["embeddings.token_type_embeddings.weight"]),
+        position_embeddings=_ns(weight=w["embeddings.position_embeddings.weight"]),
+        LayerNorm=_norm(w, "embeddings.LayerNorm"),
+    )
     layers = []
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
-        layers.append(_ns(
-            attention=_ns(self=_ns(query=_linear(w, p + "attention.self.query"),
-                                   key=_linear(w, p + "attention.self.key"),
-                                   value=_linear(w, p + "attention.self.value")),
-                          output=_ns(dense=_linear(w, p + "attention.output.dense"),
-                                     LayerNorm=_norm(w, p + "attention.output.LayerNorm"))),
-            intermediate=_ns(dense=_linear(w, p + "intermediate.dense")),
-            output=_ns(dense=_linear(w, p + "output.dense"), LayerNorm=_norm(w, p + "output.LayerNorm"))))
+        layers.append(
+            _ns(
+                attention=_ns(
+                    self=_ns(
+                        query=_linear(w, p + "attention.self.query"),
+                        key=_linear(w, p + "attention.self.key"),
+                        value=_linear(w, p + "attention.self.value"),
+                    ),
+                    output=_ns(
+                        dense=_linear(w, p + "attention.output.dense"),
+                        LayerNorm=_norm(w, p + "attention.output.LayerNorm"),
+                    ),
+                ),
+                intermediate=_ns(dense=_linear(w, p + "intermediate.dense")),
+                output=_ns(
+                    dense=_linear(w, p + "output.dense"), LayerNorm=_norm(w, p + "output.LayerNorm")
+                ),
+            )
+        )
     if "pooler.dense.weight" not in w:
         sys.exit("convert_ct2: no pooler weights (BertLoader always writes a pooler)")
-    return _ns(config=config, embeddings=emb, encoder=_ns(layer=layers), pooler=_ns(dense=_linear(w, "pooler.dense")))
+    return _ns(
+        config=config,
+        embeddings=emb,
+        encoder=_ns(layer=layers),
+        pooler=_ns(dense=_linear(w, "pooler.dense")),
+    )
 
 
 def fake_tokenizer(hf_dir):
@@ -93,14 +118,20 @@ class NumpyBertConverter(Converter):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("hf_dir")
     ap.add_argument("out_dir")
     ap.add_argument("--quantization", default="int8")
     args = ap.parse_args()
-    NumpyBertConverter(args.hf_dir).convert(args.out_dir, quantization=args.quantization, force=True)
+    NumpyBertConverter(args.hf_dir).convert(
+        args.out_dir, quantization=args.quantization, force=True
+    )
     size = sum(os.path.getsize(os.path.join(args.out_dir, f)) for f in os.listdir(args.out_dir))
-    print(f"wrote {args.out_dir} (ctranslate2 {ctranslate2.__version__}, {args.quantization}, {size / 1e6:.1f} MB)")
+    print(
+        f"wrote {args.out_dir} (ctranslate2 {ctranslate2.__version__}, {args.quantization}, {size / 1e6:.1f} MB)"
+    )
 
 
 if __name__ == "__main__":

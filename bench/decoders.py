@@ -58,6 +58,7 @@ run [--model qwen3|gemma|reranker|all] [--rounds N] [--limit N] [--threads 1,2]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -68,9 +69,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 import harness  # bench/harness.py: what this script shares with modernbert.py and splade.py
 import modernbert  # the qwen3 / gemma fixtures (FIXTURES, prepare)
-import numpy as np
 from harness import BATCH, F32, config_of, cosines, make_tokenizer, max_len_of, read_lines
 
 HERE = os.path.abspath(__file__)
@@ -155,7 +157,7 @@ def prepare_gguf(model: str, base_key: str) -> None:
     dense = model.startswith("gemma")
     for t in GGUF_TYPES:
         out = os.path.join(d, f"model-{t}.gguf")
-        step(f"convert_hf_to_gguf.py --outtype {t}", lambda o=out, t=t: to_gguf(st, o, t, dense))
+        step(f"convert_hf_to_gguf.py --outtype {t}", functools.partial(to_gguf, st, out, t, dense))
     harness.write_json(os.path.join(d, "prepare.json"), meta, indent=1)
     harness.write_key(d, key)
 
@@ -415,7 +417,7 @@ def worker(spec: dict[str, Any], result_path: str) -> None:
                 res["seconds"] = harness.timed_encode(encode, spec["corpus"])
             elif task == "latency":
                 one = read_lines(spec["latency_text"])
-                res["latency"] = harness.median_ms(lambda x=one: encode(x), spec["runs"])
+                res["latency"] = harness.median_ms(functools.partial(encode, one), spec["runs"])
     res["rss_end_mb"] = harness.vm_rss_mb()
     harness.write_json(result_path, res, indent=None)
 

@@ -108,8 +108,11 @@ def relative_bias(weights, heads, length, num_buckets=32, max_distance=128):
     n = np.abs(n)
     exact = half // 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        large = exact + (np.log(n.astype(np.float32) / np.float32(exact))
-                         / np.float32(np.log(max_distance / exact)) * np.float32(half - exact)).astype(np.int64)
+        large = exact + (
+            np.log(n.astype(np.float32) / np.float32(exact))
+            / np.float32(np.log(max_distance / exact))
+            * np.float32(half - exact)
+        ).astype(np.int64)
     large = np.minimum(large, half - 1)
     bucket = ret + np.where(n < exact, n, large)
     table = weights["encoder.relative_attention_bias.weight"]  # [buckets, heads]
@@ -124,7 +127,7 @@ def build(hf_dir):
     classifier = is_classifier(cfg)
     if classifier:
         # BertForSequenceClassification: the encoder's tensors under "bert."
-        weights = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in weights.items()}
+        weights = {k[len("bert.") :] if k.startswith("bert.") else k: v for k, v in weights.items()}
     hidden = cfg["hidden_size"]
     heads = cfg["num_attention_heads"]
     head_dim = hidden // heads
@@ -133,22 +136,60 @@ def build(hf_dir):
 
     # --- embeddings -------------------------------------------------------
     ids, mask, types = "input_ids", "attention_mask", "token_type_ids"
-    word = g.op("Gather", [g.weight(weights["embeddings.word_embeddings.weight"], "word_embeddings"), ids], axis=0)
+    word = g.op(
+        "Gather",
+        [g.weight(weights["embeddings.word_embeddings.weight"], "word_embeddings"), ids],
+        axis=0,
+    )
     # position_ids = self.position_ids[:, :seq_len] (a buffer sliced to the input length)
-    seq_len = g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", [ids]), g.const(1, dtype=np.int64)], axis=0),
-                                 g.const([0], dtype=np.int64)])
-    pos_ids = g.op("Slice", [g.const(np.arange(cfg["max_position_embeddings"])[None, :], "position_ids", np.int64),
-                             g.const([0], dtype=np.int64), seq_len, g.const([1], dtype=np.int64)])
-    pos = g.op("Gather", [g.weight(weights["embeddings.position_embeddings.weight"], "position_embeddings"), pos_ids],
-               axis=0)
-    typ = g.op("Gather", [g.weight(weights["embeddings.token_type_embeddings.weight"], "token_type_embeddings"), types],
-               axis=0)
-    x = layer_norm(g, g.op("Add", [g.op("Add", [word, typ]), pos]), weights, "embeddings.LayerNorm", eps)
+    seq_len = g.op(
+        "Unsqueeze",
+        [
+            g.op("Gather", [g.op("Shape", [ids]), g.const(1, dtype=np.int64)], axis=0),
+            g.const([0], dtype=np.int64),
+        ],
+    )
+    pos_ids = g.op(
+        "Slice",
+        [
+            g.const(np.arange(cfg["max_position_embeddings"])[None, :], "position_ids", np.int64),
+            g.const([0], dtype=np.int64),
+            seq_len,
+            g.const([1], dtype=np.int64),
+        ],
+    )
+    pos = g.op(
+        "Gather",
+        [
+            g.weight(weights["embeddings.position_embeddings.weight"], "position_embeddings"),
+            pos_ids,
+        ],
+        axis=0,
+    )
+    typ = g.op(
+        "Gather",
+        [
+            g.weight(weights["embeddings.token_type_embeddings.weight"], "token_type_embeddings"),
+            types,
+        ],
+        axis=0,
+    )
+    x = layer_norm(
+        g, g.op("Add", [g.op("Add", [word, typ]), pos]), weights, "embeddings.LayerNorm", eps
+    )
 
     # --- extended attention mask: (1 - mask[:, None, None, :]) * float32_min ---
-    m4 = g.op("Unsqueeze", [g.op("Unsqueeze", [mask, g.const([1], dtype=np.int64)]), g.const([2], dtype=np.int64)])
-    mask_bias = g.op("Mul", [g.op("Sub", [g.const(1.0), g.op("Cast", [m4], to=TensorProto.FLOAT)]),
-                             g.const(np.finfo(np.float32).min)])
+    m4 = g.op(
+        "Unsqueeze",
+        [g.op("Unsqueeze", [mask, g.const([1], dtype=np.int64)]), g.const([2], dtype=np.int64)],
+    )
+    mask_bias = g.op(
+        "Mul",
+        [
+            g.op("Sub", [g.const(1.0), g.op("Cast", [m4], to=TensorProto.FLOAT)]),
+            g.const(np.finfo(np.float32).min),
+        ],
+    )
 
     split_heads = g.const([0, 0, heads, head_dim], "split_heads", np.int64)
     merge_heads = g.const([0, 0, hidden], "merge_heads", np.int64)
@@ -156,15 +197,27 @@ def build(hf_dir):
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
         # Q, V: [B,S,H] -> [B,heads,S,d];  K: -> [B,heads,d,S] (already transposed for Q K^T)
-        q = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.self.query"), split_heads])],
-                 perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.self.key"), split_heads])],
-                 perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.self.value"), split_heads])],
-                 perm=[0, 2, 1, 3])
+        q = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.self.query"), split_heads])],
+            perm=[0, 2, 1, 3],
+        )
+        k = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.self.key"), split_heads])],
+            perm=[0, 2, 3, 1],
+        )
+        v = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.self.value"), split_heads])],
+            perm=[0, 2, 1, 3],
+        )
         scores = g.op("Add", [g.op("Div", [g.op("MatMul", [q, k]), scale]), mask_bias])
         probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads])
+        ctx = g.op(
+            "Reshape",
+            [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads],
+        )
         attn = linear(g, ctx, weights, p + "attention.output.dense")
         x = layer_norm(g, g.op("Add", [attn, x]), weights, p + "attention.output.LayerNorm", eps)
         # Intermediate with exact (erf) GELU: x * 0.5 * (1 + erf(x / sqrt(2)))
@@ -178,7 +231,9 @@ def build(hf_dir):
         return classifier_graph(g, x, weights, cfg, (ids, mask, types))
 
     # --- mean pooling over tokens with mask 1, then L2 normalize -----------
-    mask_f = g.op("Cast", [g.op("Unsqueeze", [mask, g.const([-1], dtype=np.int64)])], to=TensorProto.FLOAT)
+    mask_f = g.op(
+        "Cast", [g.op("Unsqueeze", [mask, g.const([-1], dtype=np.int64)])], to=TensorProto.FLOAT
+    )
     axis1 = g.const([1], dtype=np.int64)
     summed = g.op("ReduceSum", [g.op("Mul", [x, mask_f]), axis1], keepdims=0)
     count = g.op("Clip", [g.op("ReduceSum", [mask_f, axis1], keepdims=0), g.const(1e-9)])
@@ -195,7 +250,9 @@ def build(hf_dir):
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
         g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py"
+    )
     model.ir_version = 8  # accepted by every onnxruntime >= 1.14
     onnx.checker.check_model(model)
     return model, cfg
@@ -214,7 +271,9 @@ def classifier_graph(g, x, weights, cfg, inputs):
     w = g.weight(weights["classifier.weight"].T, "classifier.weight_t")
     b = g.weight(weights["classifier.bias"], "classifier.bias")
     labels = weights["classifier.weight"].shape[0]
-    g.nodes.append(helper.make_node("Add", [g.op("MatMul", [pooled, w]), b], ["logits"], name="classifier"))
+    g.nodes.append(
+        helper.make_node("Add", [g.op("MatMul", [pooled, w]), b], ["logits"], name="classifier")
+    )
     dims = ["batch", "sequence"]
     graph = helper.make_graph(
         g.nodes,
@@ -223,7 +282,9 @@ def classifier_graph(g, x, weights, cfg, inputs):
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", labels])],
         g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py"
+    )
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model, cfg
@@ -241,42 +302,89 @@ def build_mpnet(hf_dir, cfg):
     g = GraphBuilder()
 
     ids, mask = "input_ids", "attention_mask"
-    word = g.op("Gather", [g.weight(weights["embeddings.word_embeddings.weight"], "word_embeddings"), ids], axis=0)
+    word = g.op(
+        "Gather",
+        [g.weight(weights["embeddings.word_embeddings.weight"], "word_embeddings"), ids],
+        axis=0,
+    )
     # create_position_ids_from_input_ids: cumsum(ids != pad) * (ids != pad) + pad
-    not_pad = g.op("Cast", [g.op("Not", [g.op("Equal", [ids, g.const(padding_idx, dtype=np.int64)])])],
-                   to=TensorProto.INT64)
-    pos_ids = g.op("Add", [g.op("Mul", [g.op("CumSum", [not_pad, g.const(1, dtype=np.int64)]), not_pad]),
-                           g.const(padding_idx, dtype=np.int64)])
-    pos = g.op("Gather", [g.weight(weights["embeddings.position_embeddings.weight"], "position_embeddings"), pos_ids],
-               axis=0)
+    not_pad = g.op(
+        "Cast",
+        [g.op("Not", [g.op("Equal", [ids, g.const(padding_idx, dtype=np.int64)])])],
+        to=TensorProto.INT64,
+    )
+    pos_ids = g.op(
+        "Add",
+        [
+            g.op("Mul", [g.op("CumSum", [not_pad, g.const(1, dtype=np.int64)]), not_pad]),
+            g.const(padding_idx, dtype=np.int64),
+        ],
+    )
+    pos = g.op(
+        "Gather",
+        [
+            g.weight(weights["embeddings.position_embeddings.weight"], "position_embeddings"),
+            pos_ids,
+        ],
+        axis=0,
+    )
     x = layer_norm(g, g.op("Add", [word, pos]), weights, "embeddings.LayerNorm", eps)
 
-    m4 = g.op("Unsqueeze", [g.op("Unsqueeze", [mask, g.const([1], dtype=np.int64)]), g.const([2], dtype=np.int64)])
-    mask_bias = g.op("Mul", [g.op("Sub", [g.const(1.0), g.op("Cast", [m4], to=TensorProto.FLOAT)]),
-                             g.const(np.finfo(np.float32).min)])
+    m4 = g.op(
+        "Unsqueeze",
+        [g.op("Unsqueeze", [mask, g.const([1], dtype=np.int64)]), g.const([2], dtype=np.int64)],
+    )
+    mask_bias = g.op(
+        "Mul",
+        [
+            g.op("Sub", [g.const(1.0), g.op("Cast", [m4], to=TensorProto.FLOAT)]),
+            g.const(np.finfo(np.float32).min),
+        ],
+    )
     # The relative position bias, [1, heads, S, S] sliced from the full table.
-    seq_len = g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", [ids]), g.const(1, dtype=np.int64)], axis=0),
-                                 g.const([0], dtype=np.int64)])
-    full = g.weight(relative_bias(weights, heads, max_pos - padding_idx - 1), "relative_position_bias")
+    seq_len = g.op(
+        "Unsqueeze",
+        [
+            g.op("Gather", [g.op("Shape", [ids]), g.const(1, dtype=np.int64)], axis=0),
+            g.const([0], dtype=np.int64),
+        ],
+    )
+    full = g.weight(
+        relative_bias(weights, heads, max_pos - padding_idx - 1), "relative_position_bias"
+    )
     zeros = g.const([0, 0], dtype=np.int64)
-    position_bias = g.op("Slice", [full, zeros, g.op("Concat", [seq_len, seq_len], axis=0),
-                                   g.const([2, 3], dtype=np.int64)])
+    position_bias = g.op(
+        "Slice",
+        [full, zeros, g.op("Concat", [seq_len, seq_len], axis=0), g.const([2, 3], dtype=np.int64)],
+    )
 
     split_heads = g.const([0, 0, heads, head_dim], "split_heads", np.int64)
     merge_heads = g.const([0, 0, hidden], "merge_heads", np.int64)
     scale = g.const(np.sqrt(head_dim))
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
-        q = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.q"), split_heads])],
-                 perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.k"), split_heads])],
-                 perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.v"), split_heads])],
-                 perm=[0, 2, 1, 3])
+        q = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.q"), split_heads])],
+            perm=[0, 2, 1, 3],
+        )
+        k = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.k"), split_heads])],
+            perm=[0, 2, 3, 1],
+        )
+        v = g.op(
+            "Transpose",
+            [g.op("Reshape", [linear(g, x, weights, p + "attention.attn.v"), split_heads])],
+            perm=[0, 2, 1, 3],
+        )
         scores = g.op("Div", [g.op("MatMul", [q, k]), scale])
         scores = g.op("Add", [g.op("Add", [scores, position_bias]), mask_bias])
         probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads])
+        ctx = g.op(
+            "Reshape",
+            [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads],
+        )
         attn = linear(g, ctx, weights, p + "attention.attn.o")
         x = layer_norm(g, g.op("Add", [attn, x]), weights, p + "attention.LayerNorm", eps)
         h = linear(g, x, weights, p + "intermediate.dense")
@@ -285,7 +393,9 @@ def build_mpnet(hf_dir, cfg):
         out = linear(g, gelu, weights, p + "output.dense")
         x = layer_norm(g, g.op("Add", [out, x]), weights, p + "output.LayerNorm", eps)
 
-    mask_f = g.op("Cast", [g.op("Unsqueeze", [mask, g.const([-1], dtype=np.int64)])], to=TensorProto.FLOAT)
+    mask_f = g.op(
+        "Cast", [g.op("Unsqueeze", [mask, g.const([-1], dtype=np.int64)])], to=TensorProto.FLOAT
+    )
     axis1 = g.const([1], dtype=np.int64)
     summed = g.op("ReduceSum", [g.op("Mul", [x, mask_f]), axis1], keepdims=0)
     count = g.op("Clip", [g.op("ReduceSum", [mask_f, axis1], keepdims=0), g.const(1e-9)])
@@ -301,7 +411,9 @@ def build_mpnet(hf_dir, cfg):
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
         g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="bench/export_onnx.py"
+    )
     model.ir_version = 8
     # > 2 GB protobuf limit is not reached (438 MB), so a single file works.
     onnx.checker.check_model(model)
@@ -317,7 +429,9 @@ def main():
     if cfg.get("model_type") == "mpnet":
         plain = os.path.join(out_dir, "mpnet.onnx")
         onnx.save(model, plain)
-        print(f"wrote {plain} ({os.path.getsize(plain) / 1e6:.1f} MB, {len(model.graph.node)} nodes)")
+        print(
+            f"wrote {plain} ({os.path.getsize(plain) / 1e6:.1f} MB, {len(model.graph.node)} nodes)"
+        )
         return
     stem = "reranker" if is_classifier(cfg) else "minilm"
     plain = os.path.join(out_dir, f"{stem}.onnx")
@@ -340,17 +454,25 @@ def main():
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.optimized_model_filepath = basic
     # optimize_model disables this one too: it would hide patterns from the fusions
-    ort.InferenceSession(plain, so, providers=["CPUExecutionProvider"],
-                         disabled_optimizers=["ConstantSharing"])
-    opt = optimize_model(basic, model_type="bert", num_heads=cfg["num_attention_heads"],
-                         hidden_size=cfg["hidden_size"], opt_level=0)
+    ort.InferenceSession(
+        plain, so, providers=["CPUExecutionProvider"], disabled_optimizers=["ConstantSharing"]
+    )
+    opt = optimize_model(
+        basic,
+        model_type="bert",
+        num_heads=cfg["num_attention_heads"],
+        hidden_size=cfg["hidden_size"],
+        opt_level=0,
+    )
     os.remove(basic)
     fused = os.path.join(out_dir, f"{stem}.opt.onnx")
     opt.save_model_to_file(fused)
-    counts = {}
+    counts: dict[str, int] = {}
     for n in opt.model.graph.node:
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
-    print(f"wrote {fused} ({len(opt.model.graph.node)} nodes): fused ops {json.dumps(opt.get_fused_operator_statistics())}")
+    print(
+        f"wrote {fused} ({len(opt.model.graph.node)} nodes): fused ops {json.dumps(opt.get_fused_operator_statistics())}"
+    )
     print("op counts:", json.dumps(dict(sorted(counts.items()))))
 
 

@@ -67,32 +67,69 @@ def ort_run(sess, id_lists, hidden):
     ids = np.ones((n, width), np.int64)
     mask = np.zeros((n, width), np.int64)
     for k, x in enumerate(id_lists):
-        ids[k, :len(x)] = x
-        mask[k, :len(x)] = 1
+        ids[k, : len(x)] = x
+        mask[k, : len(x)] = 1
     return sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
 def ort_sorted(sess, tok, texts, hidden, batch=32, parallel_tokenize=True):
-    ids = [e.ids for e in tok.encode_batch(texts)] if parallel_tokenize else [tok.encode(t).ids for t in texts]
+    ids = (
+        [e.ids for e in tok.encode_batch(texts)]
+        if parallel_tokenize
+        else [tok.encode(t).ids for t in texts]
+    )
     order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
     out = np.empty((len(ids), hidden), np.float32)
     for s in range(0, len(order), batch):
-        part = order[s:s + batch]
+        part = order[s : s + batch]
         out[part] = ort_run(sess, [ids[k] for k in part], hidden)
     return out
 
 
 def embd_bench(weights, corpus, threads, batch, warmup=20):
-    cmd = [EMBD, "bench", "-m", weights, "--input", corpus, "--threads", str(threads),
-           "--batch-size", str(batch), "--rounds", "1", "--latency-runs", "0", "--warmup", str(warmup)]
+    cmd = [
+        EMBD,
+        "bench",
+        "-m",
+        weights,
+        "--input",
+        corpus,
+        "--threads",
+        str(threads),
+        "--batch-size",
+        str(batch),
+        "--rounds",
+        "1",
+        "--latency-runs",
+        "0",
+        "--warmup",
+        str(warmup),
+    ]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
 def embd_encode_ref(weights, ref_path):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "v.npy")
-        subprocess.run([EMBD, "encode", "-m", weights, "--jsonl", "--input", ref_path, "--format", "npy",
-                        "--output", out, "--threads", "2"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                EMBD,
+                "encode",
+                "-m",
+                weights,
+                "--jsonl",
+                "--input",
+                ref_path,
+                "--format",
+                "npy",
+                "--output",
+                out,
+                "--threads",
+                "2",
+            ],
+            check=True,
+            capture_output=True,
+        )
         return np.load(out)
 
 
@@ -107,25 +144,35 @@ def check(ref, ref_path):
     if ids_ok != len(ref):
         failures.append("HF tokenizers ids differ from the reference")
     sess = common.make_session(ONNX_MPNET, 2)
-    got = np.concatenate([ort_run(sess, [tok.encode(r["text"]).ids], cfg["hidden_size"]) for r in ref])
+    got = np.concatenate(
+        [ort_run(sess, [tok.encode(r["text"]).ids], cfg["hidden_size"]) for r in ref]
+    )
     c = common.cosines(got, want)
-    print(f"ORT fp32 MPNet (one text per call) vs reference: worst cosine {common.fmt_cos(c)}, mean {c.mean():.9f}")
+    print(
+        f"ORT fp32 MPNet (one text per call) vs reference: worst cosine {common.fmt_cos(c)}, mean {c.mean():.9f}"
+    )
     if c.min() < common.REF_COS_ONNX:
         failures.append(f"ORT MPNet graph vs reference: worst cosine {c.min():.8f}")
     batched = ort_sorted(sess, tok, [r["text"] for r in ref], cfg["hidden_size"])
     cb = common.cosines(batched, want)
-    print(f"ORT fp32 MPNet (sorted padded batches of 32) vs reference: worst cosine {common.fmt_cos(cb)}")
+    print(
+        f"ORT fp32 MPNet (sorted padded batches of 32) vs reference: worst cosine {common.fmt_cos(cb)}"
+    )
     ours = embd_encode_ref(MODELS["MPNet"] + ".weights", ref_path)
     co = common.cosines(ours, want)
     diff = np.abs(ours - want).max()
-    print(f"ours f32 MPNet vs reference: worst cosine {common.fmt_cos(co)}, max abs diff {diff:.2e}")
+    print(
+        f"ours f32 MPNet vs reference: worst cosine {common.fmt_cos(co)}, max abs diff {diff:.2e}"
+    )
     if co.min() < 0.99999 or diff > 1e-4:
         failures.append(f"ours MPNet vs reference: worst cosine {co.min():.8f}, max abs {diff:.2e}")
     return failures
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--limit", type=int, default=500, help="first N corpus texts (0 = all 2000)")
     ap.add_argument("--check", action="store_true", help="the checks only (no timing)")
@@ -143,7 +190,7 @@ def main():
 
     texts = common.read_lines(os.path.join(shared, "bench", "corpus.txt"))
     if args.limit:
-        texts = texts[:args.limit]
+        texts = texts[: args.limit]
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
         f.write(("\n".join(texts) + "\n").encode("utf-8"))
         corpus = f.name
@@ -152,7 +199,9 @@ def main():
     fpt = {m: flops_per_token(shape(m)[0]) for m in MODELS}
     hidden = shape("MPNet")[0]["hidden_size"]
     for m in MODELS:
-        print(f"{m}: {len(texts)} texts, {tokens[m]} tokens, {tokens[m] * fpt[m] / 1e12:.3f} TFLOP in the linear layers")
+        print(
+            f"{m}: {len(texts)} texts, {tokens[m]} tokens, {tokens[m] * fpt[m] / 1e12:.3f} TFLOP in the linear layers"
+        )
 
     sessions = {t: common.make_session(ONNX_MPNET, t) for t in (1, 2)}
     for s in sessions.values():
@@ -160,7 +209,7 @@ def main():
     configs = []
     for t in (2, 1):
         configs += [("ours", "MiniLM", t), ("ours", "MPNet", t), ("ORT fp32", "MPNet", t)]
-    times = {c: [] for c in configs}
+    times: dict[tuple[str, str, int], list[float]] = {c: [] for c in configs}
     for r in range(args.rounds):
         load = common.loadavg()
         for c in configs:
@@ -172,27 +221,50 @@ def main():
                 t0 = time.perf_counter()
                 ort_sorted(sessions[t], toks[m], texts, hidden, parallel_tokenize=t > 1)
                 times[c].append(time.perf_counter() - t0)
-            print(f"round {r + 1}: {engine:8s} {m:6s} {t}t {len(texts) / times[c][-1]:7.1f} texts/s "
-                  f"(load {load})", flush=True)
+            print(
+                f"round {r + 1}: {engine:8s} {m:6s} {t}t {len(texts) / times[c][-1]:7.1f} texts/s "
+                f"(load {load})",
+                flush=True,
+            )
     os.unlink(corpus)
 
     rows = []
-    print(f"\n{'engine':9s} {'model':7s} {'thr':>3s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s}")
+    print(
+        f"\n{'engine':9s} {'model':7s} {'thr':>3s} {'texts/s':>8s} {'tokens/s':>9s} {'GFLOP/s':>8s}"
+    )
     for c in configs:
         engine, m, t = c
         best = min(times[c])
         gf = tokens[m] * fpt[m] / best / 1e9
-        rows.append({"engine": engine, "model": m, "threads": t, "best_s": best, "rounds_s": times[c],
-                     "texts_per_s": len(texts) / best, "tokens_per_s": tokens[m] / best, "gflops": gf})
-        print(f"{engine:9s} {m:7s} {t:3d} {len(texts) / best:8.1f} {tokens[m] / best:9.0f} {gf:8.1f}")
+        rows.append(
+            {
+                "engine": engine,
+                "model": m,
+                "threads": t,
+                "best_s": best,
+                "rounds_s": times[c],
+                "texts_per_s": len(texts) / best,
+                "tokens_per_s": tokens[m] / best,
+                "gflops": gf,
+            }
+        )
+        print(
+            f"{engine:9s} {m:7s} {t:3d} {len(texts) / best:8.1f} {tokens[m] / best:9.0f} {gf:8.1f}"
+        )
     by = {(r["engine"], r["model"], r["threads"]): r["gflops"] for r in rows}
     for t in (2, 1):
         ratio = by[("ours", "MPNet", t)] / by[("ours", "MiniLM", t)]
         vs_ort = by[("ours", "MPNet", t)] / by[("ORT fp32", "MPNet", t)]
-        print(f"{t} thread(s): ours MPNet / ours MiniLM GFLOP/s = {ratio:.3f}; ours / ORT fp32 on MPNet = {vs_ort:.2f}x")
+        print(
+            f"{t} thread(s): ours MPNet / ours MiniLM GFLOP/s = {ratio:.3f}; ours / ORT fp32 on MPNet = {vs_ort:.2f}x"
+        )
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "mpnet.json"), "w") as f:
-        json.dump({"cpu": common.cpu_info(), "texts": len(texts), "tokens": tokens, "rows": rows}, f, indent=1)
+        json.dump(
+            {"cpu": common.cpu_info(), "texts": len(texts), "tokens": tokens, "rows": rows},
+            f,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

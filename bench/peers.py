@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -64,14 +65,14 @@ def pad(id_lists):
     ids = np.zeros((n, width), np.int64)
     mask = np.zeros((n, width), np.int64)
     for i, x in enumerate(id_lists):
-        ids[i, :len(x)] = x
-        mask[i, :len(x)] = 1
+        ids[i, : len(x)] = x
+        mask[i, : len(x)] = 1
     return ids, mask
 
 
 def mean_pool_normalize(hidden, mask):
     """sentence-transformers' Pooling(mean) + Normalize, on [n, seq, 384] float32."""
-    m = mask[:, :hidden.shape[1], None].astype(np.float32)
+    m = mask[:, : hidden.shape[1], None].astype(np.float32)
     mean = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
     return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
 
@@ -79,6 +80,7 @@ def mean_pool_normalize(hidden, mask):
 # --------------------------------------------------------------------------
 # engines: each builds `workers` callables id_lists -> [n, 384] float32
 # --------------------------------------------------------------------------
+
 
 def ov_runners(spec, info):
     import openvino as ov
@@ -100,7 +102,9 @@ def ov_runners(spec, info):
     info["inference_precision"] = compiled.get_property(hints.inference_precision).get_type_name()
     info["num_streams"] = int(compiled.get_property(props.num_streams))
     info["inference_num_threads"] = int(compiled.get_property(props.inference_num_threads))
-    info["optimal_infer_requests"] = int(compiled.get_property(props.optimal_number_of_infer_requests))
+    info["optimal_infer_requests"] = int(
+        compiled.get_property(props.optimal_number_of_infer_requests)
+    )
 
     def feeds(id_lists):
         ids, mask = pad(id_lists)
@@ -131,7 +135,7 @@ def ov_runners(spec, info):
             queue.wait_all()
             return results
 
-        run.many = many
+        run.many = many  # type: ignore[attr-defined]  # looked up with hasattr by the caller
     return [run] * workers
 
 
@@ -139,8 +143,13 @@ def ct2_runners(spec, info):
     import ctranslate2
 
     workers = spec.get("workers", 1)
-    enc = ctranslate2.Encoder(spec["model"], device="cpu", compute_type=spec.get("compute_type", "int8"),
-                              intra_threads=spec["threads"], inter_threads=workers)
+    enc = ctranslate2.Encoder(
+        spec["model"],
+        device="cpu",
+        compute_type=spec.get("compute_type", "int8"),
+        intra_threads=spec["threads"],
+        inter_threads=workers,
+    )
     info["ctranslate2"] = ctranslate2.__version__
     info["compute_type"] = enc.compute_type
 
@@ -168,8 +177,10 @@ def ort_runners(spec, info):
 
         def run(id_lists):
             ids, mask = pad(id_lists)
-            return sess.run(["sentence_embedding"],
-                            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+            return sess.run(
+                ["sentence_embedding"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
 
         return run
 
@@ -183,6 +194,7 @@ ENGINES = {"ov": ov_runners, "ct2": ct2_runners, "ort": ort_runners}
 # the pipeline: tokenize, (sort, batch), run on the workers
 # --------------------------------------------------------------------------
 
+
 def embed_ids(runners, ids, batch):
     """Embeds token-id lists; returns [n, 384] in the input order. batch == 1: one text
     per call in input order; else sorted by token count, batches of `batch`. Several
@@ -193,14 +205,14 @@ def embed_ids(runners, ids, batch):
         parts = [[i] for i in range(n)]
     else:
         order = sorted(range(n), key=lambda i: len(ids[i]))
-        parts = [order[s:s + batch] for s in range(0, n, batch)]
+        parts = [order[s : s + batch] for s in range(0, n, batch)]
     if len(runners) == 1:
         run = runners[0]
         for p in parts:
             out[p] = run([ids[i] for i in p])
         return out
     if hasattr(runners[0], "many"):  # the engine keeps several batches in flight itself
-        for p, r in zip(parts, runners[0].many([[ids[i] for i in p] for p in parts])):
+        for p, r in zip(parts, runners[0].many([[ids[i] for i in p] for p in parts]), strict=True):
             out[p] = r
         return out
     lock, nxt = threading.Lock(), [0]
@@ -268,14 +280,14 @@ def percentile(samples, q):
 
 
 def worker(spec):
-    info = {}
+    info: dict[str, Any] = {}
     tok = make_tokenizer()
     t0 = time.perf_counter()
     runners = ENGINES[spec["engine"]](spec, info)
     info["load_s"] = time.perf_counter() - t0
     batch = spec.get("batch", 32)
     multi = len(runners) > 1 or spec["threads"] > 1
-    res = {"info": info}
+    res: dict[str, Any] = {"info": info}
 
     def embed(texts):
         if len(runners) > 1:
@@ -290,13 +302,18 @@ def worker(spec):
         got = embed([r["text"] for r in ref]).astype(np.float64)
         c = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
         ids_ok = sum(tok.encode(r["text"]).ids == r["input_ids"] for r in ref)
-        res["accuracy"] = {"lines": len(ref), "worst": float(c.min()), "mean": float(c.mean()),
-                           "worst_item": int(c.argmin()) + 1, "ids_identical": int(ids_ok)}
+        res["accuracy"] = {
+            "lines": len(ref),
+            "worst": float(c.min()),
+            "mean": float(c.mean()),
+            "worst_item": int(c.argmin()) + 1,
+            "ids_identical": int(ids_ok),
+        }
     if "throughput" in tasks:
         texts = read_lines(spec["corpus"])
         if spec.get("limit"):
-            texts = texts[:spec["limit"]]
-        embed(texts[:spec.get("warmup", 100)])
+            texts = texts[: spec["limit"]]
+        embed(texts[: spec.get("warmup", 100)])
         t0 = time.perf_counter()
         embed(texts)
         res["seconds"] = time.perf_counter() - t0
@@ -310,13 +327,19 @@ def worker(spec):
             run([tok.encode(text).ids])
             if i >= 10:
                 samples.append((time.perf_counter() - t0) * 1e3)
-        res["latency"] = {"median_ms": percentile(samples, 0.5), "p90_ms": percentile(samples, 0.9),
-                          "tokens": len(tok.encode(text).ids), "runs": runs}
+        res["latency"] = {
+            "median_ms": percentile(samples, 0.5),
+            "p90_ms": percentile(samples, 0.9),
+            "tokens": len(tok.encode(text).ids),
+            "runs": runs,
+        }
     return res
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--worker", required=True, help="SPEC as JSON")
     ap.add_argument("--result", required=True, help="where to write the result JSON")
     args = ap.parse_args()

@@ -46,7 +46,13 @@ def calibration_feeds(hf_dir, corpus):
     feeds = []
     for t in picked:
         ids = np.array([tok.encode(t).ids], np.int64)
-        feeds.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+        feeds.append(
+            {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+        )
     return feeds
 
 
@@ -64,23 +70,41 @@ def openvino_models(hf_dir, out, corpus):
 
     t0 = time.perf_counter()
     feeds = calibration_feeds(hf_dir, corpus)
-    q = nncf.quantize(ov.convert_model(os.path.join(out, "minilm.onnx")), nncf.Dataset(feeds),
-                      model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+    q = nncf.quantize(
+        ov.convert_model(os.path.join(out, "minilm.onnx")),
+        nncf.Dataset(feeds),
+        model_type=nncf.ModelType.TRANSFORMER,
+        subset_size=len(feeds),
+    )
     ov.save_model(q, os.path.join(d, "int8.xml"), compress_to_fp16=False)
-    print(f"wrote {d}/int8.xml: nncf.quantize, TRANSFORMER, {len(feeds)} calibration texts "
-          f"({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"wrote {d}/int8.xml: nncf.quantize, TRANSFORMER, {len(feeds)} calibration texts "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
 
     t0 = time.perf_counter()
-    w = nncf.compress_weights(ov.convert_model(os.path.join(out, "minilm.onnx")),
-                              mode=nncf.CompressWeightsMode.INT8_ASYM)
+    w = nncf.compress_weights(
+        ov.convert_model(os.path.join(out, "minilm.onnx")), mode=nncf.CompressWeightsMode.INT8_ASYM
+    )
     ov.save_model(w, os.path.join(d, "int8wo.xml"), compress_to_fp16=False)
-    print(f"wrote {d}/int8wo.xml: nncf.compress_weights INT8_ASYM ({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"wrote {d}/int8wo.xml: nncf.compress_weights INT8_ASYM ({time.perf_counter() - t0:.1f} s)"
+    )
 
 
 def ct2_models(hf_dir, out):
     for q in ("int8", "float32"):
-        subprocess.run([sys.executable, os.path.join(HERE, "convert_ct2.py"), hf_dir,
-                        os.path.join(out, f"ct2-{q}"), "--quantization", q], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(HERE, "convert_ct2.py"),
+                hf_dir,
+                os.path.join(out, f"ct2-{q}"),
+                "--quantization",
+                q,
+            ],
+            check=True,
+        )
 
 
 def ort_int8(out):
@@ -89,14 +113,22 @@ def ort_int8(out):
 
     t0 = time.perf_counter()
     dst = os.path.join(out, "minilm.opt.int8.onnx")
-    quantize_dynamic(os.path.join(out, "minilm.opt.onnx"), dst, weight_type=QuantType.QInt8, per_channel=True,
-                     reduce_range=False, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        os.path.join(out, "minilm.opt.onnx"),
+        dst,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=False,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     m = onnx.load(dst, load_external_data=False)
-    counts = {}
+    counts: dict[str, int] = {}
     for n in m.graph.node:
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
-    print(f"wrote {dst} ({os.path.getsize(dst) / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s): "
-          + json.dumps(dict(sorted(counts.items()))))
+    print(
+        f"wrote {dst} ({os.path.getsize(dst) / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s): "
+        + json.dumps(dict(sorted(counts.items())))
+    )
 
 
 def main():

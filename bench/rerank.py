@@ -51,7 +51,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
 from typing import Any
 
 import numpy as np
@@ -84,9 +83,15 @@ def onnx_graphs(hf: Path) -> dict:
         "ORT int8 plain": OUT / "reranker.int8.onnx",
         "ORT int8 fused": OUT / "reranker.opt.int8.onnx",
     }
-    if not all(p.is_file() for p in graphs.values()) or not stamp.is_file() or stamp.read_text() != key:
+    if (
+        not all(p.is_file() for p in graphs.values())
+        or not stamp.is_file()
+        or stamp.read_text() != key
+    ):
         OUT.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(ROOT / "bench" / "export_onnx.py"), str(hf), str(OUT)], check=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "export_onnx.py"), str(hf), str(OUT)], check=True
+        )
         for src, dst in ((plain, graphs["ORT int8 plain"]), (fused, graphs["ORT int8 fused"])):
             quantize_int8(src, dst)
         stamp.write_text(key)
@@ -98,16 +103,29 @@ def quantize_int8(src: Path, dst: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=False,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 class OrtReranker:
     """An ONNX Runtime session over the exported cross-encoder, fed as
     CrossEncoder feeds torch."""
 
-    def __init__(self, path: Path, tok: Tokenizer, threads: int, max_length: int, batch_size: int,
-                 sort: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        tok: Tokenizer,
+        threads: int,
+        max_length: int,
+        batch_size: int,
+        sort: bool = False,
+    ):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
@@ -130,8 +148,12 @@ class OrtReranker:
                 part = order[s : s + self.batch]
                 out[part] = self._run([encs[i] for i in part])
             return out
-        return np.concatenate([self._run(self.tok.encode_batch(pairs[s : s + self.batch]))
-                               for s in range(0, len(pairs), self.batch)])
+        return np.concatenate(
+            [
+                self._run(self.tok.encode_batch(pairs[s : s + self.batch]))
+                for s in range(0, len(pairs), self.batch)
+            ]
+        )
 
     def _run(self, encs: list) -> np.ndarray:
         n = max(len(e.ids) for e in encs)
@@ -143,7 +165,9 @@ class OrtReranker:
             types[i, : len(e.ids)] = e.type_ids
             mask[i, : len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        return self.sess.run(["logits"], {k: v for k, v in feed.items() if k in self.inputs})[0][:, 0]
+        return self.sess.run(["logits"], {k: v for k, v in feed.items() if k in self.inputs})[0][
+            :, 0
+        ]
 
     def rank(self, query: str, docs: list, top_k: int) -> list:
         logits = self.logits([(query, d) for d in docs])
@@ -154,7 +178,9 @@ class OrtReranker:
 class CrossEncoderPeer:
     """sentence-transformers' CrossEncoder on torch (CPU), f32 or dynamic int8."""
 
-    def __init__(self, hf: Path, threads: int, max_length: int, batch_size: int, int8: bool = False):
+    def __init__(
+        self, hf: Path, threads: int, max_length: int, batch_size: int, int8: bool = False
+    ):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import warnings
 
@@ -165,34 +191,49 @@ class CrossEncoderPeer:
         transformers.utils.logging.disable_progress_bar()
         # quantize_dynamic's notes that torch.ao.quantization and quantized tensors are deprecated
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
-        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
+        warnings.filterwarnings(
+            "ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel"
+        )
 
         self.torch = torch
         self.threads = threads
         self.batch = batch_size
         self.ce = CrossEncoder(str(hf), device="cpu", max_length=max_length, local_files_only=True)
         if int8:
-            torch.ao.quantization.quantize_dynamic(self.ce, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+            torch.ao.quantization.quantize_dynamic(
+                self.ce, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
+            )
 
     def predict(self, pairs: list) -> np.ndarray:
         self.torch.set_num_threads(self.threads)
-        return np.asarray(self.ce.predict(pairs, batch_size=self.batch, show_progress_bar=False), np.float64)
+        return np.asarray(
+            self.ce.predict(pairs, batch_size=self.batch, show_progress_bar=False), np.float64
+        )
 
     def rank(self, query: str, docs: list, top_k: int) -> list:
         self.torch.set_num_threads(self.threads)
-        hits = self.ce.rank(query, docs, top_k=top_k, batch_size=self.batch, show_progress_bar=False)
+        hits = self.ce.rank(
+            query, docs, top_k=top_k, batch_size=self.batch, show_progress_bar=False
+        )
         return [h["corpus_id"] for h in hits]
 
 
 def check_reference(graphs: dict, hf: Path, torch_peer: bool = False) -> None:
-    lines = [json.loads(x) for x in (shared() / "reference" / "families" / "minilm-reranker_reference.jsonl")
-             .read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = [
+        json.loads(x)
+        for x in (shared() / "reference" / "families" / "minilm-reranker_reference.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if x.strip()
+    ]
     pairs = [(x["query"], x["passage"]) for x in lines]
     want = np.array([x["logit"] for x in lines], np.float64)
     tok = Tokenizer.from_file(str(hf / "tokenizer.json"))
     tok.enable_truncation(256, strategy="longest_first")
     tok.no_padding()
-    bad_ids = sum(e.ids != x["input_ids"] for e, x in zip(tok.encode_batch(pairs), lines))
+    bad_ids = sum(
+        e.ids != x["input_ids"] for e, x in zip(tok.encode_batch(pairs), lines, strict=True)
+    )
     print(f"reference: {len(lines)} pairs; HF tokenizers ids differ on {bad_ids} lines")
     for name, path in graphs.items():
         r = OrtReranker(path, Tokenizer.from_file(str(hf / "tokenizer.json")), 2, 256, 32)
@@ -227,11 +268,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf", default=str(ROOT / "models" / "minilm-reranker-hf"))
     ap.add_argument("--model", default=str(ROOT / "models" / "minilm-reranker.weights"))
-    ap.add_argument("--rounds", type=int, default=5, help="timed runs at 100 passages (half at 1,000)")
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="timed runs at 100 passages (half at 1,000)"
+    )
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--sizes", default="100,1000")
-    ap.add_argument("--torch", action="store_true",
-                    help="also sentence-transformers' CrossEncoder (torch; bench/.venv-torch)")
+    ap.add_argument(
+        "--torch",
+        action="store_true",
+        help="also sentence-transformers' CrossEncoder (torch; bench/.venv-torch)",
+    )
     args = ap.parse_args()
     import embedder
 
@@ -244,27 +290,41 @@ def main() -> None:
     load0 = os.getloadavg()
     ms = {}  # (engine, threads, n) -> ms
     for threads in (1, 2):
-        ours = {p: embedder.Reranker(args.model, threads=threads, compute_precision=p) for p in ("f32", "int8")}
+        ours = {
+            p: embedder.Reranker(args.model, threads=threads, compute_precision=p)
+            for p in ("f32", "int8")
+        }
         max_length = ours["f32"].max_length
-        peers = {
+        peers: dict[str, OrtReranker | CrossEncoderPeer] = {
             name + (" sorted" if sort else ""): OrtReranker(
-                path, Tokenizer.from_file(str(hf / "tokenizer.json")), threads, max_length, args.batch_size, sort)
+                path,
+                Tokenizer.from_file(str(hf / "tokenizer.json")),
+                threads,
+                max_length,
+                args.batch_size,
+                sort,
+            )
             for name, path in graphs.items()
             for sort in ((False, True) if "fused" in name else (False,))
         }
         if args.torch:
             for int8 in (False, True):
                 peers["CrossEncoder torch " + ("int8" if int8 else "f32")] = CrossEncoderPeer(
-                    hf, threads, max_length, args.batch_size, int8)
+                    hf, threads, max_length, args.batch_size, int8
+                )
         for n in sizes:
             docs = texts[1 : n + 1]
             rounds = args.rounds if n <= 100 else max(1, args.rounds // 2)
             # Interleaved: ours and the peers alternate within one (threads, n).
             for p, r in ours.items():
-                ms[(f"ours {p}", threads, n)] = median_ms(lambda: r.rank(query, docs, top_k=10), rounds)
+                ms[(f"ours {p}", threads, n)] = median_ms(
+                    lambda r=r, docs=docs: r.rank(query, docs, top_k=10), rounds
+                )
                 for name, peer in peers.items():
                     if p in name and (name, threads, n) not in ms:
-                        ms[(name, threads, n)] = median_ms(lambda: peer.rank(query, docs, 10), rounds)
+                        ms[(name, threads, n)] = median_ms(
+                            lambda peer=peer, docs=docs: peer.rank(query, docs, 10), rounds
+                        )
             # Same top 10 as ours in f32 (a sanity check on the peers' inputs).
             top = [g["corpus_id"] for g in ours["f32"].rank(query, docs, top_k=10)]
             for name, peer in peers.items():
@@ -272,33 +332,57 @@ def main() -> None:
                     print(f"note: {name} top-10 differs from ours at {n} passages")
             ce: Any = peers.get("CrossEncoder torch f32")
             if ce is not None and threads == 1:
-                d = np.abs(ce.predict([(query, x) for x in docs]) - ours["f32"].predict([(query, x) for x in docs]))
+                d = np.abs(
+                    ce.predict([(query, x) for x in docs])
+                    - ours["f32"].predict([(query, x) for x in docs])
+                )
                 print(f"CrossEncoder f32 vs ours f32, {n} passages: max |score diff| {d.max():.3g}")
         for r in ours.values():
             r.close()
     load1 = os.getloadavg()
     cols = [(t, n) for n in sizes for t in (1, 2)]
-    print(f"\nload average before {load0[0]:.2f}, after {load1[0]:.2f} ({os.cpu_count()} CPUs); "
-          f"median ms of rank(1 query x N passages, top 10); ORT batch {args.batch_size}")
+    print(
+        f"\nload average before {load0[0]:.2f}, after {load1[0]:.2f} ({os.cpu_count()} CPUs); "
+        f"median ms of rank(1 query x N passages, top 10); ORT batch {args.batch_size}"
+    )
     print("| engine | " + " | ".join(f"{n}, {t} thr" for t, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))
-    engines = ["ours f32", "ours int8"] + sorted({e for (e, _, _) in ms if not e.startswith("ours")})
+    engines = ["ours f32", "ours int8"] + sorted(
+        {e for (e, _, _) in ms if not e.startswith("ours")}
+    )
     for e in engines:
         print(f"| {e} | " + " | ".join(f"{ms[(e, t, n)]:.1f}" for t, n in cols) + " |")
 
     def best(prefix: str, kind: str, t: int, n: int) -> float:
         """The fastest peer (not ours) whose name starts with prefix ("": any) and holds kind."""
-        return min(v for (e, tt, nn), v in ms.items()
-                   if not e.startswith("ours") and e.startswith(prefix) and kind in e and tt == t and nn == n)
+        return min(
+            v
+            for (e, tt, nn), v in ms.items()
+            if not e.startswith("ours")
+            and e.startswith(prefix)
+            and kind in e
+            and tt == t
+            and nn == n
+        )
 
-    print("| **f32: ORT best f32 / ours** (goal >= 1.5) | "
-          + " | ".join(f"{best('ORT', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols) + " |")
+    print(
+        "| **f32: ORT best f32 / ours** (goal >= 1.5) | "
+        + " | ".join(f"{best('ORT', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols)
+        + " |"
+    )
     if args.torch:
-        print("| **f32: CrossEncoder f32 / ours** | "
-              + " | ".join(f"{best('Cross', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols) + " |")
-    print("| **int8: fastest int8 peer / ours** (goal >= 1.3) | "
-          + " | ".join(f"{best('', 'int8', t, n) / ms[('ours int8', t, n)]:.2f}"
-                       for t, n in cols) + " |")
+        print(
+            "| **f32: CrossEncoder f32 / ours** | "
+            + " | ".join(
+                f"{best('Cross', 'f32', t, n) / ms[('ours f32', t, n)]:.2f}" for t, n in cols
+            )
+            + " |"
+        )
+    print(
+        "| **int8: fastest int8 peer / ours** (goal >= 1.3) | "
+        + " | ".join(f"{best('', 'int8', t, n) / ms[('ours int8', t, n)]:.2f}" for t, n in cols)
+        + " |"
+    )
 
 
 if __name__ == "__main__":

@@ -176,8 +176,7 @@ def run(args: argparse.Namespace) -> None:
                     r = json.loads(out.stdout)
                     rows.setdefault((spec, threads, name), []).append(r)
                     print(
-                        f"round {rnd} {spec} threads {threads} {name}: "
-                        f"{r['texts_s']:.2f} texts/s",
+                        f"round {rnd} {spec} threads {threads} {name}: {r['texts_s']:.2f} texts/s",
                         flush=True,
                     )
     print(f"load after {os.getloadavg()}")
@@ -186,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
             old, new = rows[(spec, threads, "old")], rows[(spec, threads, "new")]
             o = statistics.median(r["texts_s"] for r in old)
             n = statistics.median(r["texts_s"] for r in new)
-            same = all(a["top"] == b["top"] for a, b in zip(old, new))
+            same = all(a["top"] == b["top"] for a, b in zip(old, new, strict=True))
             print(
                 f"{spec} threads {threads}: old {o:.2f}, new {n:.2f} texts/s, "
                 f"new/old {n / o:.2f}x, {old[0]['tokens']} tokens, same top 10: {same}"

@@ -12,18 +12,25 @@ import sys
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "out",
-                                                              "results.json")
+    path = (
+        sys.argv[1]
+        if len(sys.argv) > 1
+        else os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "results.json")
+    )
     r = json.load(open(path))
     rows = r["throughput"]
-    print("| config | threads | texts/s | tokens/s | worst cosine | mean cosine | peak RSS (MB) | rounds (s) |")
+    print(
+        "| config | threads | texts/s | tokens/s | worst cosine | mean cosine | peak RSS (MB) | rounds (s) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for x in rows:
         wc = f"{x['worst_cosine']:.6f}" if x["worst_cosine"] is not None else "-"
         mc = f"{x['mean_cosine']:.6f}" if x["mean_cosine"] is not None else "-"
         rss = f"{x['rss_mb']:.0f}" if x.get("rss_mb") is not None else "-"
-        print(f"| {x['config']} | {x['threads']} | {x['texts_per_s']:.1f} | {x['tokens_per_s']:.0f} | {wc} | {mc} | "
-              f"{rss} | {' '.join(f'{s:.2f}' for s in x['rounds_s'])} |")
+        print(
+            f"| {x['config']} | {x['threads']} | {x['texts_per_s']:.1f} | {x['tokens_per_s']:.0f} | {wc} | {mc} | "
+            f"{rss} | {' '.join(f'{s:.2f}' for s in x['rounds_s'])} |"
+        )
     lat = r["latency"]["best_median_and_p90_ms"]
     groups = []
     for k in lat:

@@ -57,9 +57,20 @@ def ours_rate(embd: str, model: Path, texts: list[str], rounds: int) -> tuple[in
     try:
         # The input reader takes one text per line; texts with newlines go as JSONL.
         out = subprocess.run(
-            [embd, "bench", "-m", str(model), "--tokenize-only", "--input", path,
-             "--rounds", str(rounds)],
-            check=True, capture_output=True, text=True,
+            [
+                embd,
+                "bench",
+                "-m",
+                str(model),
+                "--tokenize-only",
+                "--input",
+                path,
+                "--rounds",
+                str(rounds),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     finally:
         os.unlink(path)
@@ -85,18 +96,31 @@ def main() -> None:
         ("BPE", "multilingual", "roberta-bpe-tiny", multi),
         ("BPE", "English", "roberta-bpe-tiny", english),
     ]
-    print(f"{'tokenizer':<9} {'texts':<13} {'tokens':>8} {'HF tokens/s':>12} "
-          f"{'ours tokens/s':>14} {'ratio':>6}  open")
+    print(
+        f"{'tokenizer':<9} {'texts':<13} {'tokens':>8} {'HF tokens/s':>12} "
+        f"{'ours tokens/s':>14} {'ratio':>6}  open"
+    )
     rows = []
     for kind, what, model, texts in cases:
         hf_tokens, hf = hf_rate(fam / model / "tokenizer.json", texts, a.rounds)
         our_tokens, ours, open_ms = ours_rate(a.embd, models / f"{model}.weights", texts, a.rounds)
         note = "" if hf_tokens == our_tokens else f"  (token totals differ: HF {hf_tokens})"
-        print(f"{kind:<9} {what:<13} {our_tokens:>8} {hf:>12.0f} {ours:>14.0f} "
-              f"{ours / hf:>5.2f}x  {open_ms:.1f} ms{note}")
-        rows.append({"tokenizer": kind, "texts": what, "tokens": our_tokens,
-                     "hf_tokens": hf_tokens, "hf_tokens_per_s": hf,
-                     "ours_tokens_per_s": ours, "ratio": ours / hf, "open_ms": open_ms})
+        print(
+            f"{kind:<9} {what:<13} {our_tokens:>8} {hf:>12.0f} {ours:>14.0f} "
+            f"{ours / hf:>5.2f}x  {open_ms:.1f} ms{note}"
+        )
+        rows.append(
+            {
+                "tokenizer": kind,
+                "texts": what,
+                "tokens": our_tokens,
+                "hf_tokens": hf_tokens,
+                "hf_tokens_per_s": hf,
+                "ours_tokens_per_s": ours,
+                "ratio": ours / hf,
+                "open_ms": open_ms,
+            }
+        )
     print(json.dumps(rows))
 
 

@@ -15,13 +15,18 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from tokenizers import Tokenizer  # noqa: E402
 
-base = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-    os.path.dirname(__file__), "..", "..", "shared", "reference", "architectures")
-for folder, cases in [("modernbert-tiny", "modernbert_bpe_cases.jsonl"),
-                      ("qwen3-embedding-tiny", "qwen3_bpe_cases.jsonl"),
-                      ("embeddinggemma-tiny", "gemma_spm_bpe_cases.jsonl")]:
+base = (
+    sys.argv[1]
+    if len(sys.argv) > 1
+    else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference", "architectures")
+)
+for folder, cases in [
+    ("modernbert-tiny", "modernbert_bpe_cases.jsonl"),
+    ("qwen3-embedding-tiny", "qwen3_bpe_cases.jsonl"),
+    ("embeddinggemma-tiny", "gemma_spm_bpe_cases.jsonl"),
+]:
     tok = Tokenizer.from_file(os.path.join(base, folder, "tokenizer.json"))
-    texts = [json.loads(l)["text"] for l in open(os.path.join(base, cases), encoding="utf-8")]
+    texts = [json.loads(line)["text"] for line in open(os.path.join(base, cases), encoding="utf-8")]
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
     best = float("inf")
     for _ in range(5):
@@ -31,5 +36,7 @@ for folder, cases in [("modernbert-tiny", "modernbert_bpe_cases.jsonl"),
             for enc in tok.encode_batch(texts, add_special_tokens=False):
                 n_ids += len(enc.ids)
         best = min(best, time.perf_counter() - t0)
-    print(f"{folder}: {nbytes * 20 / best / 1e6:.1f} MB/s, {n_ids / best / 1e6:.2f} M ids/s "
-          f"({len(texts)} texts x 20, {nbytes} bytes each pass, best of 5)")
+    print(
+        f"{folder}: {nbytes * 20 / best / 1e6:.1f} MB/s, {n_ids / best / 1e6:.2f} M ids/s "
+        f"({len(texts)} texts x 20, {nbytes} bytes each pass, best of 5)"
+    )

@@ -35,6 +35,11 @@ STAMP_VERSION=2
 STAMP="$DIR/.embedder-swift-chroot"
 NEED_GB_NEW=5   # the chroot (3.3 GB) plus the build trees
 NEED_GB_OLD=1   # the Swift build trees only
+# chroot, debootstrap and mount live in the sbin folders, which a non-login
+# PATH (cron, `env -i`, some CI runners) leaves out.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin" ;; esac
+case ":$PATH:" in *:/sbin:*) ;; *) PATH="$PATH:/sbin" ;; esac
+export PATH
 say() { printf '== swift_chroot: %s\n' "$*" >&2; }
 cannot() { printf 'swift_chroot: cannot run here: %s\n' "$*" >&2; exit 77; }
 

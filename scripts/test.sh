@@ -60,7 +60,7 @@ step "models by name: embd pull and embd -m / embd serve -m against a loopback h
 cargo build --release --quiet -p embd-pull
 EMBD_BIN="$root/target/release/embd" scripts/hub/run.sh
 
-step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy, pytest (incl. Ray)"
+step "Python package: fresh venv, pip install ./python[dev,ray], ruff, mypy (python/ and bench/), pytest (incl. Ray)"
 scripts/test_python.sh --fresh
 
 step "output precision: bit-exact against sentence-transformers' quantize_embeddings (numpy venv)"

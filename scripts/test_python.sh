@@ -4,7 +4,8 @@
 #      deletes it first);
 #   2. pip install "./python[dev,ray]": pip runs setup.py, which builds the Rust
 #      library with cargo (target/) and packs it into the wheel;
-#   3. ruff format --check, ruff check, mypy --strict on python/;
+#   3. ruff format --check, ruff check, mypy --strict on python/; ruff and
+#      mypy (untyped bodies checked) on bench/;
 #   4. cargo build --release --bin embd (test_families.py converts the family
 #      models with it; skipped when EMBD_BIN or EMBD_FAMILIES_DIR is set);
 #   5. pytest python/tests from outside the source tree (so the installed
@@ -45,6 +46,11 @@ if [ -z "${EMBD_BIN:-}" ] && [ -z "${EMBD_FAMILIES_DIR:-}" ]; then
 fi
 
 cd "$root/python"
+"$venv/bin/ruff" format --check .
+"$venv/bin/ruff" check .
+"$venv/bin/mypy"
+# The benchmark scripts, with the same pinned tools (settings: bench/pyproject.toml).
+cd "$root/bench"
 "$venv/bin/ruff" format --check .
 "$venv/bin/ruff" check .
 "$venv/bin/mypy"

@@ -394,6 +394,13 @@ impl Reranker {
         self.rt.threads()
     }
 
+    /// Packs the layers' weight matrices for the kernels now, on the calling
+    /// thread, if that is not done yet (see [`Options::prepack_weights`], which
+    /// does it in the background from the first call on). Results do not change.
+    pub fn prepack(&self) {
+        self.rt.prepack();
+    }
+
     /// Facts about the encoder (`dim` is its hidden size).
     pub fn info(&self) -> ModelInfo {
         self.rt.info(self.head.hidden(), self.head.pooling(), false)

@@ -784,3 +784,112 @@ fn xlmr_reranker_tiny_matches_reference() {
         );
     }
 }
+
+/// `embd bench` times a cross-encoder on query-passage pairs, as `embd
+/// rerank` scores them: `{"query", "passage"}` JSONL lines, or `--query`
+/// with one passage per line; the report counts the pairs and their tokens
+/// (the reference tokenizer's, on pairs it did not cut) and takes
+/// `--precision` and `--threads`; a plain corpus without `--query`,
+/// `--query` on an embedding model and `--emit` on a cross-encoder are
+/// refused by name.
+#[test]
+fn embd_bench_times_cross_encoders() {
+    let Some(path) = minilm_reranker("reranker_bench") else {
+        return;
+    };
+    let dir = common::TempDir::new("rerank-bench");
+    let lines: Vec<PairLine> = pair_lines("minilm-reranker_reference.jsonl")
+        .into_iter()
+        .filter(|l| l.ids.len() < MINILM_MAX_LENGTH)
+        .take(40)
+        .collect();
+    assert_eq!(lines.len(), 40);
+    let pairs = dir.path().join("pairs.jsonl");
+    let body: String = lines
+        .iter()
+        .map(|l| serde_json::json!({ "query": l.query, "passage": l.passage }).to_string() + "\n")
+        .collect();
+    std::fs::write(&pairs, body).unwrap();
+    let bench = |extra: &[&str]| {
+        std::process::Command::new(common::embd_bin())
+            .args(["bench", "-m"])
+            .arg(&path)
+            .args(["--rounds", "2", "--warmup", "4", "--latency-runs", "3"])
+            .args(["--batch-size", "16"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let report = |o: &std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("bench JSON: {e}: {}", String::from_utf8_lossy(&o.stdout)))
+    };
+    let tokens: usize = lines.iter().map(|l| l.ids.len()).sum();
+    for (threads, precision) in [("1", "f32"), ("2", "int8")] {
+        let input = pairs.to_str().unwrap();
+        let v = report(&bench(&[
+            "--input",
+            input,
+            "--threads",
+            threads,
+            "--precision",
+            precision,
+        ]));
+        assert_eq!(v["engine"], "embedder", "{v}");
+        assert_eq!(v["threads"], threads.parse::<u64>().unwrap(), "{v}");
+        assert_eq!(v["precision"], precision, "{v}");
+        assert_eq!(v["batch_size"], 16, "{v}");
+        assert_eq!(v["pairs"], lines.len(), "{v}");
+        assert_eq!(v["tokens"], tokens, "{v}");
+        assert_eq!(v["rounds_s"].as_array().map(Vec::len), Some(2), "{v}");
+        assert!(v["pairs_per_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+        assert!(v["open_first_ms"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+        assert_eq!(v["latency"]["runs"], 3, "{v}");
+        assert!(
+            v["latency"]["median_ms"].as_f64().is_some_and(|x| x > 0.0),
+            "{v}"
+        );
+        // The latency pair is one of the corpus's, with its tokens.
+        let l = lines
+            .iter()
+            .find(|l| v["latency"]["query"] == l.query && v["latency"]["passage"] == l.passage)
+            .unwrap_or_else(|| panic!("latency pair not from the corpus: {v}"));
+        assert_eq!(v["latency"]["tokens"], l.ids.len(), "{v}");
+    }
+
+    // --query: every line a passage of that query.
+    let query = &lines[0].query;
+    let same: Vec<&PairLine> = lines.iter().filter(|l| &l.query == query).collect();
+    let passages = dir.path().join("passages.txt");
+    let text: Vec<&str> = same.iter().map(|l| l.passage.as_str()).collect();
+    assert!(text.iter().all(|p| !p.contains(['\n', '\r'])));
+    std::fs::write(&passages, text.join("\n") + "\n").unwrap();
+    let input = passages.to_str().unwrap();
+    let v = report(&bench(&["--input", input, "--query", query]));
+    assert_eq!(v["pairs"], same.len(), "{v}");
+    let want: usize = same.iter().map(|l| l.ids.len()).sum();
+    assert_eq!(v["tokens"], want, "{v}");
+    assert_eq!(v["latency"]["query"], query.as_str(), "{v}");
+
+    let refused = |o: std::process::Output, what: &str| {
+        assert!(!o.status.success(), "{what}: accepted");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(what), "{what}: {e}");
+    };
+    refused(bench(&["--input", input]), "give --query TEXT");
+    refused(
+        bench(&["--input", input, "--query", query, "--emit", "dense"]),
+        "a cross-encoder scores pairs",
+    );
+    let embedding = common::model_path("models/all-MiniLM-L6-v2.weights", "reranker_bench");
+    if let Some(m) = embedding {
+        let o = std::process::Command::new(common::embd_bin())
+            .args(["bench", "-m"])
+            .arg(m)
+            .args(["--input", input, "--query", query])
+            .output()
+            .unwrap();
+        refused(o, "is an embedding model");
+    }
+}

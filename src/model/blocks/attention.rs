@@ -125,6 +125,10 @@ pub struct AttentionScratch<'a> {
     pub heads: &'a mut [f32],
     /// The products' scratch (quantized activations).
     pub lin: &'a mut LinearScratch,
+    /// Disentangled attention's projected relative rows and per-head score
+    /// tables (empty for every other attention): grown to what a layer
+    /// needs, kept across layers and calls.
+    pub relative: &'a mut Vec<f32>,
     /// Per sequence, how many of its first tokens are keys (the others are
     /// queries only: an attention mask of 0 on tokens that still get an
     /// output, ColBERT's query expansion); `None`: every token.

@@ -127,13 +127,21 @@ impl Disentangled {
         // The reached relative rows through this layer's Q | K product (V
         // is not needed).
         let (hw, pld) = (att.qkv.k(), 2 * nh * d);
-        let mut pos = vec![0.0f32; (hi - lo) * pld];
+        let groups = par.tasks().min(nh).max(1);
+        let per_group = nh.div_ceil(groups);
+        let (pos_len, scratch_len) = ((hi - lo) * pld, nh.div_ceil(per_group) * per_head);
+        if s.relative.len() < pos_len + scratch_len {
+            s.relative.resize(pos_len + scratch_len, 0.0);
+        }
+        // Both parts are written before they are read (the products store).
+        let (pos, scratch) = s.relative.split_at_mut(pos_len);
+        let scratch = &mut scratch[..scratch_len];
         let epi = att.qkv_b.as_deref().map_or(Epilogue::None, Epilogue::Bias);
         att.qkv.forward_cols(
             &self.rows[lo * hw..hi * hw],
             hi - lo,
             pld,
-            &mut pos,
+            pos,
             pld,
             false,
             epi,
@@ -141,9 +149,6 @@ impl Disentangled {
             s.lin,
         );
         let scale = 1.0 / ((d * self.scale_factor()) as f32).sqrt();
-        let groups = par.tasks().min(nh).max(1);
-        let per_group = nh.div_ceil(groups);
-        let mut scratch = vec![0.0f32; nh.div_ceil(per_group) * per_head];
         let mut o = 0;
         for (si, &len) in lens.iter().enumerate() {
             let vis = visible(si, len);
@@ -191,11 +196,25 @@ impl Disentangled {
                 }
             } else {
                 for hd in 0..nh {
-                    self.head(&seq, cols(hd), &mut scratch, &mut ctx[hd * d..], cw);
+                    self.head(&seq, cols(hd), scratch, &mut ctx[hd * d..], cw);
                 }
             }
             o += len;
         }
+    }
+
+    /// The most floats of [`AttentionScratch::relative`] that
+    /// [`Self::attend_all`] takes for a batch whose longest sequence has
+    /// `max_len` tokens (`nh` heads of width `d`): every sequence's reach
+    /// lies within the longest one's with all its tokens keys
+    /// ([`Self::index`] is non-decreasing).
+    pub fn relative_floats(&self, max_len: usize, nh: usize, d: usize, par: Par) -> usize {
+        if max_len == 0 {
+            return 0;
+        }
+        let (a, b) = self.reach(max_len, max_len);
+        let per_group = nh.div_ceil(par.tasks().min(nh).max(1));
+        (b - a) * 2 * nh * d + nh.div_ceil(per_group) * self.scratch_floats(max_len, max_len, b - a)
     }
 
     /// Floats of scratch one head of a sequence needs: the scores and the
@@ -474,15 +493,27 @@ mod tests {
         let mut scores = vec![0.0f32; 0];
         let mut heads = vec![f32::NAN; max_len * cw];
         let mut lin = LinearScratch::default();
+        // Stale values from an earlier call must not reach the result.
+        let bound = c
+            .dis
+            .relative_floats(max_len, c.att.heads.q, c.att.heads.d, par);
+        let mut relative = vec![f32::NAN; bound];
         let mut s = AttentionScratch {
             qkv: &mut qkv,
             ctx: &mut ctx,
             scores: &mut scores,
             heads: &mut heads,
             lin: &mut lin,
+            relative: &mut relative,
             keys,
         };
         c.dis.attend_all(&c.att, lens, &mut s, par);
+        // The bound the encoder reports covers what the call took.
+        assert_eq!(
+            relative.len(),
+            bound,
+            "relative scratch grew past its bound"
+        );
         ctx
     }
 

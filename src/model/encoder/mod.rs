@@ -107,6 +107,7 @@ pub struct Workspace {
     inter: Vec<f32>,
     scores: Vec<f32>,
     heads: Vec<f32>,
+    relative: Vec<f32>,
     lin: LinearScratch,
 }
 
@@ -120,7 +121,8 @@ impl Workspace {
             + self.ctx.len()
             + self.inter.len()
             + self.scores.len()
-            + self.heads.len())
+            + self.heads.len()
+            + self.relative.len())
             + self.lin.bytes()
     }
 }
@@ -726,6 +728,9 @@ impl Encoder {
         tokens * (h + normed + qw + cw + wide + self.inter)
             + heads * attention_kernel::scratch_len(max_len, self.heads.d)
             + if par.tasks() > 1 { max_len * cw } else { 0 }
+            + self.disentangled.as_ref().map_or(0, |x| {
+                x.relative_floats(max_len, self.heads.q, self.heads.d, par)
+            })
     }
 
     /// Runs the encoder over a chunk of sequences packed contiguously (with
@@ -834,6 +839,7 @@ impl Encoder {
             inter,
             scores,
             heads,
+            relative,
             lin,
         } = ws;
         let hidden = &mut hidden[..total * h];
@@ -851,6 +857,7 @@ impl Encoder {
                     scores: &mut *scores,
                     heads: &mut *heads,
                     lin: &mut *lin,
+                    relative: &mut *relative,
                     keys,
                 },
                 wide: &mut *wide,
