@@ -50,12 +50,13 @@
 //! every 32 products need in all three forms. So every ISA quantizes the same
 //! way and gives the same bits.
 //!
-//! Row quantization is vectorized for every x86 ISA
+//! Row quantization is vectorized for every ISA with an int8 tile
 //! (`x86_64::avx512::qgemm::quantize_row` for `Avx512Vnni`,
-//! `x86_64::avx2::qgemm::quantize_row` for `AvxVnni` and `Avx2`), bit for
+//! `x86_64::avx2::qgemm::quantize_row` for `AvxVnni` and `Avx2`,
+//! `aarch64::neon::qgemm::quantize_row` for the `i8mm` and `dotprod` rows), bit for
 //! bit the scalar `quantize_row_scalar` (whose `round_ties_even` is a libm
 //! call per element on the baseline target; the vector forms round in
-//! `vcvtps2dq`).
+//! `vcvtps2dq` / `fcvtns`).
 //!
 //! B is packed once per matrix for one ISA: panels of `nr` columns; inside a
 //! panel, for each group of 4 consecutive k, the 4 bytes of every column
@@ -772,8 +773,10 @@ mod tests {
     #[test]
     fn vector_quantization_matches_scalar() {
         for isa in supported() {
-            // Every mix of the vector loops (32, 16, 8 lanes) and tails.
-            for &k in &[1usize, 5, 8, 16, 17, 31, 33, 45, 63, 64, 100, 384, 1536] {
+            // Every mix of the vector loops (32, 16, 8, 4 lanes) and tails.
+            for &k in &[
+                1usize, 2, 3, 4, 5, 8, 12, 16, 17, 31, 33, 45, 63, 64, 100, 384, 1536,
+            ] {
                 for seed in 0..28u64 {
                     let mut x = rand_vec(k, seed + 1000 * k as u64);
                     // Skewed and degenerate rows too, non-finite values,

@@ -69,5 +69,5 @@ pub(crate) static QKERNEL: QKernel = QKernel {
     nr: 16,
     a_offset: 0,
     tiles: &KERNELS,
-    quantize_row: None,
+    quantize_row: Some(super::neon::qgemm::quantize_row),
 };

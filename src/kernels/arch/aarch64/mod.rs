@@ -6,7 +6,7 @@
 //!
 //! | module | extension | f32 GEMM | row ops, attention | int8 GEMM | bf16 GEMM |
 //! |---|---|---|---|---|---|
-//! | [`neon`] | Advanced SIMD (every core) | 6 x 16 `fmla` | yes | dequantizing store | 5 x 16 `fmla` emulation |
+//! | [`neon`] | Advanced SIMD (every core) | 6 x 16 `fmla` | yes | dequantizing store, row quantization | 5 x 16 `fmla` emulation |
 //! | [`dotprod`] | FEAT_DotProd | | | 6 x 16 `sdot` | |
 //! | [`i8mm`] | FEAT_I8MM | | | 4 x 16 `smmla` | |
 //!
