@@ -207,7 +207,7 @@ impl Disentangled {
     /// [`Self::attend_all`] takes for a batch whose longest sequence has
     /// `max_len` tokens (`nh` heads of width `d`): every sequence's reach
     /// lies within the longest one's with all its tokens keys
-    /// ([`Self::index`] is non-decreasing).
+    /// (the relative index is non-decreasing in `i - j`).
     pub fn relative_floats(&self, max_len: usize, nh: usize, d: usize, par: Par) -> usize {
         if max_len == 0 {
             return 0;
